@@ -1,0 +1,15 @@
+# Tests mirror the source tree: tests/<area>/<name>_test.cc. All of them build into one
+# GoogleTest binary; every TEST becomes its own ctest entry. Multi-process tests find the CLI
+# through FABFLOW_BIN.
+find_package(GTest REQUIRED)
+include(GoogleTest)
+
+file(GLOB_RECURSE FABFLOW_TEST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/*_test.cc)
+file(GLOB_RECURSE FABFLOW_TEST_SUPPORT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/support/*.cc)
+add_executable(fabflow_tests ${FABFLOW_TEST_SOURCES} ${FABFLOW_TEST_SUPPORT})
+target_include_directories(fabflow_tests PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+target_link_libraries(fabflow_tests PRIVATE fabflow GTest::gtest GTest::gtest_main)
+target_compile_options(fabflow_tests PRIVATE ${FABFLOW_WARNINGS})
+target_compile_definitions(fabflow_tests PRIVATE FABFLOW_BIN="$<TARGET_FILE:fabflow_cli>")
+add_dependencies(fabflow_tests fabflow_cli)
+gtest_discover_tests(fabflow_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)

@@ -1,0 +1,80 @@
+// Out-of-band bootstrap: how the processes of one experiment find each other and exchange
+// endpoint names and memory keys before any fabric traffic flows.
+//
+// The TCP bootstrap needs no external service: rank 0 runs a small coordinator, every rank
+// (rank 0 included) connects to it, proves it knows the shared secret, and from then on
+// all-gathers and barriers are relayed through the coordinator. The same sockets double as a
+// liveness channel: when a process dies its socket hangs up and every other rank learns of it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fabflow {
+
+// Where rank, size, coordinator and secret come from. Explicit values win over the environment.
+struct BootstrapConfig {
+  int rank = -1;             // -1: from the environment
+  int size = -1;             // -1: from the environment
+  int local_rank = -1;       // rank among the processes on this host; -1: from the environment
+  std::string coordinator;   // "host:port" of rank 0's coordinator; empty: FABFLOW_COORD
+  int listen_fd = -1;        // rank 0 only: an already-listening socket (FABFLOW_COORD_FD)
+  std::string secret;        // empty: FABFLOW_SECRET
+  std::chrono::milliseconds timeout{8000};  // join, all-gather and barrier bound
+
+  // Fills unset fields from FABFLOW_RANK / FABFLOW_SIZE / FABFLOW_LOCAL_RANK / FABFLOW_COORD /
+  // FABFLOW_COORD_FD / FABFLOW_SECRET / FABFLOW_BOOTSTRAP_TIMEOUT_MS, then from the launcher's
+  // environment: Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), Open MPI
+  // (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), MPICH/Hydra PMI (PMI_RANK, PMI_SIZE,
+  // MPI_LOCALRANKID), PMIx (PMIX_RANK with PMIX_SIZE or the launcher's size variable).
+  // Throws UsageError naming what is missing or malformed.
+  void fill_from_env();
+
+  // The name of the launcher whose environment supplied rank/size ("fabflow", "slurm",
+  // "openmpi", "pmi", "pmix"), or "" when none did.
+  static std::string detect_launcher();
+};
+
+// Runtime interface for the out-of-band channel (UCX's ucx_perf_rte_t idea). Implementations:
+// TCP (make_tcp_bootstrap) and in-process threads for tests (make_thread_bootstraps).
+// Not thread-safe: one thread of a process uses its Bootstrap at a time.
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;
+
+  // Every rank contributes one blob; returns all blobs indexed by rank. Throws PeerError when
+  // a peer vanished and Error on timeout.
+  virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
+
+  // Blocks until every rank has entered the barrier. `while_waiting`, when given, is called
+  // repeatedly while waiting (a passive peer drives its fabric progress from here).
+  // Timeout: unbounded when `while_waiting` is given (the caller bounds its own work), else
+  // the configured timeout.
+  virtual void barrier(const std::function<void()>& while_waiting = {}) = 0;
+
+  // Non-blocking: true once any peer process is known to have died or aborted.
+  virtual bool peer_failed() = 0;
+
+  // Tells every peer this process is giving up (they see peer_failed() soon after).
+  virtual void abort(const std::string& reason) = 0;
+
+  // The IP address (numeric) of this host as seen on the path to the coordinator. Fabric
+  // endpoints bind to it so that tcp traffic uses the same interface (a veth in a namespace).
+  virtual std::string local_address() const = 0;
+};
+
+std::unique_ptr<Bootstrap> make_tcp_bootstrap(BootstrapConfig config);
+
+// n connected bootstraps for n threads of one process (unit tests of multi-party logic).
+std::vector<std::unique_ptr<Bootstrap>> make_thread_bootstraps(int n);
+
+}  // namespace fabflow

@@ -1,0 +1,44 @@
+// The local launcher: starts the N processes of an experiment on this host, optionally each in
+// its own network namespace joined by veth so that tcp traffic crosses a (virtual) network, and
+// cleans up children and namespaces on exit, Ctrl-C and failure.
+//
+// On a cluster the same binary runs under srun / mpirun instead; BootstrapConfig::fill_from_env
+// reads rank and size from the launcher's environment and no local launch happens.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace fabflow {
+
+struct LaunchConfig {
+  int nprocs = 2;
+  std::vector<std::string> argv;  // argv[0] is the executable to run (usually /proc/self/exe)
+  bool netns = false;             // one network namespace per process, joined by veth
+  // How long the survivors get after one process fails before they are killed.
+  std::chrono::milliseconds grace{2000};
+  // Bound on the whole run; 0 = none.
+  std::chrono::milliseconds deadline{0};
+};
+
+// Runs the experiment and returns the exit status to give the user: 0 when every process
+// exited 0, else the first failing process' status (128+signal for a signal). Children get
+// FABFLOW_RANK, FABFLOW_SIZE, FABFLOW_LOCAL_RANK, FABFLOW_COORD, FABFLOW_SECRET (random per
+// launch) and, for rank 0 outside namespaces, FABFLOW_COORD_FD (a listening socket the launcher
+// bound, so there is no port race). Children's stdout is passed through; of their error lines
+// only the first is shown. Throws Error when namespaces cannot be created (the message says
+// why, e.g. not root).
+int launch_local(const LaunchConfig& config);
+
+// True when this process was started by a launcher (fabflow's own, Slurm, mpirun, PMI/PMIx)
+// and should act as one rank rather than launch others.
+bool started_by_launcher();
+
+// Whether this machine allows creating network namespaces; when not, `why` says why.
+bool netns_available(std::string* why);
+
+// Removes namespaces and veths left by launches whose launcher process is gone.
+void cleanup_stale_netns();
+
+}  // namespace fabflow
