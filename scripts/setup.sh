@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what fabflow needs from Debian packages (when missing) and builds the release tree.
+#   scripts/setup.sh            install + release build into build/
+#   scripts/setup.sh --deps     install only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-bin
+          libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+ver=$(pkg-config --modversion libfabric)
+if ! printf '1.17\n%s\n' "$ver" | sort -V -C; then
+  echo "setup: libfabric $ver is older than 1.17" >&2; exit 1
+fi
+[ "${1:-}" = "--deps" ] && exit 0
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build fabflow_cli
+echo "setup: built build/fabflow"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, then builds and runs every test in three trees:
+# release, ASan+UBSan, and TSan (the concurrent parts: bootstrap, launcher, progress engine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --deps
+
+jobs=$(nproc)
+run_tree() {  # name, cmake args..., -- ctest args...
+  local dir=$1; shift
+  local cmake_args=() ctest_args=()
+  while (($#)) && [ "$1" != "--" ]; do cmake_args+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  ctest_args=("$@")
+  echo "== $dir: build"
+  cmake -S . -B "$dir" -G Ninja "${cmake_args[@]}" >/dev/null
+  ninja -C "$dir" -j "$jobs" fabflow_tests fabflow_cli
+  echo "== $dir: test"
+  (cd "$dir" && ctest --output-on-failure -j 2 "${ctest_args[@]}")
+}
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+run_tree build -DCMAKE_BUILD_TYPE=Release
+run_tree build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=address
+run_tree build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=thread -- \
+  -R 'Bootstrap|Launcher|Progress'
+echo "== all test trees passed"
