@@ -1,0 +1,116 @@
+// The benchmark engine as a library: run(params) -> result, plus reporters (human table and
+// JSON lines). The CLI is a thin shell over it. Field meanings: docs/bench-output.md.
+#pragma once
+
+#include <fabflow/transport.h>
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace fabflow {
+
+class Bootstrap;
+
+// Percentiles of a set of samples, in nanoseconds.
+struct LatencyStats {
+  double mean = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
+  std::uint64_t samples = 0;
+};
+
+// Sorts `samples` in place and summarises them (nearest-rank percentiles).
+LatencyStats summarize(std::vector<double>& samples);
+
+// Parses "64", "4K", "1M", lists "64,4096" and power-of-two sweeps "4:64K" into sizes.
+// Throws UsageError on malformed input.
+std::vector<std::size_t> parse_sizes(const std::string& text);
+
+// Time source for samples: the invariant TSC when the CPU has one (calibrated against
+// CLOCK_MONOTONIC), else CLOCK_MONOTONIC. Thread-safe after construction.
+class Clock {
+ public:
+  Clock();
+  std::uint64_t now() const noexcept;  // ticks
+  double to_ns(std::uint64_t ticks) const noexcept { return static_cast<double>(ticks) * ns_per_tick_; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  bool tsc_ = false;
+  double ns_per_tick_ = 1.0;
+  std::string name_;
+};
+
+enum class RawTest : std::uint8_t { latency, bandwidth, both };
+
+struct RawParams {
+  Op op = Op::send;
+  std::vector<std::size_t> sizes{64};
+  std::uint64_t iterations = 10000;  // measured iterations per size
+  double duration_s = 0;             // > 0: pick iterations to fill this time per size
+  std::uint64_t warmup = 1000;       // iterations discarded before measuring
+  unsigned window = 64;              // outstanding operations in bandwidth tests
+  bool inject = true;                // inject sizes up to the provider's inject size
+  unsigned signal_every = 1;         // request a completion every n-th operation
+  unsigned batch = 1;                // post n operations back to back, FI_MORE on all but last
+  RawTest test = RawTest::both;
+  ProgressMode progress = ProgressMode::automatic;
+  int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
+  std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
+};
+
+struct CpuUse {
+  double initiator_ns_per_msg = 0;
+  double target_ns_per_msg = 0;
+  double progress_thread_s = 0;  // CPU seconds of progress threads (both ranks)
+};
+
+struct RawRow {
+  RawTest test = RawTest::latency;
+  Op op = Op::send;
+  std::size_t size = 0;
+  std::uint64_t iterations = 0;
+  bool injected = false;
+  // Latency rows: one-way for ping-pong ops (send, write, writedata: half the round trip),
+  // completion time for read and atomics.
+  bool one_way = true;
+  LatencyStats latency;
+  // Bandwidth rows.
+  double seconds = 0;
+  double mbps = 0;  // 10^6 bytes per second
+  double msgs_per_s = 0;
+  CpuUse cpu;
+};
+
+// The configuration and environment echoed in every report.
+struct RawEnvironment {
+  Capabilities caps;
+  std::string fabflow_version;
+  std::string libfabric_version;
+  std::string build_type;
+  std::string sanitizer;
+  std::string clock;
+  std::string launcher;
+  bool pinned = false;
+  int cpu_initiator = -1;
+  int cpu_target = -1;
+  bool progress_thread_initiator = false;
+  bool progress_thread_target = false;
+};
+
+struct RawResult {
+  RawEnvironment env;
+  RawParams params;
+  std::vector<RawRow> rows;  // filled on rank 0 only
+};
+
+// Collective over exactly two ranks of `boot`: rank 0 initiates and measures, rank 1 is the
+// target. `transport` must be connected. Throws Error / PeerError on failure.
+RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot);
+
+// Reporters.
+void print_raw_header(std::ostream& out, const RawResult& result);
+void print_raw_table(std::ostream& out, const RawResult& result);
+void print_raw_json(std::ostream& out, const RawResult& result);  // one object per line
+
+}  // namespace fabflow

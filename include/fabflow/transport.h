@@ -1,0 +1,197 @@
+// The transport interface: everything fabflow sends crosses one of these.
+//
+// Two tiers. Transport is a runtime interface for setup and backend choice (libfabric today;
+// native shared memory and a fault-injecting wrapper implement it too). Implementations are
+// `final`, so hot loops written as templates over the concrete type (see bench/) call the
+// data path without virtual dispatch; with_concrete() picks the instantiation at run time.
+//
+// Data-path calls never throw: they return Status::ok, Status::again (resources busy: drive
+// progress / reap completions and retry) or Status::failed (details in last_error()).
+// Setup calls throw Error / UsageError with one line naming provider, call and reason.
+#pragma once
+
+#include <fabflow/status.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabflow {
+
+class Bootstrap;
+
+enum class EndpointType : std::uint8_t { automatic, msg, rdm };
+enum class Op : std::uint8_t { write, read, send, writedata, fadd, cswap };
+enum class ProgressMode : std::uint8_t { automatic, thread, inline_only };
+
+std::string_view to_string(EndpointType t) noexcept;
+std::string_view to_string(Op op) noexcept;
+std::string_view to_string(ProgressMode m) noexcept;
+std::optional<EndpointType> parse_endpoint_type(std::string_view s) noexcept;
+std::optional<Op> parse_op(std::string_view s) noexcept;
+std::optional<ProgressMode> parse_progress_mode(std::string_view s) noexcept;
+
+// What one provider/endpoint combination can do, as fabflow sees it. Capabilities are data:
+// every design decision downstream reads them instead of testing provider names.
+struct Capabilities {
+  std::string provider;  // as libfabric names it, e.g. "tcp;ofi_rxm"
+  std::string fabric;
+  std::string domain;
+  EndpointType endpoint = EndpointType::msg;
+  std::uint32_t api_version = 0;  // FI_VERSION of the provider
+
+  std::size_t inject_size = 0;
+  std::size_t max_msg_size = 0;
+  std::size_t cq_data_size = 0;        // bytes of remote CQ data carried by writedata
+  std::size_t max_rma_size = 0;        // == max_msg_size for libfabric
+  bool rma = false;
+  bool atomics_u64 = false;            // fetch-add and compare-swap on u64
+  bool shared_rx = false;              // shared receive context available
+  bool rx_cq_data_consumes_recv = false;  // FI_RX_CQ_DATA mode: writedata eats a posted recv
+  bool in_order_data = false;          // FI_ORDER_DATA: bytes of a write land in order
+  bool write_after_write = false;      // FI_ORDER_WAW (RMA writes complete in order)
+  bool data_progress_manual = false;   // target must drive progress for data to land
+  bool control_progress_manual = false;
+  std::uint64_t mr_mode = 0;           // FI_MR_* bits in force
+  std::uint64_t msg_order = 0;         // FI_ORDER_* bits
+  int threading = 0;                   // enum fi_threading
+
+  bool supports(Op op) const noexcept;
+  // Empty when supported, else one line saying why not.
+  std::string why_not(Op op) const;
+};
+
+// What to ask the fabric for.
+struct TransportOptions {
+  std::string provider = "auto";       // libfabric provider name, or "auto"
+  EndpointType endpoint = EndpointType::automatic;
+  std::vector<Op> ops;                 // the operations that will be used (drives the request)
+  bool thread_safe = false;            // a progress thread runs beside the data path
+  std::string node;                    // local address to bind (tcp); empty = provider default
+  std::size_t tx_depth = 256;
+  std::size_t rx_depth = 256;
+};
+
+// Access a registration grants.
+inline constexpr unsigned kLocalRead = 1u << 0;    // source of sends and writes
+inline constexpr unsigned kLocalWrite = 1u << 1;   // target of receives, reads, atomic results
+inline constexpr unsigned kRemoteRead = 1u << 2;
+inline constexpr unsigned kRemoteWrite = 1u << 3;  // also remote atomics
+inline constexpr unsigned kAllAccess = 0xfu;
+
+// A registered local buffer. Move-only; deregisters on destruction. Not thread-safe.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  std::byte* data() const noexcept { return static_cast<std::byte*>(addr_); }
+  std::size_t size() const noexcept { return len_; }
+  void* desc() const noexcept { return desc_; }  // local descriptor for FI_MR_LOCAL providers
+
+ protected:
+  MemoryRegion(void* addr, std::size_t len, void* desc) : addr_(addr), len_(len), desc_(desc) {}
+  void* addr_;
+  std::size_t len_;
+  void* desc_;
+};
+
+// A peer's registered region, imported from the key blob it published. Plain value.
+struct RemoteMemory {
+  std::uint64_t base = 0;    // address that offset 0 maps to (VA, or 0 without FI_MR_VIRT_ADDR)
+  std::uint64_t length = 0;
+  std::uint64_t key = 0;
+  int peer = -1;
+
+  bool contains(std::uint64_t offset, std::uint64_t len) const noexcept {
+    return offset <= length && len <= length - offset;
+  }
+};
+
+// Per-operation flags.
+inline constexpr unsigned kSignal = 1u << 0;  // generate a completion (selective completion)
+inline constexpr unsigned kInject = 1u << 1;  // copy out at post time (size <= inject_size)
+inline constexpr unsigned kMore = 1u << 2;    // more posts follow (FI_MORE batching hint)
+
+enum class CompletionKind : std::uint8_t { send, recv, write, read, atomic, remote_write };
+
+struct Completion {
+  std::uint64_t context = 0;  // caller's value given at post time
+  std::uint64_t data = 0;     // remote CQ data (recv / remote_write with data)
+  std::uint32_t length = 0;   // bytes received
+  CompletionKind kind = CompletionKind::send;
+  bool has_data = false;
+};
+
+enum class AtomicOp : std::uint8_t { fetch_add, compare_swap };
+
+// One process' view of the fabric: its endpoint(s), connected to every peer of a bootstrap.
+// Not thread-safe, except progress() which may run on a progress thread when the transport
+// was opened with thread_safe.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual const Capabilities& caps() const noexcept = 0;
+  virtual std::string_view name() const noexcept = 0;  // "libfabric", "local", "fault(...)"
+
+  // ---- setup (throws) ----
+  // Exchanges addresses with every rank of `boot` and connects. Collective.
+  virtual void connect(Bootstrap& boot) = 0;
+  virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
+                                                        unsigned access) = 0;
+  // The blob a peer needs to reach `mr` remotely; import it there with import_key().
+  virtual std::vector<std::byte> export_key(const MemoryRegion& mr) const = 0;
+  // Validates the untrusted blob; throws PeerError on malformed input.
+  virtual RemoteMemory import_key(int peer, std::span<const std::byte> blob) = 0;
+
+  // ---- data path (never throws) ----
+  virtual Status post_send(int peer, const void* buf, std::size_t len, void* desc,
+                           std::uint64_t context, unsigned flags) noexcept = 0;
+  // Receives from `peer` on connected endpoints; from any peer on RDM endpoints.
+  virtual Status post_recv(int peer, void* buf, std::size_t len, void* desc,
+                           std::uint64_t context) noexcept = 0;
+  // RMA write of [buf, buf+len) to remote offset; `imm` carries remote CQ data (writedata).
+  virtual Status post_write(int peer, const void* buf, std::size_t len, void* desc,
+                            const RemoteMemory& dst, std::uint64_t offset,
+                            std::uint64_t context, unsigned flags,
+                            std::optional<std::uint64_t> imm = std::nullopt) noexcept = 0;
+  virtual Status post_read(int peer, void* buf, std::size_t len, void* desc,
+                           const RemoteMemory& src, std::uint64_t offset,
+                           std::uint64_t context, unsigned flags) noexcept = 0;
+  // 8-byte atomic on remote offset; the previous value lands in *result.
+  virtual Status post_atomic(int peer, AtomicOp op, std::uint64_t operand,
+                             std::uint64_t compare, std::uint64_t* result, void* result_desc,
+                             const RemoteMemory& dst, std::uint64_t offset,
+                             std::uint64_t context, unsigned flags) noexcept = 0;
+
+  // Reap completions; returns how many were written, or -1 on a failed operation
+  // (last_error() says which and why).
+  virtual int poll_tx(std::span<Completion> out) noexcept = 0;
+  virtual int poll_rx(std::span<Completion> out) noexcept = 0;
+  // Drives provider progress without consuming completions (safe from a progress thread).
+  virtual void progress() noexcept = 0;
+
+  virtual const std::string& last_error() const noexcept = 0;
+};
+
+// Opens a libfabric transport (not yet connected). Throws UsageError for an unknown provider
+// (listing the available ones) or an operation the provider lacks.
+std::unique_ptr<Transport> open_libfabric(const TransportOptions& options);
+
+// Capabilities of what open_libfabric(options) would get, without opening it.
+Capabilities probe_libfabric(const TransportOptions& options);
+
+// One entry per provider/endpoint type found on this machine (for `fabflow info`).
+std::vector<Capabilities> discover_libfabric();
+
+// The libfabric library version string, e.g. "1.17.0".
+std::string libfabric_version();
+
+}  // namespace fabflow

@@ -1,0 +1,566 @@
+// The raw microbenchmarks: ping-pong latency and streaming bandwidth of one fabric operation
+// between two ranks, in perftest / fabtests terms. The loops are templates over the concrete
+// transport so the data path is bound statically.
+#include <fabflow/bench.h>
+#include <fabflow/bootstrap.h>
+#include <fabflow/progress.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "common/affinity.h"
+#include "transport/dispatch.h"
+
+namespace fabflow {
+namespace {
+
+constexpr std::size_t kAlign = 4096;
+constexpr std::size_t kRxDepth = 64;      // receives kept posted
+constexpr std::size_t kPollBatch = 16;
+
+struct AlignedFree {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte, AlignedFree>;
+
+Buffer aligned_buffer(std::size_t n) {
+  n = (n + kAlign - 1) / kAlign * kAlign;
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(kAlign, n));
+  if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
+  std::memset(p, 0, n);
+  return Buffer(p);
+}
+
+bool is_atomic(Op op) { return op == Op::fadd || op == Op::cswap; }
+// Ping-pong ops measure a round trip and report half of it; the others time one operation.
+bool is_pingpong(Op op) { return op == Op::send || op == Op::write || op == Op::writedata; }
+// Ops whose target only has to keep the provider progressing (it never polls for anything).
+bool target_passive(Op op, RawTest test) {
+  if (op == Op::read || is_atomic(op)) return true;
+  return op == Op::write && test == RawTest::bandwidth;
+}
+
+inline void compiler_barrier() { asm volatile("" ::: "memory"); }
+
+// Sequence marks written into ping-pong payloads so the poller never accepts a torn write:
+// sizes >= 16 carry the sequence number in their first and last 8 bytes (header + trailer);
+// smaller ones are filled with one sequence byte, and every byte is checked.
+void stamp(std::byte* p, std::size_t size, std::uint64_t seq) {
+  if (size >= 16) {
+    std::memcpy(p, &seq, 8);
+    std::memcpy(p + size - 8, &seq, 8);
+  } else {
+    std::memset(p, static_cast<int>(seq % 255 + 1), size);
+  }
+}
+
+bool stamped(const std::byte* p, std::size_t size, std::uint64_t seq) {
+  compiler_barrier();
+  if (size >= 16) {
+    std::uint64_t head, tail;
+    std::memcpy(&head, p, 8);
+    std::memcpy(&tail, p + size - 8, 8);
+    return head == seq && tail == seq;
+  }
+  auto b = static_cast<std::byte>(seq % 255 + 1);
+  for (std::size_t i = 0; i < size; ++i)
+    if (p[i] != b) return false;
+  return true;
+}
+
+// Bounded waiting: fails when nothing happened for timeout_ms or a peer vanished.
+class Watchdog {
+ public:
+  Watchdog(Bootstrap& boot, std::uint64_t timeout_ms, const char* what)
+      : boot_(boot), timeout_(std::chrono::milliseconds(timeout_ms)), what_(what) {
+    reset();
+  }
+  void reset() noexcept {
+    spins_ = 0;
+    last_ = std::chrono::steady_clock::now();
+  }
+  // Call on every idle spin.
+  void idle() {
+    if ((++spins_ & 1023) != 0) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_check_ > std::chrono::milliseconds(1)) {
+      last_check_ = now;
+      if (boot_.peer_failed())
+        throw PeerError(1 - boot_.rank(), std::string("raw bench: peer vanished while ") + what_);
+    }
+    if (now - last_ > timeout_)
+      throw Error(std::string("raw bench: no progress for ") +
+                  std::to_string(timeout_.count() / 1000) + " s while " + what_);
+  }
+
+ private:
+  Bootstrap& boot_;
+  std::chrono::milliseconds timeout_;
+  const char* what_;
+  std::uint64_t spins_ = 0;
+  std::chrono::steady_clock::time_point last_, last_check_{};
+};
+
+// One rank's state for one run. T is the concrete transport type.
+template <class T>
+class RawRunner {
+ public:
+  RawRunner(T& t, Bootstrap& boot, const RawParams& p, const Clock& clock, bool progress_thread)
+      : t_(t), boot_(boot), p_(p), clock_(clock), inline_progress_(!progress_thread),
+        peer_(1 - boot.rank()), initiator_(boot.rank() == 0) {
+    max_size_ = *std::max_element(p.sizes.begin(), p.sizes.end());
+    if (is_atomic(p.op)) max_size_ = 8;
+    // Layout: [0, max) source / atomic result, [max, 2max) target of the peer's operations.
+    buf_len_ = 2 * std::max<std::size_t>(max_size_, 64);
+    buf_ = aligned_buffer(buf_len_);
+    mr_ = t_.register_memory(buf_.get(), buf_len_, kAllAccess);
+    auto keys = boot_.allgather(t_.export_key(*mr_));
+    remote_ = t_.import_key(peer_, keys[static_cast<std::size_t>(peer_)]);
+    if (!remote_.contains(rx_offset(), max_size_))
+      throw PeerError(peer_, "raw bench: peer registered a region too small for the run");
+  }
+
+  // Runs warm-up and measurement for one size and test; rank 0 returns the row.
+  std::optional<RawRow> run(RawTest test, std::size_t size) {
+    const bool passive_me = !initiator_ && target_passive(p_.op, test);
+    wait_all();
+    phase(test, size, p_.warmup, nullptr);
+    wait_all();
+
+    // Iterations: fixed, or chosen by rank 0 from the warm-up rate to fill the duration.
+    std::uint64_t iters = p_.iterations;
+    if (p_.duration_s > 0) {
+      std::uint64_t mine = initiator_ ? iterations_for_duration() : 0;
+      auto all = boot_.allgather(as_bytes(mine));
+      std::memcpy(&iters, all[0].data(), sizeof iters);
+      if (iters == 0 || iters > (1ull << 34))
+        throw PeerError(0, "raw bench: rank 0 sent an iteration count out of range");
+    }
+
+    std::vector<double> samples;
+    if (initiator_ && test == RawTest::latency) samples.reserve(iters);
+    double cpu0 = process_cpu_seconds();
+    double seconds = 0;
+    if (passive_me)
+      wait_all();
+    else
+      seconds = phase(test, size, iters, &samples);
+    double cpu = process_cpu_seconds() - cpu0;
+    if (!passive_me) wait_all();
+
+    // Rank 1 tells rank 0 its CPU time for the measured phase.
+    auto all = boot_.allgather(as_bytes(cpu));
+    double cpu_target;
+    std::memcpy(&cpu_target, all[1].data(), sizeof cpu_target);
+    if (!(cpu_target >= 0 && cpu_target < 1e6))
+      throw PeerError(1, "raw bench: rank 1 reported an impossible CPU time");
+    if (!initiator_) return std::nullopt;
+
+    RawRow row;
+    row.test = test;
+    row.op = p_.op;
+    row.size = size;
+    row.iterations = iters;
+    row.injected = injecting(size);
+    row.one_way = is_pingpong(p_.op);
+    row.cpu.initiator_ns_per_msg = cpu * 1e9 / static_cast<double>(iters);
+    row.cpu.target_ns_per_msg = cpu_target * 1e9 / static_cast<double>(iters);
+    if (test == RawTest::latency) {
+      row.latency = summarize(samples);
+      row.seconds = seconds;
+    } else {
+      row.seconds = seconds;
+      row.mbps = static_cast<double>(size) * static_cast<double>(iters) / seconds / 1e6;
+      row.msgs_per_s = static_cast<double>(iters) / seconds;
+    }
+    return row;
+  }
+
+ private:
+  template <class V>
+  static std::span<const std::byte> as_bytes(const V& v) {
+    return {reinterpret_cast<const std::byte*>(&v), sizeof v};
+  }
+  std::size_t rx_offset() const noexcept { return buf_len_ / 2; }
+  std::byte* src() const noexcept { return buf_.get(); }
+  std::byte* rx() const noexcept { return buf_.get() + rx_offset(); }
+  bool injecting(std::size_t size) const noexcept {
+    return p_.inject && !is_atomic(p_.op) && p_.op != Op::read && size <= t_.caps().inject_size;
+  }
+
+  // A barrier during which this rank keeps the provider progressing (its peer may still need
+  // it to complete operations aimed at this rank).
+  void wait_all() {
+    if (inline_progress_)
+      boot_.barrier([this] { t_.progress(); });
+    else
+      boot_.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
+  }
+
+  std::uint64_t iterations_for_duration() const {
+    double per_op = warmup_seconds_ / static_cast<double>(std::max<std::uint64_t>(p_.warmup, 1));
+    if (per_op <= 0) return p_.iterations;
+    auto n = static_cast<std::uint64_t>(p_.duration_s / per_op);
+    return std::clamp<std::uint64_t>(n, 100, 1ull << 34);
+  }
+
+  // One phase (warm-up when samples == nullptr) of `count` iterations; returns seconds.
+  double phase(RawTest test, std::size_t size, std::uint64_t count,
+               std::vector<double>* samples) {
+    if (count == 0) return 0;
+    auto t0 = std::chrono::steady_clock::now();
+    if (test == RawTest::latency) {
+      if (is_pingpong(p_.op))
+        pingpong(size, count, samples);
+      else if (initiator_)
+        one_sided_latency(size, count, samples);
+    } else {
+      if (initiator_)
+        stream(size, count);
+      else if (!target_passive(p_.op, test))
+        sink(count);
+    }
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!samples) warmup_seconds_ = s;
+    return s;
+  }
+
+  void check(Status s, const char* what) {
+    if (s == Status::failed) throw Error(std::string("raw bench: ") + what + ": " + t_.last_error());
+  }
+
+  // Reaps transmit completions; each carries in its context how many posts it retires.
+  std::uint64_t reap_tx() {
+    Completion c[kPollBatch];
+    int n = t_.poll_tx(c);
+    if (n < 0) throw Error("raw bench: " + t_.last_error());
+    std::uint64_t retired = 0;
+    for (int i = 0; i < n; ++i) retired += c[i].context;
+    return retired;
+  }
+
+  // ---- ping-pong: send, write, writedata ----
+
+  // Keeps receives posted for `total` expected messages, never more (a leftover receive would
+  // swallow a later size's message).
+  struct RecvPool {
+    std::uint64_t posted = 0, total = 0;
+  };
+  void top_up(RecvPool& pool, std::size_t len, std::uint64_t outstanding) {
+    while (pool.posted < pool.total && outstanding < kRxDepth) {
+      Status s = t_.post_recv(peer_, rx(), len, mr_->desc(), 0);
+      if (s == Status::again) break;
+      check(s, "post_recv");
+      ++pool.posted;
+      ++outstanding;
+    }
+  }
+
+  void post_ping(std::size_t size, std::uint64_t seq, std::uint64_t i) {
+    const bool inject = injecting(size);
+    const bool signal = !inject && (i + 1) % p_.signal_every == 0;
+    unsigned flags = (inject ? kInject : 0) | (signal ? kSignal : 0);
+    // Unsignalled non-inject posts are retired by later signalled ones: context = span.
+    std::uint64_t ctx = signal ? (p_.signal_every) : 0;
+    Watchdog dog(boot_, p_.timeout_ms, "posting");
+    for (;;) {
+      Status s;
+      switch (p_.op) {
+        case Op::send: s = t_.post_send(peer_, src(), size, mr_->desc(), ctx, flags); break;
+        case Op::write:
+          s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags);
+          break;
+        default:
+          s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags,
+                            seq);
+          break;
+      }
+      if (s == Status::ok) break;
+      check(s, "post");
+      reap_tx();
+      dog.idle();
+    }
+    if (!inject) reap_tx();
+  }
+
+  void pingpong(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
+    const bool needs_recv = p_.op == Op::send ||
+                            (p_.op == Op::writedata && t_.caps().rx_cq_data_consumes_recv);
+    RecvPool pool;
+    pool.total = needs_recv ? count : 0;
+    std::uint64_t outstanding = 0;
+    // Prepost: pool.posted counts posts; outstanding tracks posted minus consumed.
+    auto prepost = [&] {
+      std::uint64_t before = pool.posted;
+      top_up(pool, size, outstanding);
+      outstanding += pool.posted - before;
+    };
+    prepost();
+    // The receive that completes the first message must be in place before the peer sends.
+    wait_all_light();
+
+    std::uint64_t prev = clock_.now();
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::uint64_t seq = ++seq_;
+      if (initiator_) {
+        stamp(src(), size, seq);
+        post_ping(size, seq, i);
+        wait_reply(size, seq, pool, outstanding);
+        std::uint64_t now = clock_.now();
+        if (samples) samples->push_back(clock_.to_ns(now - prev) / 2);
+        prev = now;
+      } else {
+        wait_reply(size, seq, pool, outstanding);
+        stamp(src(), size, seq);
+        post_ping(size, seq, i);
+      }
+    }
+    drain_tx();
+  }
+
+  // Waits for message `seq`, then keeps the receive pool topped up.
+  void wait_reply(std::size_t size, std::uint64_t seq, RecvPool& pool,
+                  std::uint64_t& outstanding) {
+    Watchdog dog(boot_, p_.timeout_ms, "waiting for the peer's message");
+    if (p_.op == Op::write) {
+      while (!stamped(rx(), size, seq)) {
+        if (inline_progress_) t_.progress();
+        dog.idle();
+      }
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return;
+    }
+    Completion c[1];
+    for (;;) {
+      int n = t_.poll_rx(c);
+      if (n < 0) throw Error("raw bench: " + t_.last_error());
+      if (n == 0) {
+        dog.idle();
+        continue;
+      }
+      if (p_.op == Op::writedata && (!c[0].has_data || c[0].data != seq))
+        throw PeerError(peer_, "raw bench: write-with-data carried sequence " +
+                                   std::to_string(c[0].data) + ", expected " +
+                                   std::to_string(seq));
+      if (p_.op == Op::send && c[0].length != size)
+        throw PeerError(peer_, "raw bench: received " + std::to_string(c[0].length) +
+                                   " bytes, expected " + std::to_string(size));
+      if (c[0].kind == CompletionKind::recv) {
+        --outstanding;
+        std::uint64_t before = pool.posted;
+        top_up(pool, size, outstanding);
+        outstanding += pool.posted - before;
+      }
+      return;
+    }
+  }
+
+  // A barrier used inside a phase: both sides progress while waiting.
+  void wait_all_light() { boot_.barrier([this] { t_.progress(); }); }
+
+  void drain_tx() {
+    // Signalled sends still in flight complete once the peer has answered; collect them so
+    // the completion queue starts empty for the next phase.
+    for (int i = 0; i < 64; ++i) reap_tx();
+  }
+
+  // ---- one-sided latency: read, fadd, cswap (completion time of one operation) ----
+  void one_sided_latency(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
+    auto* result = reinterpret_cast<std::uint64_t*>(src());
+    for (std::uint64_t i = 0; i < count; ++i) {
+      Watchdog dog(boot_, p_.timeout_ms, "waiting for a one-sided completion");
+      std::uint64_t t0 = clock_.now();
+      Status s;
+      do {
+        s = post_one_sided(size, result, 1);
+        check(s, "post");
+        if (s == Status::again) dog.idle();
+      } while (s == Status::again);
+      while (reap_tx() == 0) dog.idle();
+      std::uint64_t t1 = clock_.now();
+      if (samples) samples->push_back(clock_.to_ns(t1 - t0));
+    }
+  }
+
+  Status post_one_sided(std::size_t size, std::uint64_t* result, std::uint64_t ctx) {
+    switch (p_.op) {
+      case Op::read:
+        return t_.post_read(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, kSignal);
+      case Op::fadd:
+        return t_.post_atomic(peer_, AtomicOp::fetch_add, 1, 0, result, mr_->desc(), remote_,
+                              rx_offset(), ctx, kSignal);
+      case Op::cswap:
+        return t_.post_atomic(peer_, AtomicOp::compare_swap, ++seq_, *result, result,
+                              mr_->desc(), remote_, rx_offset(), ctx, kSignal);
+      default: return Status::failed;
+    }
+  }
+
+  // ---- streaming bandwidth ----
+  void stream(std::size_t size, std::uint64_t count) {
+    const bool inject = injecting(size);
+    const std::uint64_t window = std::max(1u, p_.window);
+    const std::uint64_t every = is_atomic(p_.op) ? 1 : std::max(1u, p_.signal_every);
+    const unsigned batch = std::max(1u, p_.batch);
+    std::uint64_t posted = 0, retired = 0, since_signal = 0;
+    Watchdog dog(boot_, p_.timeout_ms, "streaming");
+    auto* results = reinterpret_cast<std::uint64_t*>(src());
+    while (retired < count) {
+      bool progressed = false;
+      for (unsigned b = 0; b < batch && posted < count && posted - retired < window; ++b) {
+        const bool last = posted + 1 == count;
+        const bool signal = is_atomic(p_.op) || p_.op == Op::read || since_signal + 1 == every ||
+                            last;
+        const bool more = b + 1 < batch && !last && posted + 1 - retired < window;
+        unsigned flags = (signal ? kSignal : 0) | (inject ? kInject : 0) | (more ? kMore : 0);
+        std::uint64_t ctx = signal ? since_signal + 1 : 0;
+        Status s;
+        switch (p_.op) {
+          case Op::send: s = t_.post_send(peer_, src(), size, mr_->desc(), ctx, flags); break;
+          case Op::write:
+            s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags);
+            break;
+          case Op::writedata:
+            s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags,
+                              posted);
+            break;
+          default: s = post_one_sided(size, results, ctx); break;
+        }
+        if (s == Status::again) break;
+        check(s, "post");
+        ++posted;
+        since_signal = signal ? 0 : since_signal + 1;
+        progressed = true;
+      }
+      std::uint64_t r = reap_tx();
+      retired += r;
+      if (r || progressed)
+        dog.reset();
+      else
+        dog.idle();
+    }
+  }
+
+  // The target of streamed sends / writedata: counts arrivals, keeps receives posted.
+  void sink(std::uint64_t count) {
+    const bool needs_recv = p_.op == Op::send ||
+                            (p_.op == Op::writedata && t_.caps().rx_cq_data_consumes_recv);
+    RecvPool pool;
+    pool.total = needs_recv ? count : 0;
+    std::uint64_t outstanding = 0;
+    std::size_t len = std::max<std::size_t>(max_size_, 1);
+    auto refill = [&] {
+      std::uint64_t before = pool.posted;
+      top_up(pool, len, outstanding);
+      outstanding += pool.posted - before;
+    };
+    refill();
+    wait_all_light();
+    Watchdog dog(boot_, p_.timeout_ms, "receiving the stream");
+    Completion c[kPollBatch];
+    std::uint64_t got = 0;
+    while (got < count) {
+      int n = t_.poll_rx(c);
+      if (n < 0) throw Error("raw bench: " + t_.last_error());
+      if (n == 0) {
+        dog.idle();
+        continue;
+      }
+      dog.reset();
+      for (int i = 0; i < n; ++i)
+        if (c[i].kind == CompletionKind::recv) --outstanding;
+      got += static_cast<std::uint64_t>(n);
+      refill();
+    }
+    if (got > count) throw PeerError(peer_, "raw bench: peer sent more messages than expected");
+  }
+
+  T& t_;
+  Bootstrap& boot_;
+  const RawParams& p_;
+  const Clock& clock_;
+  const bool inline_progress_;
+  const int peer_;
+  const bool initiator_;
+  std::size_t max_size_ = 0;
+  std::size_t buf_len_ = 0;
+  Buffer buf_;
+  std::unique_ptr<MemoryRegion> mr_;
+  RemoteMemory remote_;
+  std::uint64_t seq_ = 0;
+  double warmup_seconds_ = 0;
+};
+
+}  // namespace
+
+RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot) {
+  if (boot.size() != 2)
+    throw UsageError("raw bench needs exactly 2 processes, got " + std::to_string(boot.size()));
+  if (params.sizes.empty()) throw UsageError("no sizes given");
+  const Capabilities& caps = transport.caps();
+  if (!caps.supports(params.op)) throw UsageError(caps.why_not(params.op));
+  for (std::size_t s : params.sizes) {
+    if (s > caps.max_msg_size)
+      throw UsageError("size " + std::to_string(s) + " is above " + caps.provider +
+                       "'s max_msg_size " + std::to_string(caps.max_msg_size));
+    if (is_atomic(params.op) && s != 8)
+      throw UsageError("atomics operate on 8-byte words: use -S 8 with -o " +
+                       std::string(to_string(params.op)));
+  }
+  if (params.signal_every == 0 || params.window == 0 || params.batch == 0)
+    throw UsageError("window, signal interval and batch must be at least 1");
+
+  Clock clock;
+  RawResult result;
+  result.params = params;
+  result.env.caps = caps;
+  result.env.clock = clock.name();
+
+  const bool initiator = boot.rank() == 0;
+  const bool lat = params.test != RawTest::bandwidth;
+  const bool bw = params.test != RawTest::latency;
+  // A rank is passive if it is a passive target in every test it takes part in.
+  bool passive = !initiator && (!lat || target_passive(params.op, RawTest::latency)) &&
+                 (!bw || target_passive(params.op, RawTest::bandwidth));
+  bool thread = needs_progress_thread(params.progress, caps, passive);
+  std::optional<ProgressEngine> engine;
+  if (thread) engine.emplace(transport, params.cpu);
+
+  with_concrete(transport, [&](auto& t) {
+    using T = std::remove_reference_t<decltype(t)>;
+    RawRunner<T> runner(t, boot, params, clock, thread);
+    for (RawTest test : {RawTest::latency, RawTest::bandwidth}) {
+      if ((test == RawTest::latency && !lat) || (test == RawTest::bandwidth && !bw)) continue;
+      for (std::size_t size : params.sizes)
+        if (auto row = runner.run(test, size)) result.rows.push_back(*row);
+    }
+  });
+
+  double progress_cpu = engine ? engine->stop() : 0;
+  struct Summary {
+    double progress_cpu;
+    int cpu;
+    int thread;
+  } mine{progress_cpu, params.cpu, thread ? 1 : 0};
+  auto all = boot.allgather({reinterpret_cast<const std::byte*>(&mine), sizeof mine});
+  for (const auto& blob : all)
+    if (blob.size() != sizeof(Summary)) throw PeerError(-1, "raw bench: malformed summary");
+  Summary s0, s1;
+  std::memcpy(&s0, all[0].data(), sizeof s0);
+  std::memcpy(&s1, all[1].data(), sizeof s1);
+  result.env.pinned = s0.cpu >= 0 && s1.cpu >= 0;
+  result.env.cpu_initiator = s0.cpu;
+  result.env.cpu_target = s1.cpu;
+  result.env.progress_thread_initiator = s0.thread != 0;
+  result.env.progress_thread_target = s1.thread != 0;
+  for (auto& row : result.rows) row.cpu.progress_thread_s = s0.progress_cpu + s1.progress_cpu;
+  return result;
+}
+
+}  // namespace fabflow

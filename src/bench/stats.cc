@@ -1,0 +1,122 @@
+// Sample statistics, size parsing and the sample clock.
+#include <fabflow/bench.h>
+#include <fabflow/status.h>
+
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+namespace fabflow {
+
+LatencyStats summarize(std::vector<double>& s) {
+  LatencyStats r;
+  if (s.empty()) return r;
+  std::sort(s.begin(), s.end());
+  auto rank = [&](double q) {
+    // Nearest-rank percentile: the smallest sample with at least q of the samples <= it.
+    auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(s.size())));
+    return s[std::min(s.size() - 1, idx == 0 ? 0 : idx - 1)];
+  };
+  r.samples = s.size();
+  r.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size());
+  r.min = s.front();
+  r.p50 = rank(0.50);
+  r.p90 = rank(0.90);
+  r.p99 = rank(0.99);
+  r.p999 = rank(0.999);
+  r.max = s.back();
+  return r;
+}
+
+namespace {
+
+std::size_t parse_one_size(const std::string& text) {
+  if (text.empty()) throw UsageError("size is empty");
+  std::size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos, 10);
+  } catch (const std::exception&) {
+    throw UsageError("bad size '" + text + "' (use e.g. 64, 4K, 1M)");
+  }
+  if (text[0] == '-') throw UsageError("bad size '" + text + "' (negative)");
+  std::string suffix = text.substr(pos);
+  unsigned long long mult = 1;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
+  else if (!suffix.empty()) throw UsageError("bad size '" + text + "' (use e.g. 64, 4K, 1M)");
+  if (v == 0) throw UsageError("bad size '" + text + "' (must be at least 1 byte)");
+  if (v > (1ull << 40) / mult) throw UsageError("bad size '" + text + "' (too large)");
+  return static_cast<std::size_t>(v * mult);
+}
+
+}  // namespace
+
+std::vector<std::size_t> parse_sizes(const std::string& text) {
+  std::vector<std::size_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto colon = item.find(':');
+    if (colon == std::string::npos) {
+      out.push_back(parse_one_size(item));
+      continue;
+    }
+    std::size_t lo = parse_one_size(item.substr(0, colon));
+    std::size_t hi = parse_one_size(item.substr(colon + 1));
+    if (lo > hi) throw UsageError("bad size sweep '" + item + "' (start above end)");
+    for (std::size_t s = lo; s <= hi; s *= 2) out.push_back(s);
+  }
+  if (out.empty()) throw UsageError("no sizes given");
+  return out;
+}
+
+Clock::Clock() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  bool constant = false, nonstop = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    constant = line.find(" constant_tsc") != std::string::npos;
+    nonstop = line.find(" nonstop_tsc") != std::string::npos;
+    break;
+  }
+  if (!(constant && nonstop)) {
+    name_ = "CLOCK_MONOTONIC";
+    return;
+  }
+  // Calibrate ticks against CLOCK_MONOTONIC over ~20 ms.
+  auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t c0 = __rdtsc();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto t1 = std::chrono::steady_clock::now();
+  std::uint64_t c1 = __rdtsc();
+  double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
+  if (c1 <= c0 || ns <= 0) {
+    name_ = "CLOCK_MONOTONIC";
+    return;
+  }
+  tsc_ = true;
+  ns_per_tick_ = ns / static_cast<double>(c1 - c0);
+  std::ostringstream n;
+  n.precision(3);
+  n << std::fixed << "TSC (" << 1.0 / ns_per_tick_ << " GHz, calibrated)";
+  name_ = n.str();
+}
+
+std::uint64_t Clock::now() const noexcept {
+  if (tsc_) return __rdtsc();
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace fabflow

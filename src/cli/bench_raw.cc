@@ -1,0 +1,223 @@
+// `fabflow bench raw`: validates everything it can in the launching process (one clear line
+// per mistake), then starts two ranks per provider and lets rank 0 report.
+#include <fabflow/bench.h>
+#include <fabflow/bootstrap.h>
+#include <fabflow/launcher.h>
+#include <fabflow/progress.h>
+#include <fabflow/transport.h>
+
+#include <unistd.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "common/affinity.h"
+
+namespace fabflow::cli {
+namespace {
+
+// Flags shared by every `bench` subcommand (fabtests style: -p provider -S size -I iters).
+struct RawFlags {
+  std::string providers = "auto";
+  std::string endpoint = "auto";
+  std::string op = "send";
+  std::string sizes;
+  std::uint64_t iterations = 10000;
+  double duration = 0;
+  std::uint64_t warmup = 1000;
+  unsigned window = 64;
+  std::string inject = "on";
+  unsigned signal_every = 1;
+  unsigned batch = 1;
+  std::string test = "both";
+  std::string progress = "auto";
+  bool json = false;
+  bool no_pin = false;
+  bool netns = false;
+  std::uint64_t timeout_ms = 10000;
+  std::string launched_provider;  // internal: the one provider a launched rank runs
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool is_atomic(Op op) { return op == Op::fadd || op == Op::cswap; }
+
+// Everything that can be checked without a peer; throws UsageError.
+struct Validated {
+  RawParams params;
+  EndpointType endpoint = EndpointType::automatic;
+  std::vector<std::string> providers;
+};
+
+Validated validate(const RawFlags& f) {
+  Validated v;
+  auto op = parse_op(f.op);
+  if (!op) throw UsageError("unknown operation '" + f.op +
+                            "' (use write, read, send, writedata, fadd or cswap)");
+  auto ep = parse_endpoint_type(f.endpoint);
+  if (!ep) throw UsageError("unknown endpoint type '" + f.endpoint + "' (use msg, rdm or auto)");
+  auto progress = parse_progress_mode(f.progress);
+  if (!progress) throw UsageError("unknown progress mode '" + f.progress + "' (use auto, on or off)");
+  if (f.inject != "on" && f.inject != "off")
+    throw UsageError("--inject takes on or off, not '" + f.inject + "'");
+  RawParams& p = v.params;
+  p.op = *op;
+  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{is_atomic(*op) ? 8u : 64u}
+                            : parse_sizes(f.sizes);
+  if (f.iterations == 0 && f.duration <= 0) throw UsageError("-I must be at least 1");
+  if (f.duration < 0 || f.duration > 3600) throw UsageError("--duration must be in (0, 3600] s");
+  p.iterations = f.iterations;
+  p.duration_s = f.duration;
+  p.warmup = f.warmup;
+  if (f.duration > 0 && f.warmup < 100)
+    throw UsageError("--duration needs at least 100 warm-up iterations to calibrate");
+  if (f.window == 0 || f.window > 4096) throw UsageError("--window must be in 1..4096");
+  if (f.signal_every == 0 || f.signal_every > f.window)
+    throw UsageError("--signal must be in 1..window (" + std::to_string(f.window) + ")");
+  if (f.batch == 0 || f.batch > f.window) throw UsageError("--batch must be in 1..window");
+  if (f.timeout_ms < 100) throw UsageError("--timeout must be at least 100 ms");
+  p.window = f.window;
+  p.inject = f.inject == "on";
+  p.signal_every = f.signal_every;
+  p.batch = f.batch;
+  p.progress = *progress;
+  p.timeout_ms = f.timeout_ms;
+  if (f.test == "lat" || f.test == "latency") p.test = RawTest::latency;
+  else if (f.test == "bw" || f.test == "bandwidth") p.test = RawTest::bandwidth;
+  else if (f.test == "both") p.test = RawTest::both;
+  else throw UsageError("--test takes lat, bw or both, not '" + f.test + "'");
+  v.endpoint = *ep;
+  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+  if (v.providers.empty()) throw UsageError("no provider given");
+  return v;
+}
+
+TransportOptions transport_options(const Validated& v, const std::string& provider) {
+  TransportOptions o;
+  o.provider = provider;
+  o.endpoint = v.endpoint;
+  o.ops = {v.params.op};
+  return o;
+}
+
+// Checks provider, operation and sizes against the provider's limits.
+void check_provider(const Validated& v, const std::string& provider) {
+  Capabilities caps = probe_libfabric(transport_options(v, provider));
+  for (std::size_t s : v.params.sizes) {
+    if (s > caps.max_msg_size)
+      throw UsageError("size " + std::to_string(s) + " is above " + caps.provider +
+                       "'s max_msg_size " + std::to_string(caps.max_msg_size));
+    if (is_atomic(v.params.op) && s != 8)
+      throw UsageError("atomics operate on 8-byte words: use -S 8 with -o " +
+                       std::string(to_string(v.params.op)));
+  }
+}
+
+// One rank of a launched run.
+int run_rank(const RawFlags& flags, const Validated& v) {
+  BootstrapConfig cfg;
+  cfg.fill_from_env();
+  auto boot = make_tcp_bootstrap(cfg);
+  try {
+    RawParams params = v.params;
+    if (!flags.no_pin) {
+      params.cpu = cpu_for_local_rank(boot->local_rank());
+      if (!pin_current_thread(params.cpu)) params.cpu = -1;
+    }
+    TransportOptions opts = transport_options(v, v.providers.front());
+    opts.node = boot->local_address();
+    // Only a passive target may need a progress thread (rank 0 always polls).
+    Capabilities caps = probe_libfabric(opts);
+    bool passive_op = params.op == Op::read || is_atomic(params.op) ||
+                      (params.op == Op::write && params.test == RawTest::bandwidth);
+    opts.thread_safe = needs_progress_thread(params.progress, caps, boot->rank() != 0 && passive_op);
+    auto transport = open_libfabric(opts);
+    transport->connect(*boot);
+    RawResult result = run_raw(params, *transport, *boot);
+    if (boot->rank() == 0) {
+      result.env.fabflow_version = FABFLOW_VERSION;
+      result.env.libfabric_version = libfabric_version();
+      result.env.build_type = FABFLOW_BUILD_TYPE;
+      result.env.sanitizer = FABFLOW_SANITIZER;
+      result.env.launcher = BootstrapConfig::detect_launcher();
+      if (flags.json) {
+        print_raw_json(std::cout, result);
+        if (!result.env.pinned)
+          std::cerr << "fabflow: warning: threads are not pinned: numbers may be far off\n";
+      } else {
+        print_raw_header(std::cout, result);
+        print_raw_table(std::cout, result);
+      }
+    }
+    boot->barrier();
+    return 0;
+  } catch (const std::exception& e) {
+    boot->abort(e.what());
+    throw;
+  }
+}
+
+}  // namespace
+
+Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand("raw", "raw fabric microbenchmarks: ping-pong latency and "
+                                          "streaming bandwidth of one operation");
+  auto f = std::make_shared<RawFlags>();
+  app->add_option("-p,--provider", f->providers,
+                  "libfabric provider(s), comma-separated (tcp, shm, verbs, ...; auto)");
+  app->add_option("-e,--endpoint", f->endpoint, "endpoint type: msg, rdm or auto");
+  app->add_option("-o,--op", f->op, "operation: write, read, send, writedata, fadd, cswap");
+  app->add_option("-S,--size", f->sizes,
+                  "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)");
+  app->add_option("-I,--iterations", f->iterations, "measured iterations per size");
+  app->add_option("-D,--duration", f->duration,
+                  "seconds per size instead of -I (iterations calibrated during warm-up)");
+  app->add_option("-w,--warmup", f->warmup, "warm-up iterations, not measured");
+  app->add_option("--window", f->window, "outstanding operations in bandwidth tests");
+  app->add_option("--inject", f->inject, "on: inline sizes up to the provider's inject size");
+  app->add_option("--signal", f->signal_every, "request a completion every n-th operation");
+  app->add_option("--batch", f->batch, "post n operations back to back with FI_MORE");
+  app->add_option("-t,--test", f->test, "lat, bw or both");
+  app->add_option("--progress", f->progress,
+                  "progress thread: auto (where a passive peer needs one), on, off");
+  app->add_flag("--json", f->json, "one JSON object per result line");
+  app->add_flag("--no-pin", f->no_pin, "do not pin ranks to CPUs");
+  app->add_flag("--netns", f->netns, "run each rank in its own network namespace (root)");
+  app->add_option("--timeout", f->timeout_ms, "fail after this many ms without progress");
+  app->add_option("--launched-provider", f->launched_provider)->group("");
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_rank(*f, v);
+
+    for (const auto& p : v.providers) check_provider(v, p);
+    std::string why;
+    if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
+    int status = 0;
+    for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
+      LaunchConfig lc;
+      lc.nprocs = 2;
+      lc.netns = f->netns;
+      lc.argv = self.argv;
+      lc.argv[0] = "/proc/self/exe";
+      char exe[4096];
+      ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+      if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
+      lc.argv.push_back("--launched-provider");
+      lc.argv.push_back(v.providers[i]);
+      if (i > 0 && !f->json) std::cout << "\n" << std::flush;
+      status = launch_local(lc);
+    }
+    return status;
+  };
+}
+
+}  // namespace fabflow::cli

@@ -1,0 +1,50 @@
+// fabflow: a thin shell over the library. Subcommands: info, bench raw.
+#include <fabflow/status.h>
+
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace fabflow;
+  // A vanished peer on a socket must not kill us silently: errors are reported instead.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  cli::Invocation self;
+  for (int i = 0; i < argc; ++i) self.argv.emplace_back(argv[i]);
+
+  CLI::App app{"fabflow: fast communication over RDMA fabrics, and the benchmarks to choose it"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(FABFLOW_VERSION));
+  cli::Runner run;
+  auto* info = app.add_subcommand("info", "providers found and their capabilities");
+  auto info_run = cli::add_info(*info);
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  auto raw_run = cli::add_bench_raw(*bench, self);
+  info->callback([&] { run = info_run; });
+  bench->get_subcommand("raw")->callback([&] { run = raw_run; });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    cli::print_error(e.what());
+    return 2;
+  }
+  try {
+    return run ? run() : 2;
+  } catch (const UsageError& e) {
+    cli::print_error(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    cli::print_error(e.what());
+    return 1;
+  }
+}

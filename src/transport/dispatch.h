@@ -1,0 +1,18 @@
+// Runtime selection of compile-time specialisations: calls f with the concrete transport type
+// so that templated hot loops bind the data path statically. Unknown implementations (the
+// fault-injecting wrapper, test doubles) run through the virtual interface.
+#pragma once
+
+#include <fabflow/transport.h>
+
+#include "transport/libfabric/fabric_transport.h"
+
+namespace fabflow {
+
+template <class F>
+decltype(auto) with_concrete(Transport& t, F&& f) {
+  if (auto* fabric = dynamic_cast<ofi::FabricTransport*>(&t)) return f(*fabric);
+  return f(t);
+}
+
+}  // namespace fabflow
