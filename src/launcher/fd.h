@@ -1,0 +1,69 @@
+// File descriptor ownership and small errno helpers shared by the launcher's sources.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "fabflow/status.h"
+
+namespace fabflow::launcher {
+
+// Owns one file descriptor and closes it on destruction; move-only, not thread-safe.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) noexcept : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// "what: strerror(errno)", for one-line error messages.
+inline std::string errno_text(std::string_view what, int err = errno) {
+  return std::string(what) + ": " + std::strerror(err);
+}
+
+// Moves `fd` above 0..2 (so that dup2 onto a standard stream in a child never aliases it) and
+// marks it close-on-exec. Throws Error on failure.
+inline Fd above_stdio(Fd fd) {
+  if (fd.get() > 2) return fd;
+  Fd moved(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
+  if (!moved) throw Error(errno_text("launcher: fcntl(F_DUPFD_CLOEXEC)"));
+  return moved;
+}
+
+// A close-on-exec pipe whose ends are both above the standard streams.
+struct Pipe {
+  Fd read;
+  Fd write;
+};
+
+inline Pipe make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(errno_text("launcher: pipe2"));
+  Fd r(fds[0]), w(fds[1]);
+  return {above_stdio(std::move(r)), above_stdio(std::move(w))};
+}
+
+}  // namespace fabflow::launcher

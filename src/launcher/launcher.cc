@@ -1,0 +1,605 @@
+#include "fabflow/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include "fabflow/status.h"
+#include "launcher/fd.h"
+#include "launcher/netns.h"
+#include "launcher/relay.h"
+
+extern char** environ;
+
+namespace fabflow {
+namespace {
+
+using launcher::ErrorRelay;
+using launcher::Fd;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kKillDelay{1000};     // SIGTERM -> SIGKILL
+constexpr milliseconds kReapBound{5000};     // SIGKILL -> giving up on a child
+constexpr milliseconds kDrainBound{1000};    // last children gone -> giving up on their pipes
+
+std::atomic<bool> g_launch_active{false};
+std::atomic<int> g_signal_pipe{-1};
+std::atomic<int> g_first_signal{0};
+
+extern "C" void on_launcher_signal(int sig) {
+  const int saved = errno;
+  int none = 0;
+  g_first_signal.compare_exchange_strong(none, sig);
+  if (const int fd = g_signal_pipe.load(); fd >= 0) {
+    const char byte = static_cast<char>(sig);
+    [[maybe_unused]] const ssize_t n = ::write(fd, &byte, 1);
+  }
+  errno = saved;
+}
+
+// Routes SIGINT/SIGTERM/SIGHUP to a self-pipe, ignores SIGPIPE and defaults SIGCHLD (so that no
+// handler of the caller reaps our children) for one launch, restoring the previous dispositions
+// on destruction; at most one per process (a second one throws).
+class SignalGuard {
+ public:
+  SignalGuard() {
+    if (g_launch_active.exchange(true)) {
+      throw Error("launcher: another launch is already running in this process");
+    }
+    try {
+      launcher::Pipe p = launcher::make_pipe();
+      for (int fd : {p.read.get(), p.write.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+      read_ = std::move(p.read);
+      write_ = std::move(p.write);
+    } catch (...) {
+      g_launch_active = false;
+      throw;
+    }
+    g_first_signal = 0;
+    g_signal_pipe = write_.get();
+    for (std::size_t i = 0; i < kSignals.size(); ++i) {
+      struct sigaction sa {};
+      sigemptyset(&sa.sa_mask);
+      switch (kSignals[i]) {
+        case SIGPIPE: sa.sa_handler = SIG_IGN; break;
+        case SIGCHLD: sa.sa_handler = SIG_DFL; break;
+        default: sa.sa_handler = on_launcher_signal; break;
+      }
+      ::sigaction(kSignals[i], &sa, &previous_[i]);
+    }
+  }
+  ~SignalGuard() {
+    restore();
+    g_signal_pipe = -1;
+    g_launch_active = false;
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+  int fd() const noexcept { return read_.get(); }
+  // The first signal received during the launch, or 0.
+  int received() const noexcept { return g_first_signal.load(); }
+  // Puts the caller's dispositions back; async-signal-safe (a forked child calls it).
+  void restore() const noexcept {
+    for (std::size_t i = 0; i < kSignals.size(); ++i) {
+      ::sigaction(kSignals[i], &previous_[i], nullptr);
+    }
+  }
+  void drain() const noexcept {
+    char buf[64];
+    while (::read(read_.get(), buf, sizeof buf) > 0) {
+    }
+  }
+
+ private:
+  static constexpr std::array kSignals{SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD};
+  Fd read_, write_;
+  std::array<struct sigaction, kSignals.size()> previous_{};
+};
+
+std::string make_secret() {
+  unsigned char bytes[16];
+  for (std::size_t got = 0; got < sizeof bytes;) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(launcher::errno_text("launcher: getrandom"));
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string secret;
+  for (unsigned char b : bytes) {
+    secret.push_back(kHex[b >> 4]);
+    secret.push_back(kHex[b & 15]);
+  }
+  return secret;
+}
+
+// A TCP socket listening on 127.0.0.1 with a kernel-chosen port.
+Fd listen_loopback(int backlog, int* port) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw Error(launcher::errno_text("launcher: socket"));
+  fd = launcher::above_stdio(std::move(fd));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    throw Error(launcher::errno_text("launcher: bind 127.0.0.1:0"));
+  }
+  if (::listen(fd.get(), backlog) != 0) throw Error(launcher::errno_text("launcher: listen"));
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw Error(launcher::errno_text("launcher: getsockname"));
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string seconds_text(milliseconds ms) {
+  if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ms.count()) / 1000.0);
+  std::string text = buf;
+  while (text.back() == '0') text.pop_back();
+  return text;
+}
+
+// What a forked child needs, all prepared before fork (the child only makes
+// async-signal-safe calls).
+struct ChildPlan {
+  std::vector<std::string> env_text;
+  std::vector<char*> envp;
+  std::vector<char*> argv;
+  int netns_fd = -1;
+  int coord_fd = -1;
+  int stdin_fd = -1;
+  int stderr_fd = -1;
+  int report_fd = -1;  // the child writes {stage, errno} here when it cannot exec
+};
+
+enum class Stage : int { pdeathsig, setns, dup2, coord_fd, exec };
+
+constexpr const char* stage_text(Stage s) {
+  switch (s) {
+    case Stage::pdeathsig: return "prctl(PR_SET_PDEATHSIG)";
+    case Stage::setns: return "setns into its network namespace";
+    case Stage::dup2: return "dup2";
+    case Stage::coord_fd: return "fcntl on the coordinator socket";
+    case Stage::exec: return "execv";
+  }
+  return "?";
+}
+
+[[noreturn]] void fail_in_child(int report_fd, Stage stage) {
+  const int report[2] = {static_cast<int>(stage), errno};
+  [[maybe_unused]] const ssize_t n = ::write(report_fd, report, sizeof report);
+  ::_exit(127);
+}
+
+[[noreturn]] void run_child(const ChildPlan& plan, pid_t launcher_pid, const SignalGuard& signals) {
+  ::setpgid(0, 0);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_in_child(plan.report_fd, Stage::pdeathsig);
+  if (::getppid() != launcher_pid) ::_exit(127);
+  signals.restore();
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (plan.netns_fd >= 0 && ::setns(plan.netns_fd, CLONE_NEWNET) != 0) {
+    fail_in_child(plan.report_fd, Stage::setns);
+  }
+  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stderr_fd, 2) < 0) {
+    fail_in_child(plan.report_fd, Stage::dup2);
+  }
+  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (plan.coord_fd >= 0 && ::fcntl(plan.coord_fd, F_SETFD, 0) != 0) {
+    fail_in_child(plan.report_fd, Stage::coord_fd);
+  }
+  ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+  fail_in_child(plan.report_fd, Stage::exec);
+}
+
+// One running rank: owns its process group (killed and reaped on destruction if still
+// running), a pidfd and the read end of its stderr pipe. Move-only, not thread-safe.
+class Child {
+ public:
+  Child(int rank, pid_t pid, Fd pidfd, Fd err)
+      : rank_(rank), pid_(pid), pidfd_(std::move(pidfd)), err_(std::move(err)) {}
+  Child(Child&& o) noexcept
+      : rank_(o.rank_),
+        pid_(std::exchange(o.pid_, -1)),
+        pidfd_(std::move(o.pidfd_)),
+        err_(std::move(o.err_)),
+        status_(o.status_),
+        wrote_stderr_(o.wrote_stderr_) {}
+  Child& operator=(Child&&) = delete;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (!running()) return;
+    signal(SIGKILL);
+    pollfd p{pidfd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(kReapBound.count())) > 0) reap();
+  }
+
+  int rank() const noexcept { return rank_; }
+  pid_t pid() const noexcept { return pid_; }
+  bool running() const noexcept { return pid_ > 0 && pidfd_; }
+  int pidfd() const noexcept { return pidfd_.get(); }
+  int err() const noexcept { return err_.get(); }
+  int status() const noexcept { return status_; }
+  bool wrote_stderr() const noexcept { return wrote_stderr_; }
+
+  // Signals the child's whole process group (it and whatever it started).
+  void signal(int sig) const noexcept {
+    if (running()) ::kill(-pid_, sig);
+  }
+  // Called once the pidfd is readable: the child is a zombie, so its group id cannot be
+  // reused yet; stragglers in the group are killed, then the child is reaped.
+  void reap() {
+    ::kill(-pid_, SIGKILL);
+    while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
+    }
+    pidfd_.reset();
+  }
+  // Relays what is readable on the stderr pipe; closes it at end of file.
+  void read_stderr(ErrorRelay& relay) {
+    char buf[16 * 1024];
+    while (err_) {
+      const ssize_t n = ::read(err_.get(), buf, sizeof buf);
+      if (n > 0) {
+        wrote_stderr_ = true;
+        relay.feed(rank_, std::string_view(buf, static_cast<std::size_t>(n)));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && errno == EAGAIN) {
+        return;
+      } else {
+        relay.finish(rank_);
+        err_.reset();
+      }
+    }
+  }
+
+ private:
+  int rank_;
+  pid_t pid_;
+  Fd pidfd_;
+  Fd err_;
+  int status_ = 0;
+  bool wrote_stderr_ = false;
+};
+
+// One launch from spawning to the last child reaped; not thread-safe.
+class Launch {
+ public:
+  Launch(const LaunchConfig& config, SignalGuard& signals, Clock::time_point start)
+      : config_(config), signals_(signals), relay_(STDERR_FILENO, config.nprocs) {
+    if (config.deadline.count() > 0) deadline_at_ = start + config.deadline;
+    children_.reserve(static_cast<std::size_t>(config.nprocs));
+  }
+
+  void spawn(int rank, const std::vector<std::string>& extra_env, int netns_fd, int coord_fd);
+  int supervise();
+
+ private:
+  // SIGTERM at `term_at` (or earlier if already planned), SIGKILL kKillDelay later.
+  void start_teardown(Clock::time_point term_at);
+  // SIGKILL now.
+  void escalate(Clock::time_point now);
+  void on_exit(Child& child);
+  void signal_all(int sig);
+  void final_drain();
+  int wait_ms(Clock::time_point now) const;
+
+  const LaunchConfig& config_;
+  SignalGuard& signals_;
+  ErrorRelay relay_;
+  std::vector<Child> children_;
+  std::optional<int> result_;
+  std::optional<Clock::time_point> deadline_at_, term_at_, kill_at_, give_up_at_;
+  bool term_sent_ = false;
+  bool kill_sent_ = false;
+};
+
+void Launch::spawn(int rank, const std::vector<std::string>& extra_env, int netns_fd,
+                   int coord_fd) {
+  ChildPlan plan;
+  plan.netns_fd = netns_fd;
+  plan.coord_fd = coord_fd;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry = *e;
+    const std::string_view key = entry.substr(0, entry.find('='));
+    const bool ours = key == "FABFLOW_RANK" || key == "FABFLOW_SIZE" ||
+                      key == "FABFLOW_LOCAL_RANK" || key == "FABFLOW_SECRET" ||
+                      key == "FABFLOW_COORD" || key == "FABFLOW_COORD_FD";
+    if (!ours) plan.env_text.emplace_back(entry);
+  }
+  plan.env_text.insert(plan.env_text.end(), extra_env.begin(), extra_env.end());
+  for (auto& e : plan.env_text) plan.envp.push_back(e.data());
+  plan.envp.push_back(nullptr);
+  for (const auto& a : config_.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  plan.argv.push_back(nullptr);
+
+  Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null) throw Error(launcher::errno_text("launcher: open /dev/null"));
+  null = launcher::above_stdio(std::move(null));
+  launcher::Pipe err = launcher::make_pipe();
+  launcher::Pipe report = launcher::make_pipe();
+  plan.stdin_fd = null.get();
+  plan.stderr_fd = err.write.get();
+  plan.report_fd = report.write.get();
+
+  std::fflush(nullptr);
+  const pid_t self = ::getpid();
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) run_child(plan, self, signals_);
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) throw Error(launcher::errno_text("launcher: fork", fork_errno));
+  ::setpgid(pid, pid);
+
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));  // glibc 2.36 lacks C++ linkage
+  if (!pidfd) {
+    const int e = errno;
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    throw Error(launcher::errno_text("launcher: pidfd_open", e));
+  }
+  ::fcntl(err.read.get(), F_SETFL, O_NONBLOCK);
+  children_.emplace_back(rank, pid, std::move(pidfd), std::move(err.read));
+
+  err.write.reset();
+  report.write.reset();
+  int failure[2];
+  ssize_t n;
+  while ((n = ::read(report.read.get(), failure, sizeof failure)) < 0 && errno == EINTR) {
+  }
+  if (n == static_cast<ssize_t>(sizeof failure)) {
+    throw Error("launcher: rank " + std::to_string(rank) + ": " +
+                stage_text(static_cast<Stage>(failure[0])) + " " + config_.argv[0] + ": " +
+                std::strerror(failure[1]));
+  }
+}
+
+void Launch::signal_all(int sig) {
+  for (auto& c : children_) c.signal(sig);
+}
+
+void Launch::start_teardown(Clock::time_point term_at) {
+  if (!term_sent_ && (!term_at_ || term_at < *term_at_)) term_at_ = term_at;
+}
+
+void Launch::escalate(Clock::time_point now) {
+  term_at_.reset();
+  term_sent_ = true;
+  if (!kill_sent_) kill_at_ = now;
+}
+
+void Launch::on_exit(Child& child) {
+  child.reap();
+  child.read_stderr(relay_);
+  const int status = child.status();
+  if (exit_code(status) == 0 || result_) return;
+  result_ = exit_code(status);
+  if (WIFSIGNALED(status) && !child.wrote_stderr()) {
+    const int sig = WTERMSIG(status);
+    const char* desc = ::sigdescr_np(sig);
+    relay_.emit("fabflow: error: rank " + std::to_string(child.rank()) + " (pid " +
+                std::to_string(child.pid()) + ") killed by signal " + std::to_string(sig) + " (" +
+                (desc ? desc : "unknown") + ")");
+  }
+  start_teardown(Clock::now() + config_.grace);
+}
+
+int Launch::wait_ms(Clock::time_point now) const {
+  std::optional<Clock::time_point> next;
+  for (const auto& t : {deadline_at_, term_at_, kill_at_, give_up_at_}) {
+    if (t && (!next || *t < *next)) next = t;
+  }
+  if (!next) return -1;
+  const auto left = std::chrono::ceil<milliseconds>(*next - now).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
+}
+
+int Launch::supervise() {
+  std::vector<pollfd> fds;
+  std::vector<Child*> owners;
+  for (;;) {
+    const bool any_running =
+        std::any_of(children_.begin(), children_.end(), [](const Child& c) { return c.running(); });
+    if (!any_running) break;
+
+    const auto now = Clock::now();
+    if (deadline_at_ && now >= *deadline_at_) {
+      deadline_at_.reset();
+      if (!result_) {
+        result_ = 124;
+        relay_.emit("fabflow: error: run exceeded its deadline of " +
+                    seconds_text(config_.deadline) + " s");
+      }
+      start_teardown(now);
+    }
+    if (term_at_ && now >= *term_at_) {
+      term_at_.reset();
+      term_sent_ = true;
+      signal_all(SIGTERM);
+      kill_at_ = now + kKillDelay;
+    }
+    if (kill_at_ && now >= *kill_at_) {
+      kill_at_.reset();
+      kill_sent_ = true;
+      signal_all(SIGKILL);
+      give_up_at_ = now + kReapBound;
+    }
+    if (give_up_at_ && now >= *give_up_at_) {
+      for (const auto& c : children_) {
+        if (c.running()) {
+          relay_.emit("fabflow: error: rank " + std::to_string(c.rank()) + " (pid " +
+                      std::to_string(c.pid()) + ") did not exit after SIGKILL");
+        }
+      }
+      break;
+    }
+
+    fds.assign(1, pollfd{signals_.fd(), POLLIN, 0});
+    owners.assign(1, nullptr);
+    for (auto& c : children_) {
+      if (c.running()) {
+        fds.push_back({c.pidfd(), POLLIN, 0});
+        owners.push_back(&c);
+      }
+      if (c.err() >= 0) {
+        fds.push_back({c.err(), POLLIN, 0});
+        owners.push_back(&c);
+      }
+    }
+    const int ready = ::poll(fds.data(), fds.size(), wait_ms(now));
+    if (ready < 0 && errno != EINTR) throw Error(launcher::errno_text("launcher: poll"));
+    if (ready <= 0) continue;
+
+    if (fds[0].revents != 0) {
+      signals_.drain();
+      if (const int sig = signals_.received(); sig != 0) {
+        if (!result_ || *result_ != 128 + sig) {
+          result_ = 128 + sig;
+          start_teardown(Clock::now());
+        } else {
+          escalate(Clock::now());  // a second signal: no more patience
+        }
+      }
+    }
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Child& c = *owners[i];
+      if (fds[i].fd == c.pidfd()) {
+        on_exit(c);
+      } else if (fds[i].fd == c.err()) {
+        c.read_stderr(relay_);
+      }
+    }
+  }
+  final_drain();
+  return result_.value_or(0);
+}
+
+// Relays what the children left in their pipes; a pipe held open by an escaped grandchild is
+// abandoned after a bound.
+void Launch::final_drain() {
+  const auto give_up = Clock::now() + kDrainBound;
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<Child*> owners;
+    for (auto& c : children_) {
+      if (c.err() >= 0) {
+        fds.push_back({c.err(), POLLIN, 0});
+        owners.push_back(&c);
+      }
+    }
+    const auto left = std::chrono::ceil<milliseconds>(give_up - Clock::now()).count();
+    if (fds.empty() || left <= 0) break;
+    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left));
+    if (ready < 0 && errno != EINTR) break;
+    for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents != 0) owners[i]->read_stderr(relay_);
+    }
+  }
+  for (auto& c : children_) {
+    if (c.err() >= 0) relay_.finish(c.rank());
+  }
+}
+
+}  // namespace
+
+int launch_local(const LaunchConfig& config) {
+  const auto start = Clock::now();
+  if (config.nprocs < 1) throw Error("launcher: nprocs must be at least 1");
+  if (config.argv.empty() || config.argv[0].empty()) {
+    throw Error("launcher: no program to run");
+  }
+  if (config.netns && config.nprocs > launcher::VirtualNetwork::kMaxRanks) {
+    throw Error("launcher: at most " + std::to_string(launcher::VirtualNetwork::kMaxRanks) +
+                " processes with network namespaces");
+  }
+  SignalGuard signals;
+  const pid_t self = ::getpid();
+
+  std::optional<launcher::VirtualNetwork> network;
+  Fd coord;
+  std::string coord_addr;
+  if (config.netns) {
+    try {
+      cleanup_stale_netns();
+      network.emplace(self, config.nprocs);
+    } catch (const Error&) {
+      if (signals.received() != 0) return 128 + signals.received();
+      throw;
+    }
+    coord_addr = launcher::VirtualNetwork::address(0) + ":" +
+                 std::to_string(launcher::kNetnsCoordPort);
+  } else {
+    int port = 0;
+    coord = listen_loopback(config.nprocs + 8, &port);
+    coord_addr = "127.0.0.1:" + std::to_string(port);
+  }
+  if (signals.received() != 0) return 128 + signals.received();
+
+  const std::string secret = make_secret();
+  Launch launch(config, signals, start);
+  for (int rank = 0; rank < config.nprocs; ++rank) {
+    std::vector<std::string> env{
+        "FABFLOW_RANK=" + std::to_string(rank),
+        "FABFLOW_SIZE=" + std::to_string(config.nprocs),
+        "FABFLOW_LOCAL_RANK=" + std::to_string(rank),
+        "FABFLOW_SECRET=" + secret,
+        "FABFLOW_COORD=" + coord_addr,
+    };
+    int coord_fd = -1;
+    if (rank == 0 && coord) {
+      coord_fd = coord.get();
+      env.push_back("FABFLOW_COORD_FD=" + std::to_string(coord_fd));
+    }
+    Fd netns_fd = network ? network->rank(rank).open() : Fd();
+    launch.spawn(rank, env, netns_fd.get(), coord_fd);
+    if (rank == 0) coord.reset();
+  }
+  return launch.supervise();
+}
+
+bool started_by_launcher() {
+  const auto set = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && value[0] != '\0';
+  };
+  return set("FABFLOW_RANK") || (set("SLURM_PROCID") && set("SLURM_NTASKS")) ||
+         set("OMPI_COMM_WORLD_RANK") || set("PMI_RANK") || set("PMIX_RANK");
+}
+
+}  // namespace fabflow

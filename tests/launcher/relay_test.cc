@@ -1,0 +1,96 @@
+#include "launcher/relay.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace fabflow::launcher {
+namespace {
+
+// An in-memory file the relay writes to.
+class Sink {
+ public:
+  Sink() : fd_(::memfd_create("relay-test", MFD_CLOEXEC)) {}
+  ~Sink() { ::close(fd_); }
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+
+  int fd() const { return fd_; }
+  std::string text() const {
+    std::string out(static_cast<std::size_t>(::lseek(fd_, 0, SEEK_END)), '\0');
+    EXPECT_EQ(::pread(fd_, out.data(), out.size(), 0), static_cast<ssize_t>(out.size()));
+    return out;
+  }
+
+ private:
+  int fd_;
+};
+
+TEST(LauncherRelay, PassesOrdinaryLinesThroughWhole) {
+  Sink sink;
+  ErrorRelay relay(sink.fd(), 2);
+  relay.feed(0, "hel");
+  relay.feed(1, "other\n");
+  relay.feed(0, "lo\nwor");
+  EXPECT_EQ(sink.text(), "other\nhello\n");
+  relay.feed(0, "ld\n");
+  EXPECT_EQ(sink.text(), "other\nhello\nworld\n");
+  EXPECT_FALSE(relay.error_shown());
+}
+
+TEST(LauncherRelay, ShowsOnlyTheFirstErrorLineOfTheRun) {
+  Sink sink;
+  ErrorRelay relay(sink.fd(), 3);
+  relay.feed(1, "fabflow: error: rank 1 failed\n");
+  relay.feed(0, "fabflow: error: peer 1 vanished\nstill here\n");
+  relay.feed(1, "fabflow: error: again\n");
+  relay.feed(2, "fabflow: warning: not an error\nfabflow: error:no space\n");
+  EXPECT_EQ(sink.text(),
+            "fabflow: error: rank 1 failed\nstill here\nfabflow: warning: not an error\n"
+            "fabflow: error:no space\n");
+  EXPECT_TRUE(relay.error_shown());
+}
+
+TEST(LauncherRelay, ClassifiesALineSplitAcrossReads) {
+  Sink sink;
+  ErrorRelay relay(sink.fd(), 2);
+  relay.feed(0, "fabflow: error: first\n");
+  relay.feed(1, "fabflow: err");
+  relay.feed(1, "or: second\nok\n");
+  EXPECT_EQ(sink.text(), "fabflow: error: first\nok\n");
+}
+
+TEST(LauncherRelay, FinishTerminatesTheLastLine) {
+  Sink sink;
+  ErrorRelay relay(sink.fd(), 2);
+  relay.feed(0, "no newline");
+  relay.finish(0);
+  relay.finish(1);
+  EXPECT_EQ(sink.text(), "no newline\n");
+}
+
+TEST(LauncherRelay, OwnLinesFollowTheSameRule) {
+  Sink sink;
+  ErrorRelay relay(sink.fd(), 1);
+  relay.emit("fabflow: error: run exceeded its deadline of 1 s");
+  relay.feed(0, "fabflow: error: interrupted\n");
+  relay.emit("fabflow: error: another");
+  EXPECT_EQ(sink.text(), "fabflow: error: run exceeded its deadline of 1 s\n");
+}
+
+TEST(LauncherRelay, LongLinesAreRelayedInPiecesAndKeepTheirClass) {
+  Sink sink;
+  ErrorRelay relay(sink.fd(), 2);
+  const std::string long_text(ErrorRelay::kMaxLine + 10, 'x');
+  relay.feed(0, "fabflow: error: first\n");
+  relay.feed(1, "fabflow: error: " + long_text);
+  relay.feed(1, "tail\n");
+  relay.feed(1, long_text);
+  relay.feed(1, "!\n");
+  EXPECT_EQ(sink.text(), "fabflow: error: first\n" + long_text + "!\n");
+}
+
+}  // namespace
+}  // namespace fabflow::launcher
