@@ -108,6 +108,9 @@ struct RawResult {
 // target. `transport` must be connected. Throws Error / PeerError on failure.
 RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot);
 
+// Whether `rank` runs a progress thread in run_raw (the transport must then be thread-safe).
+bool raw_progress_thread(const RawParams& params, const Capabilities& caps, int rank);
+
 // Reporters.
 void print_raw_header(std::ostream& out, const RawResult& result);
 void print_raw_table(std::ostream& out, const RawResult& result);

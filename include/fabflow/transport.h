@@ -56,6 +56,7 @@ struct Capabilities {
   bool in_order_data = false;          // FI_ORDER_DATA: bytes of a write land in order
   bool write_after_write = false;      // FI_ORDER_WAW (RMA writes complete in order)
   bool data_progress_manual = false;   // target must drive progress for data to land
+  bool data_progress_advertised_manual = false;  // what the provider itself says
   bool control_progress_manual = false;
   std::uint64_t mr_mode = 0;           // FI_MR_* bits in force
   std::uint64_t msg_order = 0;         // FI_ORDER_* bits

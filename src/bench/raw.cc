@@ -411,6 +411,8 @@ class RawRunner {
     std::uint64_t posted = 0, retired = 0, since_signal = 0;
     Watchdog dog(boot_, p_.timeout_ms, "streaming");
     auto* results = reinterpret_cast<std::uint64_t*>(src());
+    // An active target (send, writedata) posts its receives first; see sink().
+    if (!target_passive(p_.op, RawTest::bandwidth)) wait_all_light();
     while (retired < count) {
       bool progressed = false;
       for (unsigned b = 0; b < batch && posted < count && posted - retired < window; ++b) {
@@ -499,6 +501,15 @@ class RawRunner {
 
 }  // namespace
 
+bool raw_progress_thread(const RawParams& params, const Capabilities& caps, int rank) {
+  // A rank is passive if it is a passive target in every test it takes part in.
+  const bool lat = params.test != RawTest::bandwidth;
+  const bool bw = params.test != RawTest::latency;
+  bool passive = rank != 0 && (!lat || target_passive(params.op, RawTest::latency)) &&
+                 (!bw || target_passive(params.op, RawTest::bandwidth));
+  return needs_progress_thread(params.progress, caps, passive);
+}
+
 RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot) {
   if (boot.size() != 2)
     throw UsageError("raw bench needs exactly 2 processes, got " + std::to_string(boot.size()));
@@ -522,13 +533,9 @@ RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot
   result.env.caps = caps;
   result.env.clock = clock.name();
 
-  const bool initiator = boot.rank() == 0;
   const bool lat = params.test != RawTest::bandwidth;
   const bool bw = params.test != RawTest::latency;
-  // A rank is passive if it is a passive target in every test it takes part in.
-  bool passive = !initiator && (!lat || target_passive(params.op, RawTest::latency)) &&
-                 (!bw || target_passive(params.op, RawTest::bandwidth));
-  bool thread = needs_progress_thread(params.progress, caps, passive);
+  const bool thread = raw_progress_thread(params, caps, boot.rank());
   std::optional<ProgressEngine> engine;
   if (thread) engine.emplace(transport, params.cpu);
 

@@ -37,6 +37,7 @@ struct RawFlags {
   bool netns = false;
   std::uint64_t timeout_ms = 10000;
   std::string launched_provider;  // internal: the one provider a launched rank runs
+  std::string launched_op;        // internal: the one operation a launched rank runs
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -53,15 +54,22 @@ bool is_atomic(Op op) { return op == Op::fadd || op == Op::cswap; }
 // Everything that can be checked without a peer; throws UsageError.
 struct Validated {
   RawParams params;
+  std::vector<Op> ops;
   EndpointType endpoint = EndpointType::automatic;
   std::vector<std::string> providers;
 };
 
 Validated validate(const RawFlags& f) {
   Validated v;
-  auto op = parse_op(f.op);
-  if (!op) throw UsageError("unknown operation '" + f.op +
-                            "' (use write, read, send, writedata, fadd or cswap)");
+  for (const auto& name : split(f.launched_op.empty() ? f.op : f.launched_op, ',')) {
+    auto parsed = parse_op(name);
+    if (!parsed)
+      throw UsageError("unknown operation '" + name +
+                       "' (use write, read, send, writedata, fadd or cswap)");
+    v.ops.push_back(*parsed);
+  }
+  if (v.ops.empty()) throw UsageError("no operation given");
+  const std::optional<Op> op = v.ops.front();
   auto ep = parse_endpoint_type(f.endpoint);
   if (!ep) throw UsageError("unknown endpoint type '" + f.endpoint + "' (use msg, rdm or auto)");
   auto progress = parse_progress_mode(f.progress);
@@ -70,8 +78,7 @@ Validated validate(const RawFlags& f) {
     throw UsageError("--inject takes on or off, not '" + f.inject + "'");
   RawParams& p = v.params;
   p.op = *op;
-  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{is_atomic(*op) ? 8u : 64u}
-                            : parse_sizes(f.sizes);
+  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
   if (f.iterations == 0 && f.duration <= 0) throw UsageError("-I must be at least 1");
   if (f.duration < 0 || f.duration > 3600) throw UsageError("--duration must be in (0, 3600] s");
   p.iterations = f.iterations;
@@ -100,25 +107,30 @@ Validated validate(const RawFlags& f) {
   return v;
 }
 
-TransportOptions transport_options(const Validated& v, const std::string& provider) {
+TransportOptions transport_options(const Validated& v, const std::string& provider, Op op) {
   TransportOptions o;
   o.provider = provider;
   o.endpoint = v.endpoint;
-  o.ops = {v.params.op};
+  o.ops = {op};
   return o;
 }
 
+// Atomics always move one 8-byte word; an explicit other size is a mistake.
+std::vector<std::size_t> sizes_for(const RawFlags& f, const RawParams& p, Op op) {
+  if (!is_atomic(op)) return p.sizes;
+  if (!f.sizes.empty() && p.sizes != std::vector<std::size_t>{8})
+    throw UsageError("atomics operate on 8-byte words: use -S 8 with -o " +
+                     std::string(to_string(op)));
+  return {8};
+}
+
 // Checks provider, operation and sizes against the provider's limits.
-void check_provider(const Validated& v, const std::string& provider) {
-  Capabilities caps = probe_libfabric(transport_options(v, provider));
-  for (std::size_t s : v.params.sizes) {
+void check_provider(const RawFlags& f, const Validated& v, const std::string& provider, Op op) {
+  Capabilities caps = probe_libfabric(transport_options(v, provider, op));
+  for (std::size_t s : sizes_for(f, v.params, op))
     if (s > caps.max_msg_size)
       throw UsageError("size " + std::to_string(s) + " is above " + caps.provider +
                        "'s max_msg_size " + std::to_string(caps.max_msg_size));
-    if (is_atomic(v.params.op) && s != 8)
-      throw UsageError("atomics operate on 8-byte words: use -S 8 with -o " +
-                       std::string(to_string(v.params.op)));
-  }
 }
 
 // One rank of a launched run.
@@ -128,17 +140,17 @@ int run_rank(const RawFlags& flags, const Validated& v) {
   auto boot = make_tcp_bootstrap(cfg);
   try {
     RawParams params = v.params;
+    params.op = v.ops.front();
+    params.sizes = sizes_for(flags, v.params, params.op);
     if (!flags.no_pin) {
       params.cpu = cpu_for_local_rank(boot->local_rank());
       if (!pin_current_thread(params.cpu)) params.cpu = -1;
     }
-    TransportOptions opts = transport_options(v, v.providers.front());
+    TransportOptions opts = transport_options(v, v.providers.front(), params.op);
     opts.node = boot->local_address();
     // Only a passive target may need a progress thread (rank 0 always polls).
     Capabilities caps = probe_libfabric(opts);
-    bool passive_op = params.op == Op::read || is_atomic(params.op) ||
-                      (params.op == Op::write && params.test == RawTest::bandwidth);
-    opts.thread_safe = needs_progress_thread(params.progress, caps, boot->rank() != 0 && passive_op);
+    opts.thread_safe = raw_progress_thread(params, caps, boot->rank());
     auto transport = open_libfabric(opts);
     transport->connect(*boot);
     RawResult result = run_raw(params, *transport, *boot);
@@ -174,7 +186,7 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   app->add_option("-p,--provider", f->providers,
                   "libfabric provider(s), comma-separated (tcp, shm, verbs, ...; auto)");
   app->add_option("-e,--endpoint", f->endpoint, "endpoint type: msg, rdm or auto");
-  app->add_option("-o,--op", f->op, "operation: write, read, send, writedata, fadd, cswap");
+  app->add_option("-o,--op", f->op, "operation(s), comma-separated: write, read, send, writedata, fadd, cswap");
   app->add_option("-S,--size", f->sizes,
                   "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)");
   app->add_option("-I,--iterations", f->iterations, "measured iterations per size");
@@ -193,16 +205,20 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   app->add_flag("--netns", f->netns, "run each rank in its own network namespace (root)");
   app->add_option("--timeout", f->timeout_ms, "fail after this many ms without progress");
   app->add_option("--launched-provider", f->launched_provider)->group("");
+  app->add_option("--launched-op", f->launched_op)->group("");
 
   return [f, self]() -> int {
     Validated v = validate(*f);
     if (started_by_launcher()) return run_rank(*f, v);
 
-    for (const auto& p : v.providers) check_provider(v, p);
+    for (const auto& p : v.providers)
+      for (Op op : v.ops) check_provider(*f, v, p, op);
     std::string why;
     if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
     int status = 0;
-    for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
+    bool first = true;
+    for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i)
+      for (std::size_t k = 0; k < v.ops.size() && status == 0; ++k) {
       LaunchConfig lc;
       lc.nprocs = 2;
       lc.netns = f->netns;
@@ -211,9 +227,10 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
       char exe[4096];
       ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
       if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
-      lc.argv.push_back("--launched-provider");
-      lc.argv.push_back(v.providers[i]);
-      if (i > 0 && !f->json) std::cout << "\n" << std::flush;
+      lc.argv.insert(lc.argv.end(), {"--launched-provider", v.providers[i], "--launched-op",
+                                     std::string(to_string(v.ops[k]))});
+      if (!first && !f->json) std::cout << "\n" << std::flush;
+      first = false;
       status = launch_local(lc);
     }
     return status;

@@ -101,15 +101,20 @@ Runner add_info(CLI::App& app) {
     std::cout << "# fabflow " << FABFLOW_VERSION << ", libfabric " << libfabric_version()
               << "\n# data progress 'manual*': advertised auto but verified to need the "
                  "target's progress on libfabric 1.17\n\n";
-    std::printf("%-14s %-4s %-14s %7s %12s %5s %4s %6s %4s %-8s %-24s %s\n", "provider", "ep",
+    std::printf("%-14s %-4s %-14s %7s %9s %5s %4s %6s %4s %-8s %-24s %s\n", "provider", "ep",
                 "domain", "inject", "max_msg", "cqdat", "rma", "atomic", "srx", "progress",
                 "mr_mode", "order");
     for (const auto& c : all) {
-      std::printf("%-14s %-4s %-14s %7zu %12zu %5zu %4s %6s %4s %-8s %-24s %s\n",
+      std::string max_msg = c.max_msg_size >= (std::size_t{1} << 48)
+                                ? std::string("unlimited")
+                                : std::to_string(c.max_msg_size);
+      std::printf("%-14s %-4s %-14s %7zu %9s %5zu %4s %6s %4s %-8s %-24s %s\n",
                   c.provider.c_str(), std::string(to_string(c.endpoint)).c_str(),
-                  c.domain.substr(0, 14).c_str(), c.inject_size, c.max_msg_size, c.cq_data_size,
+                  c.domain.substr(0, 14).c_str(), c.inject_size, max_msg.c_str(), c.cq_data_size,
                   c.rma ? "yes" : "no", c.atomics_u64 ? "yes" : "no", c.shared_rx ? "yes" : "no",
-                  c.data_progress_manual ? "manual*" : "auto", mr_mode_text(c.mr_mode).c_str(),
+                  !c.data_progress_manual ? "auto"
+                  : c.data_progress_advertised_manual ? "manual" : "manual*",
+                  mr_mode_text(c.mr_mode).c_str(),
                   order_text(c).c_str());
     }
     std::cout << "\nWhat fabflow does about it:\n";

@@ -16,7 +16,7 @@ std::string call_error(const char* call, const std::string& provider, long rc) {
 }
 
 bool software_provider(std::string_view name) noexcept {
-  for (std::string_view p : {"tcp", "shm", "udp", "sockets"})
+  for (std::string_view p : {"tcp", "net", "shm", "udp", "sockets"})
     if (name.find(p) != std::string_view::npos) return true;
   return false;
 }
@@ -58,12 +58,29 @@ std::string available_providers() {
   return out.empty() ? "none" : out;
 }
 
+bool ip_addressed(const fi_info* i) {
+  return i->addr_format == FI_SOCKADDR_IN || i->addr_format == FI_SOCKADDR_IN6 ||
+         i->addr_format == FI_SOCKADDR;
+}
+
 // Drops providers we do not want for "auto": the udp datagram stack and the legacy sockets
 // provider are not reliable-connected transports worth benchmarking by default.
 bool acceptable_for_auto(const fi_info* i) {
   std::string_view name = i->fabric_attr->prov_name;
   return name.find("udp") == std::string_view::npos &&
          name.find("sockets") == std::string_view::npos;
+}
+
+// Asked through fi_getinfo rather than by opening a context: closing an unused shared receive
+// context crashes the shm provider of libfabric 1.17.
+bool offers_shared_rx(const fi_info* info) {
+  InfoPtr hints(fi_allocinfo());
+  hints->fabric_attr->prov_name = strdup(info->fabric_attr->prov_name);
+  hints->ep_attr->type = info->ep_attr->type;
+  hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+  hints->mode = FI_RX_CQ_DATA;
+  hints->domain_attr->mr_mode = static_cast<int>(kSupportedMrMode);
+  return static_cast<bool>(getinfo(nullptr, 0, hints.get()));
 }
 
 }  // namespace
@@ -84,8 +101,8 @@ Capabilities describe(const fi_info* info, fid_domain* domain) {
   c.in_order_data = (info->tx_attr->comp_order & FI_ORDER_DATA) != 0;
   c.msg_order = info->tx_attr->msg_order;
   c.write_after_write = (c.msg_order & FI_ORDER_WAW) != 0;
-  c.data_progress_manual =
-      info->domain_attr->data_progress == FI_PROGRESS_MANUAL || software_provider(c.provider);
+  c.data_progress_advertised_manual = info->domain_attr->data_progress == FI_PROGRESS_MANUAL;
+  c.data_progress_manual = c.data_progress_advertised_manual || software_provider(c.provider);
   c.control_progress_manual = info->domain_attr->control_progress == FI_PROGRESS_MANUAL;
   c.mr_mode = static_cast<std::uint64_t>(info->domain_attr->mr_mode);
   c.threading = info->domain_attr->threading;
@@ -95,11 +112,7 @@ Capabilities describe(const fi_info* info, fid_domain* domain) {
     bool cswap = fi_query_atomic(domain, FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
     c.atomics_u64 = fadd && cswap;
   }
-  if (domain) {
-    fi_rx_attr rx = *info->rx_attr;
-    Fid<fid_ep> srx;
-    c.shared_rx = fi_srx_context(domain, &rx, srx.out(), nullptr) == 0;
-  }
+  c.shared_rx = offers_shared_rx(info);
   return c;
 }
 
@@ -115,7 +128,12 @@ Selection select(const TransportOptions& o) {
   for (EndpointType ep : order) {
     InfoPtr hints = make_hints(o, ep);
     InfoPtr list;
-    if (!o.node.empty()) list = getinfo(o.node.c_str(), FI_SOURCE, hints.get());
+    // The bootstrap's address binds IP-based providers to the right interface; others (shm)
+    // would take it as their endpoint name, which must stay unique per process.
+    if (!o.node.empty()) {
+      list = getinfo(o.node.c_str(), FI_SOURCE, hints.get());
+      if (list && !ip_addressed(list.get())) list = InfoPtr();
+    }
     if (!list) list = getinfo(nullptr, 0, hints.get());
     for (fi_info* i = list.get(); i; i = i->next) {
       if (o.provider == "auto" && !acceptable_for_auto(i)) continue;
