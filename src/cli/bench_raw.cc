@@ -79,6 +79,10 @@ Validated validate(const RawFlags& f) {
   RawParams& p = v.params;
   p.op = *op;
   p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
+  constexpr std::size_t kMaxSize = std::size_t{1} << 30;  // each rank holds two buffers
+  for (std::size_t s : p.sizes)
+    if (s > kMaxSize)
+      throw UsageError("size " + std::to_string(s) + " is above the raw benchmark's limit of 1G");
   if (f.iterations == 0 && f.duration <= 0) throw UsageError("-I must be at least 1");
   if (f.duration < 0 || f.duration > 3600) throw UsageError("--duration must be in (0, 3600] s");
   p.iterations = f.iterations;

@@ -61,8 +61,16 @@ Completion wait_one(Transport& t, bool rx) {
   }
 }
 
-void expect_ok(Status s, Transport& t) {
-  while (s == Status::again) throw Error("unexpected again");
+// Posts until the transport takes it: `again` (e.g. an rdm endpoint still connecting) is
+// retried while driving progress, for at most 5 s.
+template <class Post>
+void expect_ok(Post post, Transport& t) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  Status s;
+  while ((s = post()) == Status::again) {
+    t.progress();
+    if (std::chrono::steady_clock::now() > deadline) throw Error("post still busy after 5 s");
+  }
   if (s != Status::ok) throw Error(t.last_error());
 }
 
@@ -83,13 +91,13 @@ TEST_P(FabricTransportTest, SendRecvCarriesPayloadAndData) {
     auto mr = t.register_memory(buf.data(), buf.size(), kAllAccess);
     if (rank == 1) {
       for (int i = 0; i < 3; ++i)
-        expect_ok(t.post_recv(0, buf.data() + i * 1024, 1024, mr->desc(), 100 + i), t);
+        expect_ok([&] { return t.post_recv(0, buf.data() + i * 1024, 1024, mr->desc(), 100 + i); }, t);
     }
     boot.barrier([&] { t.progress(); });
     if (rank == 0) {
       for (int i = 0; i < 3; ++i) {
         std::memset(buf.data(), 'a' + i, 1000);
-        expect_ok(t.post_send(1, buf.data(), 1000, mr->desc(), 7, kSignal), t);
+        expect_ok([&] { return t.post_send(1, buf.data(), 1000, mr->desc(), 7, kSignal); }, t);
         Completion c = wait_one(t, false);
         if (c.context != 7 || c.kind != CompletionKind::send) throw Error("bad send completion");
       }
@@ -116,14 +124,14 @@ TEST_P(FabricTransportTest, WriteReadAndWritedata) {
         auto keys = boot.allgather(t.export_key(*mr));
         RemoteMemory peer = t.import_key(1 - rank, keys[static_cast<std::size_t>(1 - rank)]);
         if (t.caps().rx_cq_data_consumes_recv && rank == 1)
-          expect_ok(t.post_recv(0, buf.data(), 0, mr->desc(), 1), t);
+          expect_ok([&] { return t.post_recv(0, buf.data(), 0, mr->desc(), 1); }, t);
         boot.barrier([&] { t.progress(); });
         if (rank == 0) {
           for (std::size_t i = 0; i < 4096; ++i) buf[i] = std::byte(i * 7);
-          expect_ok(t.post_write(1, buf.data(), 4096, mr->desc(), peer, 4096, 1, kSignal), t);
+          expect_ok([&] { return t.post_write(1, buf.data(), 4096, mr->desc(), peer, 4096, 1, kSignal); }, t);
           wait_one(t, false);
           // Read it back into our upper half and compare.
-          expect_ok(t.post_read(1, buf.data() + 4096, 4096, mr->desc(), peer, 4096, 2, kSignal), t);
+          expect_ok([&] { return t.post_read(1, buf.data() + 4096, 4096, mr->desc(), peer, 4096, 2, kSignal); }, t);
           Completion c = wait_one(t, false);
           if (c.kind != CompletionKind::read) throw Error("expected a read completion");
           if (std::memcmp(buf.data(), buf.data() + 4096, 4096) != 0)
@@ -132,7 +140,7 @@ TEST_P(FabricTransportTest, WriteReadAndWritedata) {
           if (t.post_write(1, buf.data(), 16, mr->desc(), peer, 8190, 3, kSignal) !=
               Status::failed)
             throw Error("out-of-range write was not refused");
-          expect_ok(t.post_write(1, buf.data(), 64, mr->desc(), peer, 0, 4, kSignal, 0xabcdu), t);
+          expect_ok([&] { return t.post_write(1, buf.data(), 64, mr->desc(), peer, 0, 4, kSignal, 0xabcdu); }, t);
           wait_one(t, false);
         } else {
           Completion c = wait_one(t, true);
@@ -161,15 +169,13 @@ TEST_P(FabricTransportTest, AtomicsOrClearRefusal) {
     boot.barrier([&] { t.progress(); });
     if (rank == 0) {
       for (std::uint64_t i = 0; i < 10; ++i) {
-        expect_ok(t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &words[1], mr->desc(), peer, 0, 1,
-                                kSignal),
-                  t);
+        expect_ok([&] { return t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &words[1], mr->desc(), peer, 0, 1,
+                                kSignal); }, t);
         wait_one(t, false);
         if (words[1] != 5 * i) throw Error("fetch-add returned " + std::to_string(words[1]));
       }
-      expect_ok(t.post_atomic(1, AtomicOp::compare_swap, 99, 50, &words[1], mr->desc(), peer, 0,
-                              2, kSignal),
-                t);
+      expect_ok([&] { return t.post_atomic(1, AtomicOp::compare_swap, 99, 50, &words[1], mr->desc(), peer, 0,
+                              2, kSignal); }, t);
       wait_one(t, false);
       if (words[1] != 50) throw Error("compare-swap returned the wrong old value");
     }

@@ -154,6 +154,14 @@ Selection select(const TransportOptions& o) {
     if (!any)
       throw UsageError("unknown provider '" + o.provider +
                        "' (available: " + available_providers() + ")");
+    if (!o.ops.empty()) {
+      // The endpoint exists without the operations' capabilities: name the missing one.
+      TransportOptions bare = o;
+      bare.ops.clear();
+      Selection b = select(bare);
+      for (Op op : o.ops)
+        if (!b.caps.supports(op)) throw UsageError(b.caps.why_not(op));
+    }
     std::string what = o.endpoint == EndpointType::automatic
                            ? std::string("a msg or rdm endpoint")
                            : std::string(to_string(o.endpoint)) + " endpoints";

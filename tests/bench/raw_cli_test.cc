@@ -1,0 +1,232 @@
+// Multi-process tests of `fabflow bench raw` and `fabflow info` through the CLI: every
+// operation on shm, tcp msg and tcp rdm; JSON fields; and every bad input giving one error
+// line and a non-zero exit within 10 s.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+struct Case {
+  const char* provider;
+  const char* endpoint;
+  const char* op;
+};
+
+std::string label(const Case& c) {
+  std::string s = std::string(c.provider) + "_" + c.endpoint + "_" + c.op;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+bool atomic(const std::string& op) { return op == "fadd" || op == "cswap"; }
+
+class RawCli : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RawCli, RunsAndReportsEveryField) {
+  const Case& c = GetParam();
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", c.provider, "-e", c.endpoint, "-o",
+                         c.op, "-I", "300", "-w", "50", "--json"},
+                        60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  if (std::string(c.provider) == "tcp" && std::string(c.endpoint) == "msg" && atomic(c.op)) {
+    EXPECT_EQ(r.status, 2);
+    auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_NE(err[0].find("atomics"), std::string::npos) << err[0];
+    return;
+  }
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  for (const auto& line : out) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["op"], c.op);
+    EXPECT_EQ(j["endpoint"], c.endpoint);
+    EXPECT_NE(j["provider"].get<std::string>().find(c.provider), std::string::npos);
+    EXPECT_EQ(j["size_bytes"], atomic(c.op) ? 8 : 64);
+    EXPECT_EQ(j["iterations"], 300);
+    EXPECT_TRUE(j["instructions_per_msg"].is_null());
+    if (j["type"] == "latency") {
+      for (const char* k : {"mean", "p50", "p90", "p99", "p999", "max"}) {
+        ASSERT_TRUE(j["latency_ns"].contains(k)) << k;
+        EXPECT_GT(j["latency_ns"][k].get<double>(), 0) << k;
+      }
+      EXPECT_LE(j["latency_ns"]["p50"].get<double>(), j["latency_ns"]["p99"].get<double>());
+      EXPECT_LE(j["latency_ns"]["p99"].get<double>(), j["latency_ns"]["max"].get<double>());
+    } else {
+      EXPECT_EQ(j["type"], "bandwidth");
+      EXPECT_GT(j["MBps"].get<double>(), 0);
+      EXPECT_GT(j["msgs_per_s"].get<double>(), 0);
+    }
+  }
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (auto [p, e] : {std::pair{"shm", "rdm"}, std::pair{"tcp", "msg"}, std::pair{"tcp", "rdm"}})
+    for (const char* op : {"send", "write", "writedata", "read", "fadd", "cswap"})
+      cases.push_back({p, e, op});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, RawCli, ::testing::ValuesIn(all_cases()),
+                         [](const auto& info) { return label(info.param); });
+
+// Runs the CLI expecting a failure: one error line, non-zero exit, within 10 s.
+void expect_one_line_failure(const std::vector<std::string>& args, const std::string& needle,
+                             const std::map<std::string, std::string>& env = {}) {
+  CliResult r = run_cli(args, 20s, env);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 10.0);
+  auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  EXPECT_NE(err[0].find(needle), std::string::npos) << err[0];
+}
+
+TEST(RawCliBadInput, UnknownProviderListsAvailableOnes) {
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "nosuch"}, "available:");
+}
+
+TEST(RawCliBadInput, AtomicsOnTcpMsg) {
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "tcp", "-e", "msg", "-o", "fadd"},
+                          "atomics");
+}
+
+TEST(RawCliBadInput, EndpointTypeTheProviderLacks) {
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-e", "msg"}, "shm");
+}
+
+TEST(RawCliBadInput, BadSizesAndFlags) {
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "0"}, "size");
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "12x"}, "size");
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "8G"}, "limit");
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-o", "jump"}, "operation");
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "--window", "0"}, "window");
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-o", "fadd", "-S", "64"},
+                          "8-byte");
+  expect_one_line_failure({"fabflow", "bench", "raw", "--bogus"}, "bogus");
+}
+
+TEST(RawCliBadInput, UnreachableCoordinator) {
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm"}, "cannot reach",
+                          {{"FABFLOW_RANK", "1"},
+                           {"FABFLOW_SIZE", "2"},
+                           {"FABFLOW_COORD", "127.0.0.1:1"},
+                           {"FABFLOW_SECRET", "s3cret"},
+                           {"FABFLOW_BOOTSTRAP_TIMEOUT_MS", "2000"}});
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(RawCliBadInput, WrongSecretIsRejected) {
+  std::string coord = "127.0.0.1:" + std::to_string(free_port());
+  std::map<std::string, std::string> env0{{"FABFLOW_RANK", "0"},
+                                          {"FABFLOW_SIZE", "2"},
+                                          {"FABFLOW_COORD", coord},
+                                          {"FABFLOW_SECRET", "right"},
+                                          {"FABFLOW_BOOTSTRAP_TIMEOUT_MS", "4000"}};
+  CliResult r0;
+  std::thread rank0([&] { r0 = run_cli({"fabflow", "bench", "raw", "-p", "shm"}, 20s, env0); });
+  auto env1 = env0;
+  env1["FABFLOW_RANK"] = "1";
+  env1["FABFLOW_SECRET"] = "wrong";
+  // Rank 0 may not listen yet: the joiner retries until its timeout.
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm"}, "secret", env1);
+  rank0.join();
+  EXPECT_FALSE(r0.timed_out);
+  EXPECT_NE(r0.status, 0);
+  EXPECT_LT(r0.seconds, 10.0);
+}
+
+int rank_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  while (std::getline(f, var, '\0'))
+    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
+  return -1;
+}
+
+void kill_rank_mid_run(int victim) {
+  CliResult r = run_cli(
+      {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"},
+      30s, {}, [victim](pid_t launcher) {
+        // Wait until both ranks run, then kill one of them.
+        for (int i = 0; i < 200; ++i) {
+          std::this_thread::sleep_for(20ms);
+          for (pid_t child : testing::children_of(launcher))
+            if (rank_of(child) == victim) {
+              std::this_thread::sleep_for(500ms);
+              kill(child, SIGKILL);
+              return;
+            }
+        }
+      });
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 12.0);
+  auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+}
+
+TEST(RawCliBadInput, TargetKilledMidRun) { kill_rank_mid_run(1); }
+TEST(RawCliBadInput, InitiatorKilledMidRun) { kill_rank_mid_run(0); }
+
+TEST(InfoCli, ListsTcpAndShmWithInjectSizes) {
+  CliResult r = run_cli({"fabflow", "info", "--json"}, 30s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  bool tcp = false, shm = false;
+  for (const auto& line : lines(r.out)) {
+    auto j = nlohmann::json::parse(line);
+    ASSERT_TRUE(j.contains("inject_size"));
+    tcp |= j["provider"] == "tcp" && j["inject_size"].get<int>() > 0;
+    shm |= j["provider"] == "shm" && j["inject_size"].get<int>() > 0;
+  }
+  EXPECT_TRUE(tcp);
+  EXPECT_TRUE(shm);
+  CliResult table = run_cli({"fabflow", "info"}, 30s);
+  ASSERT_EQ(table.status, 0);
+  EXPECT_NE(table.out.find("shm"), std::string::npos);
+}
+
+TEST(RawCliNetns, TcpAcrossNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "tcp", "-o", "send,write", "-I", "300",
+                         "-w", "50", "--netns", "--json"},
+                        60s);
+  if (r.status == 2 && r.err.find("--netns") != std::string::npos)
+    GTEST_SKIP() << "namespaces unavailable here: " << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 4u) << r.out;
+}
+
+}  // namespace
+}  // namespace fabflow
