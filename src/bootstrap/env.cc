@@ -1,0 +1,192 @@
+// BootstrapConfig::fill_from_env and detect_launcher: rank, size, coordinator and secret from
+// fabflow's own variables or the environment of Slurm, Open MPI, Hydra PMI or PMIx.
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/net.h"
+#include "fabflow/bootstrap.h"
+#include "fabflow/status.h"
+
+namespace fabflow {
+namespace {
+
+// The variables one launcher sets. `job` lists job identifiers a secret may be derived from.
+struct Launcher {
+  const char* name;
+  const char* rank;
+  std::vector<const char*> size;
+  std::vector<const char*> local_rank;
+  std::vector<const char*> job;
+};
+
+// In priority order: mpirun and mpiexec inside a Slurm allocation inherit SLURM_PROCID of the
+// batch step, so the MPI launchers' variables win over Slurm's.
+const std::vector<Launcher>& external_launchers() {
+  static const std::vector<Launcher> launchers = {
+      {"openmpi",
+       "OMPI_COMM_WORLD_RANK",
+       {"OMPI_COMM_WORLD_SIZE"},
+       {"OMPI_COMM_WORLD_LOCAL_RANK"},
+       {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"}},
+      {"pmix",
+       "PMIX_RANK",
+       {"PMIX_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"},
+       {"PMIX_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"},
+       {"PMIX_NAMESPACE", "SLURM_JOB_ID"}},
+      {"pmi", "PMI_RANK", {"PMI_SIZE"}, {"MPI_LOCALRANKID"}, {"PMI_JOBID", "SLURM_JOB_ID"}},
+      {"slurm",
+       "SLURM_PROCID",
+       {"SLURM_NTASKS", "SLURM_NPROCS"},
+       {"SLURM_LOCALID"},
+       {"SLURM_JOB_ID"}},
+  };
+  return launchers;
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+const Launcher* external_launcher() {
+  for (const auto& l : external_launchers()) {
+    if (env(l.rank)) return &l;
+  }
+  return nullptr;
+}
+
+template <typename T>
+T parse_number(const std::string& name, const std::string& value) {
+  T v{};
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec == std::errc::result_out_of_range)
+    throw UsageError("bootstrap: " + name + "=" + value + " is out of range");
+  if (ec != std::errc() || end != value.data() + value.size()) {
+    throw UsageError("bootstrap: " + name + "=" + value + " is not a number");
+  }
+  return v;
+}
+
+// The first variable of `names` that is set, parsed; `source` names it for later messages.
+std::optional<int> int_from(const std::vector<const char*>& names, std::string* source) {
+  for (const char* name : names) {
+    if (auto v = env(name)) {
+      *source = name;
+      return parse_number<int>(name, *v);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<const char*> chain(const char* own, const Launcher* l,
+                               const std::vector<const char*> Launcher::*vars) {
+  std::vector<const char*> names{own};
+  if (l != nullptr) names.insert(names.end(), (l->*vars).begin(), (l->*vars).end());
+  return names;
+}
+
+std::string from(const std::string& source) {
+  return source.empty() ? "" : " (from " + source + ")";
+}
+
+// A secret every rank of the same job computes alike, or "" when the job id is not visible.
+std::string derived_secret(const Launcher& l) {
+  for (const char* var : l.job) {
+    if (auto id = env(var)) {
+      std::string secret = std::string("fabflow:") + l.name + ":" + var + "=" + *id;
+      if (std::string(var) == "SLURM_JOB_ID") {
+        if (auto step = env("SLURM_STEP_ID")) secret += "." + *step;
+      }
+      return secret;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string BootstrapConfig::detect_launcher() {
+  if (env("FABFLOW_RANK")) return "fabflow";
+  const Launcher* l = external_launcher();
+  return l != nullptr ? l->name : "";
+}
+
+void BootstrapConfig::fill_from_env() {
+  const Launcher* ext = external_launcher();
+  std::string rank_src, size_src, local_src;
+  if (size == -1)
+    size = int_from(chain("FABFLOW_SIZE", ext, &Launcher::size), &size_src).value_or(-1);
+  if (rank == -1) {
+    std::vector<const char*> names{"FABFLOW_RANK"};
+    if (ext != nullptr) names.push_back(ext->rank);
+    rank = int_from(names, &rank_src).value_or(size == 1 ? 0 : -1);
+  }
+  if (size == -1)
+    throw UsageError(
+        "bootstrap: size unknown (set FABFLOW_SIZE or --size, or start under a launcher)");
+  if (size < 1)
+    throw UsageError("bootstrap: size " + std::to_string(size) + from(size_src) +
+                     " must be at least 1");
+  if (rank == -1)
+    throw UsageError(
+        "bootstrap: rank unknown (set FABFLOW_RANK or --rank, or start under a launcher)");
+  if (rank < 0 || rank >= size) {
+    throw UsageError("bootstrap: rank " + std::to_string(rank) + from(rank_src) +
+                     " is out of range for size " + std::to_string(size));
+  }
+  if (local_rank == -1) {
+    local_rank = int_from(chain("FABFLOW_LOCAL_RANK", ext, &Launcher::local_rank), &local_src)
+                     .value_or(rank);
+  }
+  if (local_rank < 0 || local_rank >= size) {
+    throw UsageError("bootstrap: local rank " + std::to_string(local_rank) + from(local_src) +
+                     " is out of range for size " + std::to_string(size));
+  }
+
+  if (rank == 0 && listen_fd < 0) {
+    if (auto fd = env("FABFLOW_COORD_FD")) {
+      listen_fd = parse_number<int>("FABFLOW_COORD_FD", *fd);
+      if (listen_fd < 0)
+        throw UsageError("bootstrap: FABFLOW_COORD_FD=" + *fd + " is not a file descriptor");
+    }
+  }
+  std::string coord_src = "coordinator ";
+  if (coordinator.empty()) {
+    coordinator = env("FABFLOW_COORD").value_or("");
+    coord_src = "FABFLOW_COORD=";
+  }
+  if (!coordinator.empty()) {
+    std::string why;
+    if (!bootstrap_detail::parse_host_port(coordinator, &why)) {
+      throw UsageError("bootstrap: " + coord_src + coordinator + " " + why);
+    }
+  } else if (size > 1 && !(rank == 0 && listen_fd >= 0)) {
+    throw UsageError(
+        "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator)");
+  }
+
+  if (secret.empty()) secret = env("FABFLOW_SECRET").value_or("");
+  if (secret.empty() && ext != nullptr && !env("FABFLOW_RANK")) secret = derived_secret(*ext);
+  if (secret.empty() && size > 1)
+    throw UsageError("bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+
+  if (timeout == BootstrapConfig{}.timeout) {
+    if (auto ms = env("FABFLOW_BOOTSTRAP_TIMEOUT_MS")) {
+      timeout =
+          std::chrono::milliseconds(parse_number<long long>("FABFLOW_BOOTSTRAP_TIMEOUT_MS", *ms));
+      if (timeout.count() <= 0) {
+        throw UsageError("bootstrap: FABFLOW_BOOTSTRAP_TIMEOUT_MS=" + *ms + " must be positive");
+      }
+    }
+  }
+  if (timeout.count() <= 0) {
+    throw UsageError("bootstrap: timeout must be positive (got " + std::to_string(timeout.count()) +
+                     " ms)");
+  }
+}
+
+}  // namespace fabflow

@@ -1,0 +1,84 @@
+// Socket helpers of the TCP bootstrap: an owning fd, "host:port" parsing, resolving, listening
+// and connecting with a deadline.
+#pragma once
+
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace fabflow::bootstrap_detail {
+
+using Clock = std::chrono::steady_clock;
+
+// Owns one file descriptor and closes it on destruction. Move-only; not thread-safe.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) noexcept : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+  void reset() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string str() const { return host + ":" + std::to_string(port); }
+};
+
+// Parses "host:port" (IPv4 dotted quad or host name, port 1..65535). On failure returns nullopt
+// and sets `why` to a short phrase such as "is not host:port".
+std::optional<HostPort> parse_host_port(std::string_view text, std::string* why);
+
+// "8 s", "0.5 s": a duration for messages.
+std::string seconds_text(std::chrono::milliseconds d);
+std::string errno_text(int err);
+
+// Milliseconds from now until `deadline`, rounded up, clamped to [0, INT_MAX].
+int ms_until(Clock::time_point deadline);
+
+// Resolves an IPv4 address for hp; throws Error naming the host.
+sockaddr_in resolve_ipv4(const HostPort& hp);
+
+// A listening socket on addr (SO_REUSEADDR); when addr is not local, on any address with
+// addr's port. Throws Error.
+Fd listen_tcp(const sockaddr_in& addr, const std::string& label);
+
+// Adopts an inherited socket as the coordinator's listener: checks that it listens, makes it
+// non-blocking and close-on-exec. Throws UsageError.
+Fd adopt_listener(Fd fd);
+
+// Connects to addr, retrying refused or unreachable attempts until `deadline`. Returns a
+// non-blocking socket; throws Error "cannot reach coordinator LABEL within T (reason)".
+Fd connect_until(const sockaddr_in& addr, const std::string& label, Clock::time_point deadline,
+                 std::chrono::milliseconds timeout);
+
+sockaddr_in local_name(int fd);  // getsockname
+std::string numeric_host(const sockaddr_in& addr);
+
+}  // namespace fabflow::bootstrap_detail

@@ -1,0 +1,416 @@
+// make_tcp_bootstrap: one rank's client of the coordinator (which rank 0 also runs).
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "bootstrap/coordinator.h"
+#include "bootstrap/net.h"
+#include "bootstrap/wire.h"
+#include "fabflow/bootstrap.h"
+#include "fabflow/status.h"
+
+namespace fabflow {
+namespace {
+
+using namespace bootstrap_detail;
+
+// How long a rank waits for the coordinator's join verdict beyond its own timeout: the
+// coordinator's verdict names the missing ranks.
+constexpr auto kVerdictGrace = std::chrono::milliseconds(1000);
+constexpr auto kByeBound = std::chrono::milliseconds(1000);
+constexpr std::size_t kReadChunk = 256 * 1024;
+
+// A single process: no coordinator, no sockets.
+class SoloBootstrap final : public Bootstrap {
+ public:
+  explicit SoloBootstrap(const BootstrapConfig& c) : local_rank_(c.local_rank) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return local_rank_; }
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+    return {std::vector<std::byte>(mine.begin(), mine.end())};
+  }
+  void barrier(const std::function<void()>&) override {}
+  bool peer_failed() override { return false; }
+  void abort(const std::string&) override {}
+  std::string local_address() const override { return "127.0.0.1"; }
+
+ private:
+  int local_rank_;
+};
+
+// One rank's connection to the coordinator; on rank 0 it also owns the coordinator. Move-less;
+// not thread-safe (one thread at a time, see Bootstrap).
+class TcpBootstrap final : public Bootstrap {
+ public:
+  TcpBootstrap(BootstrapConfig config, Fd listener);
+  ~TcpBootstrap() override;
+  TcpBootstrap(const TcpBootstrap&) = delete;
+  TcpBootstrap& operator=(const TcpBootstrap&) = delete;
+
+  int rank() const override { return config_.rank; }
+  int size() const override { return config_.size; }
+  int local_rank() const override { return config_.local_rank; }
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override;
+  void barrier(const std::function<void()>& while_waiting) override;
+  bool peer_failed() override;
+  void abort(const std::string& reason) override;
+  std::string local_address() const override { return local_address_; }
+
+ private:
+  struct Failure {
+    int rank;  // -1: the run failed as a whole (join timeout, limits)
+    std::string what;
+  };
+  enum class Fill { data, idle, closed };
+
+  void join(const sockaddr_in& addr);
+  Fill fill(int timeout_ms);
+  std::optional<Frame> wait_frame(Clock::time_point deadline, bool* closed);
+  void pump(int timeout_ms);
+  void dispatch(Frame f);
+  bool send_frame(const Bytes& frame, Clock::time_point deadline);
+  Bytes collective(Collective kind, std::span<const std::byte> blob,
+                   const std::function<void()>& while_waiting);
+  Failure decode_abort(const Bytes& body) const;
+  Failure lost() const;
+  [[noreturn]] void throw_failure() const;
+
+  BootstrapConfig config_;
+  std::string label_;                         // the coordinator's "host:port", for messages
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only; outlives fd_
+  Fd fd_;
+  FrameBuffer in_;
+  bool awaiting_result_ = false;
+  std::optional<Bytes> result_;
+  std::optional<Failure> failure_;
+  std::string unusable_;  // set after this process aborted or a collective timed out
+  std::string local_address_;
+};
+
+TcpBootstrap::TcpBootstrap(BootstrapConfig config, Fd listener) : config_(std::move(config)) {
+  std::string why;
+  std::optional<HostPort> target;
+  if (!config_.coordinator.empty()) target = parse_host_port(config_.coordinator, &why);
+  if (config_.rank == 0) {
+    if (!listener) {
+      listener = listen_tcp(resolve_ipv4(*target), target->str());
+    } else if (!target) {
+      sockaddr_in bound = local_name(listener.get());
+      if (bound.sin_addr.s_addr == htonl(INADDR_ANY))
+        bound.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      target = HostPort{numeric_host(bound), ntohs(bound.sin_port)};
+    }
+    coordinator_ = std::make_unique<Coordinator>(
+        std::move(listener),
+        CoordinatorConfig{config_.size, config_.secret, config_.timeout, target->str()});
+  }
+  label_ = target->str();
+  join(resolve_ipv4(*target));
+}
+
+TcpBootstrap::~TcpBootstrap() {
+  if (fd_) {
+    try {
+      send_frame(encode_empty(Msg::bye), Clock::now() + std::min(config_.timeout, kByeBound));
+    } catch (const std::exception&) {
+    }
+    ::shutdown(fd_.get(), SHUT_WR);
+    std::byte sink[4096];
+    while (::recv(fd_.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+    fd_.reset();
+  }
+  coordinator_.reset();
+}
+
+void TcpBootstrap::join(const sockaddr_in& addr) {
+  const auto timeout = config_.timeout;
+  const auto deadline = Clock::now() + timeout;
+  const std::string at = "bootstrap: coordinator at " + label_;
+  std::optional<Frame> challenge;
+  while (!challenge) {
+    fd_ = connect_until(addr, label_, deadline, timeout);
+    in_ = FrameBuffer();
+    bool closed = false;
+    try {
+      challenge = wait_frame(deadline, &closed);
+    } catch (const ProtocolError& e) {
+      throw Error(at + " is not a fabflow coordinator (" + e.what() + ")");
+    }
+    if (challenge) break;
+    if (!closed || Clock::now() >= deadline) {
+      throw Error(
+          "bootstrap: cannot reach coordinator " + label_ + " within " + seconds_text(timeout) +
+          (closed ? " (connection closed before the handshake)" : " (no challenge received)"));
+    }
+    // Closed before the challenge: the coordinator is shedding connections; try again.
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(10), deadline - Clock::now()));
+  }
+
+  if (challenge->type != static_cast<std::uint32_t>(Msg::challenge)) {
+    throw Error(at + " is not a fabflow coordinator (unexpected first message)");
+  }
+  Nonce server_nonce;
+  try {
+    server_nonce = decode_challenge(challenge->body);
+  } catch (const ProtocolError& e) {
+    throw Error(at + ": " + e.what());
+  }
+  Hello hello;
+  hello.rank = static_cast<std::uint32_t>(config_.rank);
+  hello.size = static_cast<std::uint32_t>(config_.size);
+  hello.client_nonce = random_nonce();
+  hello.mac = hello_mac(config_.secret, server_nonce, hello.rank, hello.size, hello.client_nonce);
+  if (!send_frame(encode_hello(hello), deadline))
+    throw Error(at + " closed the connection during the handshake");
+
+  bool welcomed = false;
+  for (;;) {
+    bool closed = false;
+    std::optional<Frame> f;
+    try {
+      f = wait_frame(welcomed ? deadline + kVerdictGrace : deadline, &closed);
+    } catch (const ProtocolError& e) {
+      throw Error(at + " sent a malformed message (" + e.what() + ")");
+    }
+    if (!f && closed) {
+      if (welcomed) throw PeerError(0, lost().what);
+      throw Error(at + " closed the connection during the handshake");
+    }
+    if (!f) {
+      throw Error("bootstrap: timed out after " + seconds_text(timeout) +
+                  (welcomed ? " waiting for every rank to join coordinator " + label_
+                            : " waiting for coordinator " + label_ + " to answer the handshake"));
+    }
+    switch (static_cast<Msg>(f->type)) {
+      case Msg::reject:
+        throw Error(at + " rejected this process: " + printable(f->body));
+      case Msg::abort:
+        failure_ = decode_abort(f->body);
+        throw_failure();
+      case Msg::welcome: {
+        Mac mac{};
+        if (welcomed || f->body.size() != mac.size())
+          throw Error(at + " sent an unexpected welcome");
+        std::ranges::copy(f->body, mac.begin());
+        if (!same_mac(mac, welcome_mac(config_.secret, server_nonce, hello.client_nonce))) {
+          throw Error(at + " does not know the shared secret");
+        }
+        welcomed = true;
+        break;
+      }
+      case Msg::ready:
+        if (!welcomed) throw Error(at + " sent ready before welcome");
+        local_address_ = numeric_host(local_name(fd_.get()));
+        return;
+      default:
+        throw Error(at + " sent an unexpected message (type " + std::to_string(f->type) + ")");
+    }
+  }
+}
+
+TcpBootstrap::Fill TcpBootstrap::fill(int timeout_ms) {
+  bool got = false;
+  for (;;) {
+    auto space = in_.prepare(kReadChunk);
+    const ssize_t n = ::recv(fd_.get(), space.data(), space.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      in_.commit(static_cast<std::size_t>(n));
+      got = true;
+      if (static_cast<std::size_t>(n) < space.size()) return Fill::data;
+      continue;
+    }
+    if (n == 0) return Fill::closed;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return Fill::closed;
+    if (got) return Fill::data;
+    if (timeout_ms <= 0) return Fill::idle;
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return Fill::idle;
+    timeout_ms = 0;
+  }
+}
+
+std::optional<Frame> TcpBootstrap::wait_frame(Clock::time_point deadline, bool* closed) {
+  for (;;) {
+    if (auto f = in_.take(kMaxFrame)) return f;
+    if (Clock::now() >= deadline) return std::nullopt;
+    if (fill(ms_until(deadline)) == Fill::closed) {
+      if (auto f = in_.take(kMaxFrame)) return f;
+      *closed = true;
+      return std::nullopt;
+    }
+  }
+}
+
+void TcpBootstrap::pump(int timeout_ms) {
+  if (failure_) return;
+  const Fill state = fill(timeout_ms);
+  try {
+    while (!failure_) {
+      auto f = in_.take(kMaxFrame);
+      if (!f) break;
+      dispatch(std::move(*f));
+    }
+  } catch (const ProtocolError& e) {
+    failure_ = Failure{
+        0, "bootstrap: coordinator " + label_ + " sent a malformed message (" + e.what() + ")"};
+  }
+  if (state == Fill::closed && !failure_) failure_ = lost();
+}
+
+void TcpBootstrap::dispatch(Frame f) {
+  switch (static_cast<Msg>(f.type)) {
+    case Msg::abort:
+      failure_ = decode_abort(f.body);
+      return;
+    case Msg::result:
+      if (!awaiting_result_ || result_) throw ProtocolError("unexpected result");
+      result_ = std::move(f.body);
+      return;
+    default:
+      throw ProtocolError("unexpected message type " + std::to_string(f.type));
+  }
+}
+
+bool TcpBootstrap::send_frame(const Bytes& frame, Clock::time_point deadline) {
+  std::size_t sent = 0;
+  while (sent < frame.size()) {
+    const ssize_t n =
+        ::send(fd_.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+    pollfd p{fd_.get(), POLLOUT, 0};
+    if (::poll(&p, 1, ms_until(deadline)) == 0) {
+      throw Error("bootstrap: timed out after " + seconds_text(config_.timeout) +
+                  " sending to coordinator " + label_);
+    }
+  }
+  return true;
+}
+
+std::vector<std::vector<std::byte>> TcpBootstrap::allgather(std::span<const std::byte> mine) {
+  const Bytes body = collective(Collective::allgather, mine, {});
+  try {
+    return decode_result(body, static_cast<std::size_t>(config_.size));
+  } catch (const ProtocolError& e) {
+    failure_ = Failure{
+        0, "bootstrap: coordinator " + label_ + " sent a malformed result (" + e.what() + ")"};
+    throw_failure();
+  }
+}
+
+void TcpBootstrap::barrier(const std::function<void()>& while_waiting) {
+  const Bytes body = collective(Collective::barrier, {}, while_waiting);
+  try {
+    decode_result(body, 0);
+  } catch (const ProtocolError& e) {
+    failure_ = Failure{
+        0, "bootstrap: coordinator " + label_ + " sent a malformed result (" + e.what() + ")"};
+    throw_failure();
+  }
+}
+
+Bytes TcpBootstrap::collective(Collective kind, std::span<const std::byte> blob,
+                               const std::function<void()>& while_waiting) {
+  const std::string name = collective_name(kind);
+  if (!unusable_.empty()) throw Error(unusable_);
+  if (peer_failed()) throw_failure();
+  if (blob.size() > kMaxFrame - 4) {
+    throw Error("bootstrap: allgather blob of " + std::to_string(blob.size()) +
+                " bytes exceeds the " + std::to_string(kMaxFrame >> 20) + " MiB limit");
+  }
+  const auto deadline = Clock::now() + config_.timeout;
+  awaiting_result_ = true;  // stays set after a timeout: a late result is then dropped quietly
+  bool sent = false;
+  try {
+    sent = send_frame(encode_gather(kind, blob), deadline);
+  } catch (const Error&) {
+    unusable_ = "bootstrap: unusable after an earlier " + name + " timed out";
+    throw;
+  }
+  if (!sent) {
+    pump(0);
+    if (!failure_) failure_ = lost();
+  }
+  for (;;) {
+    if (result_) {
+      awaiting_result_ = false;
+      Bytes body = std::move(*result_);
+      result_.reset();
+      return body;
+    }
+    if (failure_) {
+      awaiting_result_ = false;
+      throw_failure();
+    }
+    if (while_waiting) {
+      pump(0);
+      if (!result_ && !failure_) while_waiting();
+      continue;
+    }
+    if (Clock::now() >= deadline) {
+      unusable_ = "bootstrap: unusable after an earlier " + name + " timed out";
+      throw Error("bootstrap: " + name + " timed out after " + seconds_text(config_.timeout) +
+                  " waiting for the other ranks");
+    }
+    pump(ms_until(deadline));
+  }
+}
+
+bool TcpBootstrap::peer_failed() {
+  if (!failure_) pump(0);
+  return failure_.has_value();
+}
+
+void TcpBootstrap::abort(const std::string& reason) {
+  if (unusable_.empty()) unusable_ = "bootstrap: this process aborted (" + reason + ")";
+  try {
+    send_frame(encode_text(Msg::abort, reason),
+               Clock::now() + std::min(config_.timeout, kByeBound));
+  } catch (const std::exception&) {
+  }
+}
+
+TcpBootstrap::Failure TcpBootstrap::decode_abort(const Bytes& body) const {
+  BodyReader r(body);
+  if (r.left() < 4) return {0, "bootstrap: coordinator " + label_ + " aborted the run"};
+  auto rank = static_cast<int>(r.u32());
+  if (rank < -1 || rank >= config_.size) rank = -1;
+  return {rank, "bootstrap: " + printable(r.rest())};
+}
+
+TcpBootstrap::Failure TcpBootstrap::lost() const {
+  return {0, "bootstrap: rank 0 vanished (coordinator " + label_ + " closed the connection)"};
+}
+
+void TcpBootstrap::throw_failure() const {
+  if (failure_->rank >= 0) throw PeerError(failure_->rank, failure_->what);
+  throw Error(failure_->what);
+}
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> make_tcp_bootstrap(BootstrapConfig config) {
+  Fd given(config.listen_fd);  // an inherited listening socket is ours from here on
+  config.fill_from_env();
+  Fd listener = config.listen_fd == given.get() ? std::move(given) : Fd(config.listen_fd);
+  config.listen_fd = -1;
+  if (config.rank != 0) listener.reset();
+  if (config.size == 1) return std::make_unique<SoloBootstrap>(config);
+  if (listener) listener = adopt_listener(std::move(listener));
+  return std::make_unique<TcpBootstrap>(std::move(config), std::move(listener));
+}
+
+}  // namespace fabflow

@@ -1,0 +1,292 @@
+// BootstrapConfig::fill_from_env and detect_launcher against fabricated launcher environments.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "fabflow/bootstrap.h"
+#include "fabflow/status.h"
+
+namespace fabflow {
+namespace {
+
+// Clears every variable the bootstrap reads, sets the given ones, and restores the original
+// environment on destruction. Move-less; the test process is single-threaded here.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::initializer_list<std::pair<std::string, std::string>> vars = {}) {
+    for (const char* name : kNames) {
+      if (const char* v = std::getenv(name)) saved_[name] = v;
+      ::unsetenv(name);
+    }
+    for (const auto& [name, value] : vars) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const char* name : kNames) ::unsetenv(name);
+    for (const auto& [name, value] : saved_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  static constexpr const char* kNames[] = {"FABFLOW_RANK",
+                                           "FABFLOW_SIZE",
+                                           "FABFLOW_LOCAL_RANK",
+                                           "FABFLOW_COORD",
+                                           "FABFLOW_COORD_FD",
+                                           "FABFLOW_SECRET",
+                                           "FABFLOW_BOOTSTRAP_TIMEOUT_MS",
+                                           "SLURM_PROCID",
+                                           "SLURM_NTASKS",
+                                           "SLURM_NPROCS",
+                                           "SLURM_LOCALID",
+                                           "SLURM_JOB_ID",
+                                           "SLURM_STEP_ID",
+                                           "OMPI_COMM_WORLD_RANK",
+                                           "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "OMPI_MCA_ess_base_jobid",
+                                           "PMIX_RANK",
+                                           "PMIX_SIZE",
+                                           "PMIX_LOCAL_RANK",
+                                           "PMIX_NAMESPACE",
+                                           "PMI_RANK",
+                                           "PMI_SIZE",
+                                           "MPI_LOCALRANKID",
+                                           "PMI_JOBID"};
+  std::map<std::string, std::string> saved_;
+};
+
+// The UsageError message fill_from_env throws, or "" when it succeeds.
+std::string fill_error(BootstrapConfig config = {}) {
+  try {
+    config.fill_from_env();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+BootstrapConfig filled(BootstrapConfig config = {}) {
+  config.fill_from_env();
+  return config;
+}
+
+TEST(BootstrapEnv, FabflowVariables) {
+  ScopedEnv env({{"FABFLOW_RANK", "2"},
+                 {"FABFLOW_SIZE", "4"},
+                 {"FABFLOW_LOCAL_RANK", "1"},
+                 {"FABFLOW_COORD", "10.0.0.1:4000"},
+                 {"FABFLOW_SECRET", "s"},
+                 {"FABFLOW_BOOTSTRAP_TIMEOUT_MS", "1500"}});
+  const auto c = filled();
+  EXPECT_EQ(c.rank, 2);
+  EXPECT_EQ(c.size, 4);
+  EXPECT_EQ(c.local_rank, 1);
+  EXPECT_EQ(c.coordinator, "10.0.0.1:4000");
+  EXPECT_EQ(c.secret, "s");
+  EXPECT_EQ(c.timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c.listen_fd, -1);
+  EXPECT_EQ(BootstrapConfig::detect_launcher(), "fabflow");
+}
+
+TEST(BootstrapEnv, ExplicitValuesWin) {
+  ScopedEnv env({{"FABFLOW_RANK", "2"},
+                 {"FABFLOW_SIZE", "4"},
+                 {"FABFLOW_COORD", "10.0.0.1:4000"},
+                 {"FABFLOW_SECRET", "env"},
+                 {"FABFLOW_BOOTSTRAP_TIMEOUT_MS", "1500"}});
+  BootstrapConfig c;
+  c.rank = 1;
+  c.size = 3;
+  c.local_rank = 0;
+  c.coordinator = "node7:5000";
+  c.secret = "flag";
+  c.timeout = std::chrono::milliseconds(300);
+  c = filled(c);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.size, 3);
+  EXPECT_EQ(c.local_rank, 0);
+  EXPECT_EQ(c.coordinator, "node7:5000");
+  EXPECT_EQ(c.secret, "flag");
+  EXPECT_EQ(c.timeout, std::chrono::milliseconds(300));
+}
+
+TEST(BootstrapEnv, CoordinatorFdOnlyForRankZero) {
+  ScopedEnv env({{"FABFLOW_RANK", "0"},
+                 {"FABFLOW_SIZE", "2"},
+                 {"FABFLOW_COORD_FD", "7"},
+                 {"FABFLOW_SECRET", "s"}});
+  const auto c = filled();
+  EXPECT_EQ(c.listen_fd, 7);
+  EXPECT_EQ(c.coordinator, "");  // rank 0 with a listening socket needs no address
+  BootstrapConfig other;
+  other.rank = 1;
+  EXPECT_EQ(fill_error(other),
+            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator)");
+}
+
+TEST(BootstrapEnv, Slurm) {
+  ScopedEnv env({{"SLURM_PROCID", "5"},
+                 {"SLURM_NTASKS", "8"},
+                 {"SLURM_LOCALID", "1"},
+                 {"SLURM_JOB_ID", "4242"},
+                 {"SLURM_STEP_ID", "3"},
+                 {"FABFLOW_COORD", "node1:7000"}});
+  EXPECT_EQ(BootstrapConfig::detect_launcher(), "slurm");
+  const auto c = filled();
+  EXPECT_EQ(c.rank, 5);
+  EXPECT_EQ(c.size, 8);
+  EXPECT_EQ(c.local_rank, 1);
+  EXPECT_EQ(c.secret, "fabflow:slurm:SLURM_JOB_ID=4242.3");
+}
+
+TEST(BootstrapEnv, OpenMpiWinsOverTheSurroundingSlurmAllocation) {
+  ScopedEnv env({{"SLURM_PROCID", "0"},
+                 {"SLURM_NTASKS", "16"},
+                 {"SLURM_JOB_ID", "4242"},
+                 {"OMPI_COMM_WORLD_RANK", "3"},
+                 {"OMPI_COMM_WORLD_SIZE", "4"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                 {"OMPI_MCA_ess_base_jobid", "99"},
+                 {"FABFLOW_COORD", "node1:7000"}});
+  EXPECT_EQ(BootstrapConfig::detect_launcher(), "openmpi");
+  const auto c = filled();
+  EXPECT_EQ(c.rank, 3);
+  EXPECT_EQ(c.size, 4);
+  EXPECT_EQ(c.local_rank, 1);
+  EXPECT_EQ(c.secret, "fabflow:openmpi:OMPI_MCA_ess_base_jobid=99");
+}
+
+TEST(BootstrapEnv, HydraPmi) {
+  ScopedEnv env(
+      {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "1"}, {"FABFLOW_COORD", "h:1"}});
+  EXPECT_EQ(BootstrapConfig::detect_launcher(), "pmi");
+  EXPECT_EQ(fill_error(), "bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+  ::setenv("FABFLOW_SECRET", "s", 1);
+  const auto c = filled();
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.size, 2);
+  EXPECT_EQ(c.local_rank, 1);
+}
+
+TEST(BootstrapEnv, PmixSizeFromTheLauncher) {
+  ScopedEnv env({{"PMIX_RANK", "2"},
+                 {"PMIX_NAMESPACE", "ns-7"},
+                 {"SLURM_NTASKS", "6"},
+                 {"FABFLOW_COORD", "h:1"}});
+  EXPECT_EQ(BootstrapConfig::detect_launcher(), "pmix");
+  auto c = filled();
+  EXPECT_EQ(c.rank, 2);
+  EXPECT_EQ(c.size, 6);
+  EXPECT_EQ(c.local_rank, 2);  // not given anywhere: the rank
+  EXPECT_EQ(c.secret, "fabflow:pmix:PMIX_NAMESPACE=ns-7");
+  ::setenv("PMIX_SIZE", "3", 1);
+  EXPECT_EQ(filled().size, 3);
+}
+
+TEST(BootstrapEnv, NoLauncher) {
+  ScopedEnv env;
+  EXPECT_EQ(BootstrapConfig::detect_launcher(), "");
+  EXPECT_EQ(fill_error(),
+            "bootstrap: size unknown (set FABFLOW_SIZE or --size, or start under a launcher)");
+  BootstrapConfig c;
+  c.size = 2;
+  EXPECT_EQ(fill_error(c),
+            "bootstrap: rank unknown (set FABFLOW_RANK or --rank, or start under a launcher)");
+}
+
+TEST(BootstrapEnv, SingleProcessNeedsNothingElse) {
+  ScopedEnv env({{"FABFLOW_SIZE", "1"}});
+  const auto c = filled();
+  EXPECT_EQ(c.rank, 0);
+  EXPECT_EQ(c.size, 1);
+  EXPECT_EQ(c.coordinator, "");
+  EXPECT_EQ(c.secret, "");
+}
+
+TEST(BootstrapEnv, MalformedNumbers) {
+  ScopedEnv env({{"FABFLOW_RANK", "abc"}, {"FABFLOW_SIZE", "2"}});
+  EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_RANK=abc is not a number");
+  ::setenv("FABFLOW_RANK", "1 ", 1);
+  EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_RANK=1  is not a number");
+  ::setenv("FABFLOW_RANK", "99999999999", 1);
+  EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_RANK=99999999999 is out of range");
+  ::setenv("FABFLOW_RANK", "1", 1);
+  ::setenv("FABFLOW_SIZE", "2x", 1);
+  EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_SIZE=2x is not a number");
+}
+
+TEST(BootstrapEnv, RangeChecks) {
+  ScopedEnv env({{"FABFLOW_RANK", "4"},
+                 {"FABFLOW_SIZE", "4"},
+                 {"FABFLOW_COORD", "h:1"},
+                 {"FABFLOW_SECRET", "s"}});
+  EXPECT_EQ(fill_error(), "bootstrap: rank 4 (from FABFLOW_RANK) is out of range for size 4");
+  ::setenv("FABFLOW_SIZE", "0", 1);
+  EXPECT_EQ(fill_error(), "bootstrap: size 0 (from FABFLOW_SIZE) must be at least 1");
+  ::setenv("FABFLOW_SIZE", "8", 1);
+  ::setenv("FABFLOW_LOCAL_RANK", "-2", 1);
+  EXPECT_EQ(fill_error(),
+            "bootstrap: local rank -2 (from FABFLOW_LOCAL_RANK) is out of range for size 8");
+  ::unsetenv("FABFLOW_LOCAL_RANK");
+  BootstrapConfig c;
+  c.rank = -3;
+  EXPECT_EQ(fill_error(c), "bootstrap: rank -3 is out of range for size 8");
+}
+
+TEST(BootstrapEnv, CoordinatorAddress) {
+  ScopedEnv env({{"FABFLOW_RANK", "1"}, {"FABFLOW_SIZE", "2"}, {"FABFLOW_SECRET", "s"}});
+  EXPECT_EQ(fill_error(),
+            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator)");
+  const std::map<std::string, std::string> bad = {
+      {"node1", "is not host:port"},
+      {":4000", "is not host:port"},
+      {"node1:", "has no valid port (1..65535)"},
+      {"node1:0", "has no valid port (1..65535)"},
+      {"node1:65536", "has no valid port (1..65535)"},
+      {"node1:12ab", "has no valid port (1..65535)"},
+      {"256.1.1.1:80", "has an invalid IPv4 address"},
+      {"10.0.0:80", "has an invalid IPv4 address"},
+      {"bad host:80", "has an invalid host name"},
+      {"-node:80", "has an invalid host name"},
+      {"a..b:80", "has an invalid host name"},
+      {"::1:80", "has an invalid host name"},
+  };
+  for (const auto& [value, why] : bad) {
+    ::setenv("FABFLOW_COORD", value.c_str(), 1);
+    EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_COORD=" + value + " " + why);
+  }
+  for (const char* good : {"127.0.0.1:1", "node-7.cluster.local:65535", "n_1:4000"}) {
+    ::setenv("FABFLOW_COORD", good, 1);
+    EXPECT_EQ(fill_error(), "") << good;
+  }
+  BootstrapConfig c;
+  c.coordinator = "x";
+  EXPECT_EQ(fill_error(c), "bootstrap: coordinator x is not host:port");
+}
+
+TEST(BootstrapEnv, SecretAndTimeout) {
+  ScopedEnv env({{"FABFLOW_RANK", "1"}, {"FABFLOW_SIZE", "2"}, {"FABFLOW_COORD", "h:1"}});
+  EXPECT_EQ(fill_error(), "bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+  ::setenv("SLURM_PROCID", "1",
+           1);  // under Slurm, but fabflow's own launcher always passes a secret
+  ::setenv("SLURM_NTASKS", "2", 1);
+  ::setenv("SLURM_JOB_ID", "77", 1);
+  EXPECT_EQ(fill_error(), "bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+  ::setenv("FABFLOW_SECRET", "s", 1);
+  ::setenv("FABFLOW_BOOTSTRAP_TIMEOUT_MS", "0", 1);
+  EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_BOOTSTRAP_TIMEOUT_MS=0 must be positive");
+  ::setenv("FABFLOW_BOOTSTRAP_TIMEOUT_MS", "soon", 1);
+  EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_BOOTSTRAP_TIMEOUT_MS=soon is not a number");
+  ::unsetenv("FABFLOW_BOOTSTRAP_TIMEOUT_MS");
+  BootstrapConfig c;
+  c.timeout = std::chrono::milliseconds(0);
+  EXPECT_EQ(fill_error(c), "bootstrap: timeout must be positive (got 0 ms)");
+}
+
+}  // namespace
+}  // namespace fabflow
