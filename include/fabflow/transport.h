@@ -12,6 +12,7 @@
 
 #include <fabflow/status.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -76,6 +77,10 @@ struct TransportOptions {
   std::string node;                    // local address to bind (tcp); empty = provider default
   std::size_t tx_depth = 256;
   std::size_t rx_depth = 256;
+  // Open completion queues with wait fds so wait_tx/wait_rx sleep in poll(2) instead of
+  // polling with back-off (for passive or low-rate users; providers without FI_WAIT_FD, such
+  // as shm, fall back to polling).
+  bool blocking_waits = false;
 };
 
 // Access a registration grants.
@@ -178,6 +183,12 @@ class Transport {
   virtual int poll_rx(std::span<Completion> out) noexcept = 0;
   // Drives provider progress without consuming completions (safe from a progress thread).
   virtual void progress() noexcept = 0;
+
+  // Waits up to `timeout` for completions: returns how many (0: timed out) or -1 on failure.
+  // Sleeps in the provider's wait object where the transport has one (blocking_waits); the
+  // default polls, driving progress and yielding the CPU between empty polls.
+  virtual int wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
+  virtual int wait_rx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
 
   virtual const std::string& last_error() const noexcept = 0;
 };

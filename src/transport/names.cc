@@ -3,7 +3,10 @@
 
 #include <rdma/fabric.h>
 
+#include <sched.h>
+
 #include <array>
+#include <thread>
 #include <utility>
 
 namespace fabflow {
@@ -48,6 +51,38 @@ std::optional<EndpointType> parse_endpoint_type(std::string_view s) noexcept {
 std::optional<Op> parse_op(std::string_view s) noexcept { return lookup(kOpNames, s); }
 std::optional<ProgressMode> parse_progress_mode(std::string_view s) noexcept {
   return lookup(kProgressNames, s);
+}
+
+namespace {
+
+// Polls until a completion arrives or the timeout passes: spins briefly, then yields, then
+// sleeps in growing steps (up to 1 ms) so an idle waiter costs little CPU.
+template <class Poll>
+int poll_until(Poll poll, std::chrono::milliseconds timeout) noexcept {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::chrono::microseconds nap{1};
+  for (unsigned i = 0;; ++i) {
+    int n = poll();
+    if (n != 0) return n;
+    if ((i & 63) != 63) continue;
+    if (std::chrono::steady_clock::now() >= deadline) return 0;
+    if (i < 4096) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+}  // namespace
+
+int Transport::wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept {
+  return poll_until([&] { return poll_tx(out); }, timeout);
+}
+
+int Transport::wait_rx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept {
+  return poll_until([&] { return poll_rx(out); }, timeout);
 }
 
 bool Capabilities::supports(Op op) const noexcept {

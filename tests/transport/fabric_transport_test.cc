@@ -220,6 +220,35 @@ TEST_P(FabricTransportTest, MalformedKeysAreRejected) {
   EXPECT_EQ(err, "");
 }
 
+TEST_P(FabricTransportTest, WaitsTimeOutAndWake) {
+  for (bool blocking : {false, true}) {
+    TransportOptions o = options({Op::send});
+    o.blocking_waits = blocking;
+    std::string err = run_pair(o, [](int rank, Transport& t, Bootstrap& boot) {
+      std::vector<std::byte> buf(256);
+      auto mr = t.register_memory(buf.data(), buf.size(), kAllAccess);
+      Completion c[4];
+      if (rank == 1) {
+        expect_ok([&] { return t.post_recv(0, buf.data(), buf.size(), mr->desc(), 9); }, t);
+        auto t0 = std::chrono::steady_clock::now();
+        int n = t.wait_rx(c, std::chrono::milliseconds(50));
+        auto waited = std::chrono::steady_clock::now() - t0;
+        if (n != 0) throw Error("wait returned a completion nobody sent");
+        if (waited < std::chrono::milliseconds(45)) throw Error("wait returned before its timeout");
+      }
+      boot.barrier([&] { t.progress(); });
+      if (rank == 0) {
+        expect_ok([&] { return t.post_send(1, buf.data(), 100, mr->desc(), 1, kSignal); }, t);
+        if (t.wait_tx(c, std::chrono::seconds(5)) != 1) throw Error("send did not complete");
+      } else {
+        int n = t.wait_rx(c, std::chrono::seconds(5));
+        if (n != 1 || c[0].context != 9 || c[0].length != 100) throw Error("wait missed the message");
+      }
+    });
+    EXPECT_EQ(err, "") << (blocking ? "blocking" : "polling");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, FabricTransportTest,
                          ::testing::Values(Target{"shm", EndpointType::rdm},
                                            Target{"tcp", EndpointType::msg},

@@ -4,6 +4,8 @@
 
 #include <fabflow/bootstrap.h>
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -45,11 +47,26 @@ FabricTransport::FabricTransport(const TransportOptions& options)
 
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;
-  cq_attr.wait_obj = FI_WAIT_NONE;
-  cq_attr.size = options.tx_depth * 2;
-  check(fi_cq_open(domain_.get(), &cq_attr, tx_cq_.out(), nullptr), "fi_cq_open(tx)", prov);
-  cq_attr.size = options.rx_depth * 2;
-  check(fi_cq_open(domain_.get(), &cq_attr, rx_cq_.out(), nullptr), "fi_cq_open(rx)", prov);
+  // Blocking waits sleep in poll(2) on the queues' wait fds. Providers without FI_WAIT_FD
+  // (shm) get plain queues and waits that poll with back-off instead.
+  for (bool fd : {options.blocking_waits, false}) {
+    cq_attr.wait_obj = fd ? FI_WAIT_FD : FI_WAIT_NONE;
+    cq_attr.size = options.tx_depth * 2;
+    int rc = fi_cq_open(domain_.get(), &cq_attr, tx_cq_.out(), nullptr);
+    if (rc == 0) {
+      cq_attr.size = options.rx_depth * 2;
+      rc = fi_cq_open(domain_.get(), &cq_attr, rx_cq_.out(), nullptr);
+    }
+    if (rc == 0 && fd) {
+      rc = fi_control(&tx_cq_.get()->fid, FI_GETWAIT, &tx_wait_fd_);
+      if (rc == 0) rc = fi_control(&rx_cq_.get()->fid, FI_GETWAIT, &rx_wait_fd_);
+    }
+    if (rc == 0) break;
+    tx_cq_.reset();
+    rx_cq_.reset();
+    tx_wait_fd_ = rx_wait_fd_ = -1;
+    if (!fd) check(rc, "fi_cq_open", prov);
+  }
 
   // Plain fi_send/fi_write calls are the signalled ones; unsignalled posts pass flags.
   info->tx_attr->op_flags |= FI_COMPLETION;
@@ -286,24 +303,58 @@ Status FabricTransport::out_of_range(const char* what, const RemoteMemory& m, st
   return Status::failed;
 }
 
+int FabricTransport::read_error(fid_cq* cq) noexcept {
+  fi_cq_err_entry err{};
+  fi_cq_readerr(cq, &err, 0);
+  error_ = "completion error on " + caps_.provider + ": " + fi_strerror(err.err) + " (" +
+           fi_cq_strerror(cq, err.prov_errno, err.err_data, nullptr, 0) + ")";
+  return -1;
+}
+
 int FabricTransport::poll(fid_cq* cq, std::span<Completion> out) noexcept {
   std::array<fi_cq_data_entry, kPollBatch> entries;
-  std::size_t want = std::min(out.size(), entries.size());
-  ssize_t n = fi_cq_read(cq, entries.data(), want);
+  ssize_t n = fi_cq_read(cq, entries.data(), std::min(out.size(), entries.size()));
   if (n == -FI_EAGAIN) return 0;
-  if (n == -FI_EAVAIL) {
-    fi_cq_err_entry err{};
-    fi_cq_readerr(cq, &err, 0);
-    error_ = "completion error on " + caps_.provider + ": " + fi_strerror(err.err) + " (" +
-             fi_cq_strerror(cq, err.prov_errno, err.err_data, nullptr, 0) + ")";
-    return -1;
-  }
+  if (n == -FI_EAVAIL) return read_error(cq);
   if (n < 0) {
     error_ = call_error("fi_cq_read", caps_.provider, n);
     return -1;
   }
+  return convert(entries.data(), n, out);
+}
+
+int FabricTransport::wait(fid_cq* cq, std::span<Completion> out,
+                          std::chrono::milliseconds timeout) noexcept {
+  const bool tx = cq == tx_cq_.get();
+  const int fd = tx ? tx_wait_fd_ : rx_wait_fd_;
+  if (fd < 0) return tx ? Transport::wait_tx(out, timeout) : Transport::wait_rx(out, timeout);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int n = poll(cq, out);
+    if (n != 0) return n;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    // fi_trywait says whether sleeping is safe (nothing pending that only a read would see).
+    fid_t f = &cq->fid;
+    if (fi_trywait(fabric_.get(), &f, 1) != FI_SUCCESS) continue;
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
+  }
+}
+
+int FabricTransport::wait_tx(std::span<Completion> out, std::chrono::milliseconds t) noexcept {
+  return wait(tx_cq_.get(), out, t);
+}
+
+int FabricTransport::wait_rx(std::span<Completion> out, std::chrono::milliseconds t) noexcept {
+  return wait(rx_cq_.get(), out, t);
+}
+
+int FabricTransport::convert(const fi_cq_data_entry* entries, ssize_t n,
+                             std::span<Completion> out) noexcept {
   for (ssize_t i = 0; i < n; ++i) {
-    const fi_cq_data_entry& e = entries[static_cast<std::size_t>(i)];
+    const fi_cq_data_entry& e = entries[i];
     Completion& c = out[static_cast<std::size_t>(i)];
     c.context = reinterpret_cast<std::uintptr_t>(e.op_context);
     c.length = static_cast<std::uint32_t>(e.len);

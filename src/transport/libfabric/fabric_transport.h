@@ -138,6 +138,9 @@ class FabricTransport final : public Transport {
   int poll_tx(std::span<Completion> out) noexcept override { return poll(tx_cq_.get(), out); }
   int poll_rx(std::span<Completion> out) noexcept override { return poll(rx_cq_.get(), out); }
 
+  int wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept override;
+  int wait_rx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept override;
+
   void progress() noexcept override {
     // A zero-count read drives the provider without consuming entries.
     fi_cq_read(tx_cq_.get(), nullptr, 0);
@@ -170,6 +173,9 @@ class FabricTransport final : public Transport {
   Status out_of_range(const char* what, const RemoteMemory& m, std::uint64_t off,
                       std::uint64_t len) noexcept;
   int poll(fid_cq* cq, std::span<Completion> out) noexcept;
+  int wait(fid_cq* cq, std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
+  int convert(const fi_cq_data_entry* entries, ssize_t n, std::span<Completion> out) noexcept;
+  int read_error(fid_cq* cq) noexcept;
 
   void connect_msg(Bootstrap& boot);
   void connect_rdm(Bootstrap& boot);
@@ -197,6 +203,8 @@ class FabricTransport final : public Transport {
   std::array<std::uint64_t, 2 * kOperandSlots> operands_{};
   std::unique_ptr<MemoryRegion> operand_mr_;
   std::uint64_t operand_next_ = 0;
+  int tx_wait_fd_ = -1;  // owned by the completion queues; -1 without blocking waits
+  int rx_wait_fd_ = -1;
 };
 
 }  // namespace fabflow::ofi
