@@ -261,7 +261,7 @@ std::vector<std::byte> FabricTransport::export_key(const MemoryRegion& region) c
   put<std::uint64_t>(out, 8, base);
   put<std::uint64_t>(out, 16, region.size());
   put<std::uint64_t>(out, 24, key);
-  std::memcpy(out.data() + kKeyHeader, raw.data(), raw.size());
+  if (!raw.empty()) std::memcpy(out.data() + kKeyHeader, raw.data(), raw.size());
   return out;
 }
 
