@@ -193,6 +193,13 @@ class Transport {
   virtual const std::string& last_error() const noexcept = 0;
 };
 
+// Opens the transport `options.provider` names: "local" (native shared memory, all ranks on
+// one host) or a libfabric provider. Not yet connected. Throws like open_libfabric.
+std::unique_ptr<Transport> open_transport(const TransportOptions& options);
+
+// Capabilities of what open_transport(options) would get, without opening it.
+Capabilities probe_transport(const TransportOptions& options);
+
 // Opens a libfabric transport (not yet connected). Throws UsageError for an unknown provider
 // (listing the available ones) or an operation the provider lacks.
 std::unique_ptr<Transport> open_libfabric(const TransportOptions& options);

@@ -130,7 +130,7 @@ std::vector<std::size_t> sizes_for(const RawFlags& f, const RawParams& p, Op op)
 
 // Checks provider, operation and sizes against the provider's limits.
 void check_provider(const RawFlags& f, const Validated& v, const std::string& provider, Op op) {
-  Capabilities caps = probe_libfabric(transport_options(v, provider, op));
+  Capabilities caps = probe_transport(transport_options(v, provider, op));
   for (std::size_t s : sizes_for(f, v.params, op))
     if (s > caps.max_msg_size)
       throw UsageError("size " + std::to_string(s) + " is above " + caps.provider +
@@ -153,9 +153,9 @@ int run_rank(const RawFlags& flags, const Validated& v) {
     TransportOptions opts = transport_options(v, v.providers.front(), params.op);
     opts.node = boot->local_address();
     // Only a passive target may need a progress thread (rank 0 always polls).
-    Capabilities caps = probe_libfabric(opts);
+    Capabilities caps = probe_transport(opts);
     opts.thread_safe = raw_progress_thread(params, caps, boot->rank());
-    auto transport = open_libfabric(opts);
+    auto transport = open_transport(opts);
     transport->connect(*boot);
     RawResult result = run_raw(params, *transport, *boot);
     if (boot->rank() == 0) {

@@ -1,0 +1,135 @@
+// Flow queues: FIFO producer -> consumer queues between two processes (seed 003, Sharma).
+//
+// A producer on one rank enqueues items, a consumer on another rank dequeues them in order,
+// exactly once. How the bytes and the two notifications travel is the design point:
+//   data flow            push1 (producer WRITEs), push2 (producer SENDs, consumer RECVs),
+//                        pull (consumer READs from the producer's ring);
+//   transfer notify      watermark (consumer checks slot header+trailer sequence numbers),
+//                        push (producer WRITEs its tail counter), pull (consumer READs it),
+//                        event (push2 only: the receive completion), imm (push1 only: write
+//                        with remote CQ data);
+//   space notify         push (consumer WRITEs its head counter), pull (producer READs it),
+//                        push2 (consumer SENDs it).
+// 33 valid combinations, named "<data>-<transfer>-<space>", e.g. "push1-watermark-pull".
+// The socket baseline ("socket") offers the same API over a TCP stream.
+//
+// Each design point is a separate template instantiation chosen at run time by
+// make_producer / make_consumer, so being configurable costs nothing on the data path.
+// Producer and Consumer are not thread-safe: one thread each (plus, when asked for, the
+// queue's own data-mover thread).
+#pragma once
+
+#include <fabflow/status.h>
+#include <fabflow/transport.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabflow {
+class Bootstrap;
+}
+
+namespace fabflow::flow {
+
+enum class DataFlow : std::uint8_t { push1, push2, pull };
+enum class TransferNotify : std::uint8_t { watermark, push, pull, event, imm };
+enum class SpaceNotify : std::uint8_t { push, pull, push2 };
+
+struct Design {
+  DataFlow data = DataFlow::push1;
+  TransferNotify transfer = TransferNotify::watermark;
+  SpaceNotify space = SpaceNotify::pull;
+
+  bool valid() const noexcept;            // one of the 33
+  std::string name() const;               // "push1-watermark-pull"
+  static std::optional<Design> parse(std::string_view name) noexcept;
+  static std::vector<Design> all();       // the 33, in a fixed order
+  friend bool operator==(const Design&, const Design&) = default;
+};
+
+struct QueueOptions {
+  Design design;
+  bool socket = false;                    // the TCP socket baseline instead of a design point
+  std::size_t capacity = 1024;            // S: items the ring holds
+  std::size_t item_bytes = 64;            // maximum item size; items may be shorter
+  // Orthogonal options (thesis chapter 4 / section 6.4).
+  bool batching = false;                  // at most one data transfer in flight, coalescing
+  bool active_producer = false;           // a data-mover thread moves items for the producer
+  bool active_consumer = false;           // a thread on the consumer side drives notifications
+  unsigned signal_every = 1;              // request a completion every n-th data operation
+  bool inline_small = true;               // inject items up to the provider's inject size
+  double lazy_refresh = 0.5;              // refresh the peer's counter only when the cached
+                                          // free space (or items) falls below this fraction
+  std::size_t recv_pool = 0;              // push2: receives kept posted (0: capacity)
+  bool separate_notify_endpoint = false;  // notifications on their own endpoint
+  std::chrono::milliseconds peer_timeout{2000};  // a vanished peer is reported within this
+
+  // "basic", "batching", "datamover": the thesis' three queues (section 6.4), with `design`.
+  static QueueOptions preset(std::string_view name, Design design);
+};
+
+// Operation counts by purpose: the notification ratios of the thesis.
+struct QueueStats {
+  std::uint64_t items = 0;
+  std::uint64_t data_ops = 0;             // fabric operations that moved item bytes
+  std::uint64_t transfer_ops = 0;         // operations that told the consumer about new items
+  std::uint64_t space_ops = 0;            // operations that told the producer about free space
+  std::uint64_t full = 0;                 // try_enqueue returned full
+  std::uint64_t empty = 0;                // try_dequeue returned empty
+};
+
+// Producer endpoint. Enqueue-side calls never allocate.
+class Producer {
+ public:
+  virtual ~Producer() = default;
+  // Status::ok, Status::full (no room now), Status::failed (peer gone or protocol violation:
+  // error() says which), Status::closed (after close()).
+  virtual Status try_enqueue(std::span<const std::byte> item) noexcept = 0;
+  virtual Status enqueue(std::span<const std::byte> item, std::chrono::milliseconds timeout) noexcept = 0;
+  // Zero-copy: reserve room for `len` bytes, fill `*slot`, then commit.
+  virtual Status reserve(std::size_t len, std::span<std::byte>* slot) noexcept = 0;
+  virtual Status commit() noexcept = 0;
+  // Pushes out anything batched and waits until the consumer can see every enqueued item.
+  virtual Status flush(std::chrono::milliseconds timeout) noexcept = 0;
+  // Orderly end of stream: the consumer gets Status::closed after the last item.
+  virtual Status close(std::chrono::milliseconds timeout) noexcept = 0;
+  virtual const QueueStats& stats() const noexcept = 0;
+  virtual const std::string& error() const noexcept = 0;
+};
+
+// Consumer endpoint. Dequeue-side calls never allocate.
+class Consumer {
+ public:
+  virtual ~Consumer() = default;
+  // Copies the next item into `out` (which must hold item_bytes) and sets *len.
+  // Status::ok, Status::empty, Status::closed (end of stream), Status::failed.
+  virtual Status try_dequeue(std::span<std::byte> out, std::size_t* len) noexcept = 0;
+  virtual Status dequeue(std::span<std::byte> out, std::size_t* len,
+                         std::chrono::milliseconds timeout) noexcept = 0;
+  // Zero-copy: view the next item in place, then release it.
+  virtual Status peek(std::span<const std::byte>* item) noexcept = 0;
+  virtual Status release() noexcept = 0;
+  virtual const QueueStats& stats() const noexcept = 0;
+  virtual const std::string& error() const noexcept = 0;
+};
+
+// Collective for the two ranks involved: the producer rank calls make_producer, the consumer
+// rank make_consumer, with the same options. Throws UsageError for a design point the
+// transport cannot support (the message says why, e.g. no remote CQ data) and Error/PeerError
+// for setup failures.
+std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot,
+                                        int consumer_rank, const QueueOptions& options);
+std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot,
+                                        int producer_rank, const QueueOptions& options);
+
+// Empty when `transport` can run `options`, else one line saying why not.
+std::string why_unsupported(const Capabilities& caps, const QueueOptions& options);
+
+}  // namespace fabflow::flow
