@@ -100,6 +100,8 @@ class MemoryRegion {
   std::byte* data() const noexcept { return static_cast<std::byte*>(addr_); }
   std::size_t size() const noexcept { return len_; }
   void* desc() const noexcept { return desc_; }  // local descriptor for FI_MR_LOCAL providers
+  // The transport's own registration behind this region (itself, unless a wrapper owns it).
+  virtual const MemoryRegion& registered() const noexcept { return *this; }
 
  protected:
   MemoryRegion(void* addr, std::size_t len, void* desc) : addr_(addr), len_(len), desc_(desc) {}
@@ -152,6 +154,10 @@ class Transport {
   virtual void connect(Bootstrap& boot) = 0;
   virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
                                                         unsigned access) = 0;
+  // Allocates `len` bytes (page-aligned, zeroed) of registered memory owned by the returned
+  // region. Prefer it to register_memory: a transport that shares memory between processes
+  // (local) can only expose memory it allocated itself.
+  virtual std::unique_ptr<MemoryRegion> allocate(std::size_t len, unsigned access);
   // The blob a peer needs to reach `mr` remotely; import it there with import_key().
   virtual std::vector<std::byte> export_key(const MemoryRegion& mr) const = 0;
   // Validates the untrusted blob; throws PeerError on malformed input.

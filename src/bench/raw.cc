@@ -20,22 +20,8 @@
 namespace fabflow {
 namespace {
 
-constexpr std::size_t kAlign = 4096;
 constexpr std::size_t kRxDepth = 64;      // receives kept posted
 constexpr std::size_t kPollBatch = 16;
-
-struct AlignedFree {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
-};
-using Buffer = std::unique_ptr<std::byte, AlignedFree>;
-
-Buffer aligned_buffer(std::size_t n) {
-  n = (n + kAlign - 1) / kAlign * kAlign;
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(kAlign, n));
-  if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
-  std::memset(p, 0, n);
-  return Buffer(p);
-}
 
 bool is_atomic(Op op) { return op == Op::fadd || op == Op::cswap; }
 // Ping-pong ops measure a round trip and report half of it; the others time one operation.
@@ -118,8 +104,7 @@ class RawRunner {
     if (is_atomic(p.op)) max_size_ = 8;
     // Layout: [0, max) source / atomic result, [max, 2max) target of the peer's operations.
     buf_len_ = 2 * std::max<std::size_t>(max_size_, 64);
-    buf_ = aligned_buffer(buf_len_);
-    mr_ = t_.register_memory(buf_.get(), buf_len_, kAllAccess);
+    mr_ = t_.allocate(buf_len_, kAllAccess);
     auto keys = boot_.allgather(t_.export_key(*mr_));
     remote_ = t_.import_key(peer_, keys[static_cast<std::size_t>(peer_)]);
     if (!remote_.contains(rx_offset(), max_size_))
@@ -188,8 +173,8 @@ class RawRunner {
     return {reinterpret_cast<const std::byte*>(&v), sizeof v};
   }
   std::size_t rx_offset() const noexcept { return buf_len_ / 2; }
-  std::byte* src() const noexcept { return buf_.get(); }
-  std::byte* rx() const noexcept { return buf_.get() + rx_offset(); }
+  std::byte* src() const noexcept { return mr_->data(); }
+  std::byte* rx() const noexcept { return mr_->data() + rx_offset(); }
   bool injecting(std::size_t size) const noexcept {
     return p_.inject && !is_atomic(p_.op) && p_.op != Op::read && size <= t_.caps().inject_size;
   }
@@ -492,7 +477,6 @@ class RawRunner {
   const bool initiator_;
   std::size_t max_size_ = 0;
   std::size_t buf_len_ = 0;
-  Buffer buf_;
   std::unique_ptr<MemoryRegion> mr_;
   RemoteMemory remote_;
   std::uint64_t seq_ = 0;

@@ -5,7 +5,10 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -76,6 +79,42 @@ int poll_until(Poll poll, std::chrono::milliseconds timeout) noexcept {
 }
 
 }  // namespace
+
+namespace {
+
+// Page-aligned memory registered with a transport; frees it after deregistering.
+class OwnedRegion final : public MemoryRegion {
+ public:
+  OwnedRegion(void* mem, std::unique_ptr<MemoryRegion> inner)
+      : MemoryRegion(inner->data(), inner->size(), inner->desc()),
+        mem_(mem),
+        inner_(std::move(inner)) {}
+  ~OwnedRegion() override {
+    inner_.reset();
+    std::free(mem_);
+  }
+  const MemoryRegion& registered() const noexcept override { return *inner_; }
+
+ private:
+  void* mem_;
+  std::unique_ptr<MemoryRegion> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryRegion> Transport::allocate(std::size_t len, unsigned access) {
+  constexpr std::size_t kPage = 4096;
+  std::size_t rounded = (std::max<std::size_t>(len, 1) + kPage - 1) / kPage * kPage;
+  void* mem = std::aligned_alloc(kPage, rounded);
+  if (!mem) throw Error("out of memory allocating " + std::to_string(len) + " bytes");
+  std::memset(mem, 0, rounded);
+  try {
+    return std::make_unique<OwnedRegion>(mem, register_memory(mem, len, access));
+  } catch (...) {
+    std::free(mem);
+    throw;
+  }
+}
 
 int Transport::wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept {
   return poll_until([&] { return poll_tx(out); }, timeout);

@@ -235,7 +235,7 @@ std::unique_ptr<MemoryRegion> FabricTransport::register_memory(void* addr, std::
 }
 
 std::vector<std::byte> FabricTransport::export_key(const MemoryRegion& region) const {
-  const auto& mr = static_cast<const FabricMemoryRegion&>(region);
+  const auto& mr = static_cast<const FabricMemoryRegion&>(region.registered());
   std::uint64_t base = (caps_.mr_mode & FI_MR_VIRT_ADDR)
                            ? reinterpret_cast<std::uintptr_t>(region.data())
                            : 0;
