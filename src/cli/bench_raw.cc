@@ -8,10 +8,15 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/reference.h"
 #include "common/affinity.h"
 
 namespace fabflow::cli {
@@ -38,6 +43,7 @@ struct RawFlags {
   std::uint64_t timeout_ms = 10000;
   std::string launched_provider;  // internal: the one provider a launched rank runs
   std::string launched_op;        // internal: the one operation a launched rank runs
+  bool reference = false;         // also run fi_pingpong for send latency
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -164,6 +170,10 @@ int run_rank(const RawFlags& flags, const Validated& v) {
       result.env.build_type = FABFLOW_BUILD_TYPE;
       result.env.sanitizer = FABFLOW_SANITIZER;
       result.env.launcher = BootstrapConfig::detect_launcher();
+      if (const char* path = std::getenv("FABFLOW_RESULT_PATH")) {
+        std::ofstream copy(path, std::ios::trunc);
+        print_raw_json(copy, result);
+      }
       if (flags.json) {
         print_raw_json(std::cout, result);
         if (!result.env.pinned)
@@ -179,6 +189,52 @@ int run_rank(const RawFlags& flags, const Validated& v) {
     boot->abort(e.what());
     throw;
   }
+}
+
+// Runs fi_pingpong for every latency row rank 0 left in `result_path` and reports it next to
+// fabflow's mean.
+void report_reference(const std::string& result_path, bool json) {
+  std::ifstream in(result_path);
+  std::string line;
+  bool header = false;
+  while (std::getline(in, line)) {
+    auto row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded() || row.value("type", "") != "latency" || row.value("op", "") != "send")
+      continue;
+    std::size_t size = row["size_bytes"];
+    std::uint64_t iters = row["iterations"];
+    double mean_ns = row["latency_ns"]["mean"];
+    std::string why;
+    auto ref = run_fi_pingpong(row["provider"], row["endpoint"], size, iters,
+                               row["cpus"]["target"], row["cpus"]["initiator"], &why);
+    if (!ref) {
+      std::cerr << "fabflow: warning: reference not measured: " << why << "\n";
+      continue;
+    }
+    double ratio = mean_ns / 1000.0 / ref->usec_per_xfer;
+    if (json) {
+      nlohmann::json j = {{"type", "reference"},          {"bench", "raw"},
+                          {"tool", "fi_pingpong"},        {"command", ref->command},
+                          {"provider", row["provider"]},  {"endpoint", row["endpoint"]},
+                          {"op", "send"},                 {"size_bytes", size},
+                          {"iterations", iters},          {"usec_per_xfer", ref->usec_per_xfer},
+                          {"fabflow_mean_ns", mean_ns},   {"ratio", ratio}};
+      std::cout << j.dump() << "\n";
+    } else {
+      if (!header) {
+        std::cout << "\n  reference: fi_pingpong (libfabric-bin), same provider, size, "
+                     "iterations and CPUs, run right after\n";
+        header = true;
+      }
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "  %-10s %6zu  fi_pingpong %.3f us/xfer   fabflow mean %.3f us   "
+                    "fabflow/reference %.2fx\n",
+                    "send", size, ref->usec_per_xfer, mean_ns / 1000.0, ratio);
+      std::cout << buf << "    (" << ref->command << ")\n";
+    }
+  }
+  std::cout.flush();
 }
 
 }  // namespace
@@ -208,6 +264,9 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   app->add_flag("--no-pin", f->no_pin, "do not pin ranks to CPUs");
   app->add_flag("--netns", f->netns, "run each rank in its own network namespace (root)");
   app->add_option("--timeout", f->timeout_ms, "fail after this many ms without progress");
+  app->add_flag("--reference", f->reference,
+                "send latency: also run libfabric's fi_pingpong on the same provider, size, "
+                "iterations and CPUs, and report the ratio");
   app->add_option("--launched-provider", f->launched_provider)->group("");
   app->add_option("--launched-op", f->launched_op)->group("");
 
@@ -235,7 +294,18 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
                                      std::string(to_string(v.ops[k]))});
       if (!first && !f->json) std::cout << "\n" << std::flush;
       first = false;
+      const bool reference = f->reference && v.ops[k] == Op::send &&
+                             v.params.test != RawTest::bandwidth && !f->netns;
+      char result_path[] = "/tmp/fabflow-result-XXXXXX";
+      int result_fd = reference ? mkstemp(result_path) : -1;
+      if (result_fd >= 0) setenv("FABFLOW_RESULT_PATH", result_path, 1);
       status = launch_local(lc);
+      if (result_fd >= 0) {
+        unsetenv("FABFLOW_RESULT_PATH");
+        if (status == 0) report_reference(result_path, f->json);
+        close(result_fd);
+        unlink(result_path);
+      }
     }
     return status;
   };
