@@ -217,6 +217,21 @@ TEST(InfoCli, ListsTcpAndShmWithInjectSizes) {
   EXPECT_NE(table.out.find("shm"), std::string::npos);
 }
 
+TEST(RawCliReference, FiPingpongRunsBesideFabflow) {
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-I", "2000",
+                         "-t", "lat", "--reference", "--json"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  auto ref = nlohmann::json::parse(out[1]);
+  EXPECT_EQ(ref["type"], "reference");
+  EXPECT_EQ(ref["tool"], "fi_pingpong");
+  EXPECT_EQ(ref["size_bytes"], 64);
+  EXPECT_GT(ref["usec_per_xfer"].get<double>(), 0);
+  EXPECT_GT(ref["ratio"].get<double>(), 0);
+}
+
 TEST(RawCliNetns, TcpAcrossNamespaces) {
   if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
   CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "tcp", "-o", "send,write", "-I", "300",
