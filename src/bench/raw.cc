@@ -233,18 +233,25 @@ class RawRunner {
   // ---- ping-pong: send, write, writedata ----
 
   // Keeps receives posted for `total` expected messages, never more (a leftover receive would
-  // swallow a later size's message).
+  // swallow a later size's message), and at most kRxDepth at a time.
   struct RecvPool {
-    std::uint64_t posted = 0, total = 0;
+    std::uint64_t total = 0;        // receives this phase will consume
+    std::uint64_t posted = 0;       // receives posted so far
+    std::uint64_t outstanding = 0;  // posted and not yet consumed
   };
-  void top_up(RecvPool& pool, std::size_t len, std::uint64_t outstanding) {
-    while (pool.posted < pool.total && outstanding < kRxDepth) {
+  void top_up(RecvPool& pool, std::size_t len) {
+    while (pool.posted < pool.total && pool.outstanding < kRxDepth) {
       Status s = t_.post_recv(peer_, rx(), len, mr_->desc(), 0);
       if (s == Status::again) break;
       check(s, "post_recv");
       ++pool.posted;
-      ++outstanding;
+      ++pool.outstanding;
     }
+  }
+  RecvPool recv_pool(std::uint64_t messages) const {
+    const bool needs_recv = p_.op == Op::send ||
+                            (p_.op == Op::writedata && t_.caps().rx_cq_data_consumes_recv);
+    return RecvPool{needs_recv ? messages : 0, 0, 0};
   }
 
   void post_ping(std::size_t size, std::uint64_t seq, std::uint64_t i) {
@@ -275,18 +282,8 @@ class RawRunner {
   }
 
   void pingpong(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
-    const bool needs_recv = p_.op == Op::send ||
-                            (p_.op == Op::writedata && t_.caps().rx_cq_data_consumes_recv);
-    RecvPool pool;
-    pool.total = needs_recv ? count : 0;
-    std::uint64_t outstanding = 0;
-    // Prepost: pool.posted counts posts; outstanding tracks posted minus consumed.
-    auto prepost = [&] {
-      std::uint64_t before = pool.posted;
-      top_up(pool, size, outstanding);
-      outstanding += pool.posted - before;
-    };
-    prepost();
+    RecvPool pool = recv_pool(count);
+    top_up(pool, size);
     // The receive that completes the first message must be in place before the peer sends.
     wait_all_light();
 
@@ -296,12 +293,12 @@ class RawRunner {
       if (initiator_) {
         stamp(src(), size, seq);
         post_ping(size, seq, i);
-        wait_reply(size, seq, pool, outstanding);
+        wait_reply(size, seq, pool);
         std::uint64_t now = clock_.now();
         if (samples) samples->push_back(clock_.to_ns(now - prev) / 2);
         prev = now;
       } else {
-        wait_reply(size, seq, pool, outstanding);
+        wait_reply(size, seq, pool);
         stamp(src(), size, seq);
         post_ping(size, seq, i);
       }
@@ -310,8 +307,7 @@ class RawRunner {
   }
 
   // Waits for message `seq`, then keeps the receive pool topped up.
-  void wait_reply(std::size_t size, std::uint64_t seq, RecvPool& pool,
-                  std::uint64_t& outstanding) {
+  void wait_reply(std::size_t size, std::uint64_t seq, RecvPool& pool) {
     Watchdog dog(boot_, p_.timeout_ms, "waiting for the peer's message");
     if (p_.op == Op::write) {
       while (!stamped(rx(), size, seq)) {
@@ -337,10 +333,8 @@ class RawRunner {
         throw PeerError(peer_, "raw bench: received " + std::to_string(c[0].length) +
                                    " bytes, expected " + std::to_string(size));
       if (c[0].kind == CompletionKind::recv) {
-        --outstanding;
-        std::uint64_t before = pool.posted;
-        top_up(pool, size, outstanding);
-        outstanding += pool.posted - before;
+        --pool.outstanding;
+        top_up(pool, size);
       }
       return;
     }
@@ -436,18 +430,9 @@ class RawRunner {
 
   // The target of streamed sends / writedata: counts arrivals, keeps receives posted.
   void sink(std::uint64_t count) {
-    const bool needs_recv = p_.op == Op::send ||
-                            (p_.op == Op::writedata && t_.caps().rx_cq_data_consumes_recv);
-    RecvPool pool;
-    pool.total = needs_recv ? count : 0;
-    std::uint64_t outstanding = 0;
-    std::size_t len = std::max<std::size_t>(max_size_, 1);
-    auto refill = [&] {
-      std::uint64_t before = pool.posted;
-      top_up(pool, len, outstanding);
-      outstanding += pool.posted - before;
-    };
-    refill();
+    RecvPool pool = recv_pool(count);
+    const std::size_t len = std::max<std::size_t>(max_size_, 1);
+    top_up(pool, len);
     wait_all_light();
     Watchdog dog(boot_, p_.timeout_ms, "receiving the stream");
     Completion c[kPollBatch];
@@ -461,9 +446,9 @@ class RawRunner {
       }
       dog.reset();
       for (int i = 0; i < n; ++i)
-        if (c[i].kind == CompletionKind::recv) --outstanding;
+        if (c[i].kind == CompletionKind::recv) --pool.outstanding;
       got += static_cast<std::uint64_t>(n);
-      refill();
+      top_up(pool, len);
     }
     if (got > count) throw PeerError(peer_, "raw bench: peer sent more messages than expected");
   }

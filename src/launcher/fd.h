@@ -12,32 +12,11 @@
 
 #include "fabflow/status.h"
 
+#include "common/fd.h"
+
 namespace fabflow::launcher {
 
-// Owns one file descriptor and closes it on destruction; move-only, not thread-safe.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const noexcept { return fd_; }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-  void reset(int fd = -1) noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using fabflow::Fd;
 
 // "what: strerror(errno)", for one-line error messages.
 inline std::string errno_text(std::string_view what, int err = errno) {
