@@ -120,14 +120,18 @@ class Consumer {
   virtual const std::string& error() const noexcept = 0;
 };
 
-// Collective for the two ranks involved: the producer rank calls make_producer, the consumer
-// rank make_consumer, with the same options. Throws UsageError for a design point the
+// Collective over `boot`: the producer rank calls make_producer, the consumer rank
+// make_consumer, with the same options, and every other rank of `boot` must take part in the
+// one all-gather they run (contributing any blob). Throws UsageError for a design point the
 // transport cannot support (the message says why, e.g. no remote CQ data) and Error/PeerError
 // for setup failures.
 std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot,
                                         int consumer_rank, const QueueOptions& options);
 std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot,
                                         int producer_rank, const QueueOptions& options);
+
+// The transport operations `options` needs: open the transport with them (TransportOptions::ops).
+std::vector<Op> required_ops(const QueueOptions& options);
 
 // Empty when `transport` can run `options`, else one line saying why not.
 std::string why_unsupported(const Capabilities& caps, const QueueOptions& options);

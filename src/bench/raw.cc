@@ -182,8 +182,12 @@ class RawRunner {
   // A barrier during which this rank keeps the provider progressing (its peer may still need
   // it to complete operations aimed at this rank).
   void wait_all() {
+    // Many progress calls per check of the bootstrap socket: a passive target's progress
+    // rate bounds the initiator's bandwidth.
     if (inline_progress_)
-      boot_.barrier([this] { t_.progress(); });
+      boot_.barrier([this] {
+        for (int i = 0; i < 256; ++i) t_.progress();
+      });
     else
       boot_.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
   }

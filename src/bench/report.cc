@@ -65,7 +65,9 @@ void print_raw_header(std::ostream& out, const RawResult& r) {
       << ", build " << e.build_type << (e.sanitizer.empty() ? "" : "+" + e.sanitizer) << ")\n"
       << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
       << c.fabric << "  domain " << c.domain << "\n"
-      << "# inject_size " << c.inject_size << "  max_msg_size " << c.max_msg_size
+      << "# inject_size " << c.inject_size << "  max_msg_size "
+      << (c.max_msg_size >= (std::size_t{1} << 48) ? std::string("unlimited")
+                                                    : std::to_string(c.max_msg_size))
       << "  cq_data_size " << c.cq_data_size << "  data progress "
       << (c.data_progress_manual ? "manual" : "auto") << "\n"
       << "# op " << to_string(r.params.op) << "  warmup " << r.params.warmup << "  window "

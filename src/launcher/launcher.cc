@@ -334,7 +334,8 @@ void Launch::spawn(int rank, const std::vector<std::string>& extra_env, int netn
     const std::string_view key = entry.substr(0, entry.find('='));
     const bool ours = key == "FABFLOW_RANK" || key == "FABFLOW_SIZE" ||
                       key == "FABFLOW_LOCAL_RANK" || key == "FABFLOW_SECRET" ||
-                      key == "FABFLOW_COORD" || key == "FABFLOW_COORD_FD";
+                      key == "FABFLOW_COORD" || key == "FABFLOW_COORD_FD" ||
+                      key == "FABFLOW_SAME_HOST";
     if (!ours) plan.env_text.emplace_back(entry);
   }
   plan.env_text.insert(plan.env_text.end(), extra_env.begin(), extra_env.end());
@@ -586,6 +587,8 @@ int launch_local(const LaunchConfig& config) {
       coord_fd = coord.get();
       env.push_back("FABFLOW_COORD_FD=" + std::to_string(coord_fd));
     }
+    // Every rank shares this host's memory: `-p auto` may pick the local transport.
+    if (!network) env.push_back("FABFLOW_SAME_HOST=1");
     Fd netns_fd = network ? network->rank(rank).open() : Fd();
     launch.spawn(rank, env, netns_fd.get(), coord_fd);
     if (rank == 0) coord.reset();

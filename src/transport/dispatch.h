@@ -6,12 +6,14 @@
 #include <fabflow/transport.h>
 
 #include "transport/libfabric/fabric_transport.h"
+#include "transport/local/local_transport.h"
 
 namespace fabflow {
 
 template <class F>
 decltype(auto) with_concrete(Transport& t, F&& f) {
   if (auto* fabric = dynamic_cast<ofi::FabricTransport*>(&t)) return f(*fabric);
+  if (auto* shm = dynamic_cast<local::LocalTransport*>(&t)) return f(*shm);
   return f(t);
 }
 
