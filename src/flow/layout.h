@@ -1,0 +1,140 @@
+// Memory layout shared by both ends of a flow queue: slots, counter cells and the hello blob
+// exchanged through the bootstrap. See docs/flow-queues.md for the picture.
+#pragma once
+
+#include <fabflow/flow.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fabflow::flow::detail {
+
+inline constexpr std::size_t kSlotHeader = 16;   // u64 seq, u32 len, u32 flags
+inline constexpr std::size_t kSlotTrailer = 16;  // the same 16 bytes again after the payload
+inline constexpr std::uint32_t kFlagClose = 1;   // end-of-stream marker (len 0)
+inline constexpr std::size_t kCellBytes = 64;    // one counter per cache line
+inline constexpr std::size_t kCells = 4;
+// Cells, after the ring. Producer region: 0 head (consumer writes), 1 own tail (consumer
+// reads), 2 landing of head reads. Consumer region: 0 tail (producer writes), 1 own head
+// (producer reads), 2 landing of tail reads. Cell 3 is spare.
+inline constexpr int kPeerCell = 0;
+inline constexpr int kOwnCell = 1;
+inline constexpr int kLandingCell = 2;
+
+constexpr std::size_t round8(std::size_t n) noexcept { return (n + 7) & ~std::size_t{7}; }
+// Bytes a slot carrying `len` payload bytes occupies on the wire.
+constexpr std::size_t slot_used(std::size_t len) noexcept {
+  return kSlotHeader + round8(len) + kSlotTrailer;
+}
+
+inline std::uint64_t load_acquire(const std::byte* p) noexcept {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
+      .load(std::memory_order_acquire);
+}
+inline void store_release(std::byte* p, std::uint64_t v) noexcept {
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(p))
+      .store(v, std::memory_order_release);
+}
+inline std::uint64_t meta(std::uint32_t len, std::uint32_t flags) noexcept {
+  return std::uint64_t{len} | (std::uint64_t{flags} << 32);
+}
+
+// Geometry of one side's registered region: ring of `capacity` slots, counter cells, then
+// `pool` 8-byte cells for posted receives of counters.
+struct Layout {
+  std::size_t capacity = 0;
+  std::size_t item_bytes = 0;
+  std::size_t stride = 0;
+  std::size_t ring_bytes = 0;
+  std::size_t pool = 0;
+  std::size_t region_bytes = 0;
+
+  static Layout make(std::size_t capacity, std::size_t item_bytes, std::size_t pool) noexcept {
+    Layout l;
+    l.capacity = capacity;
+    l.item_bytes = item_bytes;
+    l.stride = slot_used(item_bytes);
+    l.ring_bytes = (capacity * l.stride + kCellBytes - 1) / kCellBytes * kCellBytes;
+    l.pool = pool;
+    l.region_bytes = l.ring_bytes + kCells * kCellBytes + pool * 8;
+    return l;
+  }
+  std::size_t slot(std::uint64_t index) const noexcept { return (index % capacity) * stride; }
+  std::size_t cell(int i) const noexcept { return ring_bytes + static_cast<std::size_t>(i) * kCellBytes; }
+  std::size_t pool_cell(std::size_t i) const noexcept { return ring_bytes + kCells * kCellBytes + i * 8; }
+};
+
+// Writes item `index` (sequence index + 1) into `slot`: payload and trailer first, the header
+// sequence last, so a reader that sees the header sees everything before it was written.
+inline void write_slot(std::byte* slot, std::uint64_t index, const void* data, std::uint32_t len,
+                       std::uint32_t flags) noexcept {
+  const std::uint64_t seq = index + 1;
+  if (len) std::memcpy(slot + kSlotHeader, data, len);
+  std::byte* trailer = slot + kSlotHeader + round8(len);
+  std::memcpy(trailer, &seq, 8);
+  const std::uint64_t m = meta(len, flags);
+  std::memcpy(trailer + 8, &m, 8);
+  std::memcpy(slot + 8, &m, 8);
+  store_release(slot, seq);
+}
+
+enum class SlotState : std::uint8_t { absent, valid, bad };
+
+// Checks slot `index`: valid when header and trailer both carry its sequence number and the
+// same length/flags. `bad` when a complete-looking header names an impossible length or flag.
+inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::size_t item_bytes,
+                            std::uint32_t* len, std::uint32_t* flags) noexcept {
+  const std::uint64_t seq = index + 1;
+  if (load_acquire(slot) != seq) return SlotState::absent;
+  std::uint64_t m;
+  std::memcpy(&m, slot + 8, 8);
+  const auto l = static_cast<std::uint32_t>(m);
+  const auto f = static_cast<std::uint32_t>(m >> 32);
+  if (l > item_bytes || (f & ~kFlagClose) || ((f & kFlagClose) && l != 0)) {
+    *len = l;
+    *flags = f;
+    return SlotState::bad;
+  }
+  const std::byte* trailer = slot + kSlotHeader + round8(l);
+  std::uint64_t tseq, tm;
+  std::memcpy(&tseq, trailer, 8);
+  std::memcpy(&tm, trailer + 8, 8);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (tseq != seq || tm != m) return SlotState::absent;
+  *len = l;
+  *flags = f;
+  return SlotState::valid;
+}
+
+// The blob each queue end contributes to the bootstrap all-gather.
+struct Hello {
+  static constexpr std::uint32_t kMagic = 0x48514646;  // 'FFQH'
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = 1;
+  std::uint8_t role = 0;  // 0 producer, 1 consumer
+  std::uint8_t data = 0, transfer = 0, space = 0;
+  std::uint8_t pad[2] = {};
+  std::uint64_t capacity = 0, item_bytes = 0, region_bytes = 0;
+  std::uint32_t key_len = 0;
+  std::uint32_t pad2 = 0;
+};
+
+inline std::vector<std::byte> encode_hello(Hello h, std::span<const std::byte> key) {
+  h.key_len = static_cast<std::uint32_t>(key.size());
+  std::vector<std::byte> out(sizeof(Hello) + key.size());
+  std::memcpy(out.data(), &h, sizeof h);
+  if (!key.empty()) std::memcpy(out.data() + sizeof h, key.data(), key.size());
+  return out;
+}
+
+// Validates the peer's blob against what this end expects; throws PeerError on mismatch and
+// returns the key blob.
+std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int peer,
+                                        const Hello& expect);
+
+}  // namespace fabflow::flow::detail

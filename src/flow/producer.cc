@@ -1,0 +1,18 @@
+// Producer instantiations: one per design point and concrete transport type.
+#include "flow/instantiate.h"
+
+namespace fabflow::flow::detail {
+
+std::unique_ptr<Producer> make_producer_impl(Transport& t, Bootstrap& boot, int peer,
+                                             const QueueOptions& o) {
+  const bool space_recvs = o.design.space == SpaceNotify::push2;
+  const std::size_t pool =
+      space_recvs ? std::min(effective_capacity(o), kCounterPool) : std::size_t{0};
+  Shared s = setup_end(t, boot, peer, o, 0, pool, [&](Shared& sh) {
+    for (std::size_t i = 0; i < pool; ++i)
+      post_setup_recv(sh, sh.layout.pool_cell(i), 8, kCtxRecv + i);
+  });
+  return build_design<ProducerImpl, Producer>(o.design, t, s, std::make_index_sequence<45>{});
+}
+
+}  // namespace fabflow::flow::detail
