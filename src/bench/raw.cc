@@ -118,15 +118,7 @@ class RawRunner {
     phase(test, size, p_.warmup, nullptr);
     wait_all();
 
-    // Iterations: fixed, or chosen by rank 0 from the warm-up rate to fill the duration.
-    std::uint64_t iters = p_.iterations;
-    if (p_.duration_s > 0) {
-      std::uint64_t mine = initiator_ ? iterations_for_duration() : 0;
-      auto all = boot_.allgather(as_bytes(mine));
-      std::memcpy(&iters, all[0].data(), sizeof iters);
-      if (iters == 0 || iters > (1ull << 34))
-        throw PeerError(0, "raw bench: rank 0 sent an iteration count out of range");
-    }
+    std::uint64_t iters = p_.duration_s > 0 ? calibrate(test, size) : p_.iterations;
 
     std::vector<double> samples;
     if (initiator_ && test == RawTest::latency) samples.reserve(iters);
@@ -192,11 +184,37 @@ class RawRunner {
       boot_.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
   }
 
-  std::uint64_t iterations_for_duration() const {
-    double per_op = warmup_seconds_ / static_cast<double>(std::max<std::uint64_t>(p_.warmup, 1));
-    if (per_op <= 0) return p_.iterations;
-    auto n = static_cast<std::uint64_t>(p_.duration_s / per_op);
-    return std::clamp<std::uint64_t>(n, 100, 1ull << 34);
+  // Picks the iteration count that fills the requested duration: unmeasured pilot phases,
+  // four times longer each, until one lasts a tenth of the duration; rank 0 decides and
+  // tells rank 1 (a count with kFinal set ends the search).
+  std::uint64_t calibrate(RawTest test, std::size_t size) {
+    constexpr std::uint64_t kFinal = 1ull << 63;
+    constexpr std::uint64_t kMaxIters = 1ull << 34;
+    std::uint64_t n = std::max<std::uint64_t>(p_.warmup, 1);
+    double seconds = last_phase_seconds_;
+    for (;;) {
+      std::uint64_t decision = 0;
+      if (initiator_) {
+        double per_op = seconds / static_cast<double>(n);
+        if (seconds >= p_.duration_s / 10 || n >= kMaxIters / 4 || per_op <= 0)
+          decision = kFinal | std::clamp<std::uint64_t>(
+                                  per_op > 0 ? static_cast<std::uint64_t>(p_.duration_s / per_op)
+                                             : n,
+                                  100, kMaxIters);
+        else
+          decision = n * 4;
+      }
+      auto all = boot_.allgather(as_bytes(decision));
+      std::memcpy(&decision, all[0].data(), sizeof decision);
+      std::uint64_t value = decision & ~kFinal;
+      if (value == 0 || value > kMaxIters)
+        throw PeerError(0, "raw bench: rank 0 sent an iteration count out of range");
+      if (decision & kFinal) return value;
+      n = value;
+      phase(test, size, n, nullptr);
+      wait_all();
+      seconds = last_phase_seconds_;
+    }
   }
 
   // One phase (warm-up when samples == nullptr) of `count` iterations; returns seconds.
@@ -216,7 +234,7 @@ class RawRunner {
         sink(count);
     }
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!samples) warmup_seconds_ = s;
+    last_phase_seconds_ = s;
     return s;
   }
 
@@ -469,7 +487,7 @@ class RawRunner {
   std::unique_ptr<MemoryRegion> mr_;
   RemoteMemory remote_;
   std::uint64_t seq_ = 0;
-  double warmup_seconds_ = 0;
+  double last_phase_seconds_ = 0;
 };
 
 }  // namespace

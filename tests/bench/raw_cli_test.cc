@@ -217,6 +217,19 @@ TEST(InfoCli, ListsTcpAndShmWithInjectSizes) {
   EXPECT_NE(table.out.find("shm"), std::string::npos);
 }
 
+TEST(RawCliDuration, CalibratesIterationsToTheDuration) {
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-S", "64,1K",
+                         "-D", "0.2", "-w", "200", "--json"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 4u) << r.out;
+  for (const auto& line : out) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_GE(j["iterations"].get<std::uint64_t>(), 100u) << line;
+  }
+}
+
 TEST(RawCliReference, FiPingpongRunsBesideFabflow) {
   CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-I", "2000",
                          "-t", "lat", "--reference", "--json"},
