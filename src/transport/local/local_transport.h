@@ -1,0 +1,429 @@
+// The native shared-memory transport. Setup (sockets, memfds, key blobs) lives in
+// local_transport.cc; the data path is inline here so loops templated on LocalTransport
+// compile to direct loads, stores and atomic instructions. Memory ordering: see
+// docs/local-transport.md.
+#pragma once
+
+#include <fabflow/local.h>
+#include <fabflow/transport.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace fabflow::local {
+
+// An owned file descriptor, closed on destruction. Move-only, not thread-safe.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) noexcept : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd();
+  int get() const noexcept { return fd_; }
+  int release() noexcept {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// An owned MAP_SHARED mapping, unmapped on destruction. Move-only, not thread-safe.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* addr, std::size_t len) noexcept : addr_(static_cast<std::byte*>(addr)), len_(len) {}
+  Mapping(Mapping&& o) noexcept : addr_(o.addr_), len_(o.len_) { o.addr_ = nullptr; o.len_ = 0; }
+  Mapping& operator=(Mapping&& o) noexcept;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping();
+  std::byte* data() const noexcept { return addr_; }
+  std::size_t size() const noexcept { return len_; }
+
+ private:
+  std::byte* addr_ = nullptr;
+  std::size_t len_ = 0;
+};
+
+// Creates a sealed (fixed-size) anonymous memfd of `len` bytes and maps it read/write.
+struct Segment {
+  Fd fd;
+  Mapping map;
+};
+Segment create_segment(std::size_t len, const char* what);
+
+// Memory allocated by the local transport: a memfd segment it can pass to peers.
+// Owns the mapping and the fd. Move-only, not thread-safe.
+class LocalMemoryRegion final : public MemoryRegion {
+ public:
+  LocalMemoryRegion(Segment seg, std::size_t len, std::uint64_t id)
+      : MemoryRegion(seg.map.data(), len, nullptr), seg_(std::move(seg)), id_(id) {}
+  std::uint64_t id() const noexcept { return id_; }
+  int fd() const noexcept { return seg_.fd.get(); }
+  std::size_t mapped() const noexcept { return seg_.map.size(); }
+
+ private:
+  Segment seg_;
+  std::uint64_t id_;
+};
+
+// Ring geometry (shared by both ends; the segment layout is documented in the .cc file).
+inline constexpr std::size_t kChunk = 4096;           // payload bytes per message slot
+inline constexpr std::size_t kSlotHeader = 64;
+inline constexpr std::size_t kSlotStride = kSlotHeader + kChunk;
+inline constexpr std::uint64_t kMsgSlots = 512;       // per direction per peer
+inline constexpr std::size_t kMaxMsg = 256 * kChunk;  // 1 MiB: at most half the ring
+inline constexpr std::uint64_t kNoteSlots = 1024;     // writedata notices per direction
+inline constexpr std::size_t kNoteStride = 16;
+inline constexpr std::size_t kRingHeader = 256;        // head and tail on their own lines
+inline constexpr std::size_t kMsgRingBytes = kRingHeader + kMsgSlots * kSlotStride;
+inline constexpr std::size_t kNoteRingBytes = kRingHeader + kNoteSlots * kNoteStride;
+inline constexpr std::size_t kChannelBytes = kMsgRingBytes + kNoteRingBytes;
+
+// One single-producer single-consumer ring view over shared memory: tail at offset 0 (written
+// by the producer, release), head at 128 (written by the consumer, release). Both indices are
+// free-running; the other side's index is untrusted and bound-checked on every read.
+// Plain view, not thread-safe: one producer thread and one consumer thread per ring.
+struct Ring {
+  std::byte* base = nullptr;
+  std::uint64_t slots = 0;
+  std::size_t stride = 0;
+
+  std::uint64_t& tail_word() const noexcept { return *reinterpret_cast<std::uint64_t*>(base); }
+  std::uint64_t& head_word() const noexcept {
+    return *reinterpret_cast<std::uint64_t*>(base + 128);
+  }
+  std::uint64_t load_tail() const noexcept {
+    return std::atomic_ref<std::uint64_t>(tail_word()).load(std::memory_order_acquire);
+  }
+  std::uint64_t load_head() const noexcept {
+    return std::atomic_ref<std::uint64_t>(head_word()).load(std::memory_order_acquire);
+  }
+  void store_tail(std::uint64_t v) const noexcept {
+    std::atomic_ref<std::uint64_t>(tail_word()).store(v, std::memory_order_release);
+  }
+  void store_head(std::uint64_t v) const noexcept {
+    std::atomic_ref<std::uint64_t>(head_word()).store(v, std::memory_order_release);
+  }
+  std::byte* slot(std::uint64_t index) const noexcept {
+    return base + kRingHeader + (index % slots) * stride;
+  }
+};
+
+// Message slot header. The first slot of a message carries its total length and chunk count.
+struct SlotHeader {
+  std::uint32_t total;
+  std::uint32_t chunks;
+};
+
+// One peer: the rings it writes to us (inbound) and we write to it (outbound), its socket,
+// and the indices this side owns (never re-read from shared memory).
+struct PeerChannel {
+  Fd sock;
+  Mapping in_map;   // our segment: the peer produces, we consume
+  Mapping out_map;  // the peer's segment: we produce, it consumes
+  Ring in_msg, in_note, out_msg, out_note;
+  std::uint64_t in_msg_head = 0, in_note_head = 0;    // our consumer indices
+  std::uint64_t out_msg_tail = 0, out_note_tail = 0;  // our producer indices
+  std::uint64_t out_msg_head_seen = 0, out_note_head_seen = 0;  // cached consumer indices
+  bool dead = false;
+  std::string why;  // set with dead
+};
+
+// A peer's region mapped here.
+struct Import {
+  Mapping map;
+  std::uint64_t length = 0;
+  int peer = -1;
+};
+
+// Connected to every peer of one bootstrap through memfd rings; one-sided operations are
+// direct memory accesses on imported mappings. Not thread-safe (progress() is a no-op and
+// therefore safe from a progress thread).
+class LocalTransport final : public Transport {
+ public:
+  explicit LocalTransport(const TransportOptions& options);
+  ~LocalTransport() override;
+
+  const Capabilities& caps() const noexcept override { return caps_; }
+  std::string_view name() const noexcept override { return "local"; }
+  void connect(Bootstrap& boot) override;
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
+                                                unsigned access) override;
+  std::unique_ptr<MemoryRegion> allocate(std::size_t len, unsigned access) override;
+  std::vector<std::byte> export_key(const MemoryRegion& mr) const override;
+  RemoteMemory import_key(int peer, std::span<const std::byte> blob) override;
+  const std::string& last_error() const noexcept override { return error_; }
+
+  Status post_send(int peer, const void* buf, std::size_t len, void* /*desc*/,
+                   std::uint64_t context, unsigned flags) noexcept override {
+    PeerChannel* ch = usable(peer);
+    if (!ch) return Status::failed;
+    if (len > kMaxMsg) return fail("local: send of " + std::to_string(len) +
+                                   " bytes is above max_msg_size " + std::to_string(kMaxMsg));
+    if ((flags & kSignal) && tx_full()) return Status::again;
+    const std::uint64_t chunks = len == 0 ? 1 : (len + kChunk - 1) / kChunk;
+    Ring& r = ch->out_msg;
+    if (ch->out_msg_tail + chunks - ch->out_msg_head_seen > kMsgSlots) {
+      if (!refresh_head(*ch, r, ch->out_msg_tail, ch->out_msg_head_seen)) return Status::failed;
+      if (ch->out_msg_tail + chunks - ch->out_msg_head_seen > kMsgSlots) return Status::again;
+    }
+    const auto* src = static_cast<const std::byte*>(buf);
+    std::size_t left = len;
+    for (std::uint64_t i = 0; i < chunks; ++i) {
+      std::byte* s = r.slot(ch->out_msg_tail + i);
+      SlotHeader h{static_cast<std::uint32_t>(len), static_cast<std::uint32_t>(chunks)};
+      std::memcpy(s, &h, sizeof h);
+      std::size_t n = left < kChunk ? left : kChunk;
+      if (n) std::memcpy(s + kSlotHeader, src, n);
+      src += n;
+      left -= n;
+    }
+    ch->out_msg_tail += chunks;
+    r.store_tail(ch->out_msg_tail);
+    if (flags & kSignal) push_tx({context, 0, static_cast<std::uint32_t>(len),
+                                  CompletionKind::send, false});
+    return Status::ok;
+  }
+
+  Status post_recv(int peer, void* buf, std::size_t len, void* /*desc*/,
+                   std::uint64_t context) noexcept override {
+    if (peer < 0 || peer >= size_) return fail("local: post_recv from rank " +
+                                               std::to_string(peer) + ": no such rank");
+    auto& q = recvs_[queue_of(peer)];
+    if (q.count == q.items.size()) return Status::again;
+    q.items[(q.first + q.count) % q.items.size()] = {static_cast<std::byte*>(buf), len, context};
+    ++q.count;
+    return Status::ok;
+  }
+
+  Status post_write(int peer, const void* buf, std::size_t len, void* /*desc*/,
+                    const RemoteMemory& dst, std::uint64_t offset, std::uint64_t context,
+                    unsigned flags,
+                    std::optional<std::uint64_t> imm = std::nullopt) noexcept override {
+    PeerChannel* ch = usable(peer);
+    if (!ch) return Status::failed;
+    std::byte* target = resolve(peer, dst, offset, len, "write");
+    if (!target) return Status::failed;
+    if ((flags & kSignal) && tx_full()) return Status::again;
+    Ring& r = ch->out_note;
+    if (imm && ch->out_note_tail + 1 - ch->out_note_head_seen > kNoteSlots) {
+      if (!refresh_head(*ch, r, ch->out_note_tail, ch->out_note_head_seen)) return Status::failed;
+      if (ch->out_note_tail + 1 - ch->out_note_head_seen > kNoteSlots) return Status::again;
+    }
+    store_payload(target, static_cast<const std::byte*>(buf), len);
+    if (imm) {
+      std::byte* s = r.slot(ch->out_note_tail);
+      std::uint64_t l = len;
+      std::memcpy(s, &*imm, 8);
+      std::memcpy(s + 8, &l, 8);
+      r.store_tail(++ch->out_note_tail);
+    }
+    if (flags & kSignal) push_tx({context, 0, static_cast<std::uint32_t>(len),
+                                  CompletionKind::write, false});
+    return Status::ok;
+  }
+
+  Status post_read(int peer, void* buf, std::size_t len, void* /*desc*/, const RemoteMemory& src,
+                   std::uint64_t offset, std::uint64_t context,
+                   unsigned flags) noexcept override {
+    if (!usable(peer)) return Status::failed;
+    const std::byte* from = resolve(peer, src, offset, len, "read");
+    if (!from) return Status::failed;
+    if ((flags & kSignal) && tx_full()) return Status::again;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (len) std::memcpy(buf, from, len);
+    if (flags & kSignal) push_tx({context, 0, static_cast<std::uint32_t>(len),
+                                  CompletionKind::read, false});
+    return Status::ok;
+  }
+
+  // Atomics always complete (the caller needs the fetched value); sequentially consistent.
+  Status post_atomic(int peer, AtomicOp op, std::uint64_t operand, std::uint64_t compare,
+                     std::uint64_t* res, void* /*res_desc*/, const RemoteMemory& dst,
+                     std::uint64_t offset, std::uint64_t context,
+                     unsigned /*flags*/) noexcept override {
+    if (!usable(peer)) return Status::failed;
+    if (offset % 8 != 0)
+      return fail("local: atomic at offset " + std::to_string(offset) +
+                  " is not 8-byte aligned");
+    std::byte* target = resolve(peer, dst, offset, 8, "atomic");
+    if (!target) return Status::failed;
+    if (tx_full()) return Status::again;
+    std::atomic_ref<std::uint64_t> word(*reinterpret_cast<std::uint64_t*>(target));
+    std::uint64_t old;
+    if (op == AtomicOp::fetch_add) {
+      old = word.fetch_add(operand);
+    } else {
+      old = compare;
+      word.compare_exchange_strong(old, operand);
+    }
+    if (res) *res = old;
+    push_tx({context, 0, 8, CompletionKind::atomic, false});
+    return Status::ok;
+  }
+
+  int poll_tx(std::span<Completion> out) noexcept override {
+    int n = 0;
+    while (tx_.count > 0 && static_cast<std::size_t>(n) < out.size()) {
+      out[static_cast<std::size_t>(n++)] = tx_.items[tx_.first];
+      tx_.first = (tx_.first + 1) % tx_.items.size();
+      --tx_.count;
+    }
+    if (n == 0) return liveness_tick() ? 0 : -1;
+    return n;
+  }
+
+  int poll_rx(std::span<Completion> out) noexcept override;
+
+  // Nothing to drive: data lands with the stores that write it.
+  void progress() noexcept override {}
+
+  // Test hook: plays a peer that scribbles on the tail of the message ring it produces into.
+  void test_corrupt_inbound_tail(int peer, std::uint64_t tail) noexcept {
+    peers_[static_cast<std::size_t>(peer)].in_msg.store_tail(tail);
+  }
+
+ private:
+  static constexpr std::uint32_t kCheckEvery = 256;  // empty polls between clock reads
+  static constexpr auto kCheckPeriod = std::chrono::milliseconds(1);
+  static constexpr std::size_t kBigCopy = 32 * 1024;  // memcpy may use streaming stores
+
+  struct PostedRecv {
+    std::byte* buf = nullptr;
+    std::size_t len = 0;
+    std::uint64_t context = 0;
+  };
+  template <class T>
+  struct Fifo {
+    std::vector<T> items;
+    std::size_t first = 0, count = 0;
+  };
+
+  // Copies a write's payload so that its last 8 bytes land after the rest (release).
+  static void store_payload(std::byte* to, const std::byte* from, std::size_t len) noexcept {
+    if (len > 8) {
+      std::memcpy(to, from, len - 8);
+#if defined(__x86_64__) || defined(__i386__)
+      if (len > kBigCopy) _mm_sfence();
+#endif
+      std::atomic_thread_fence(std::memory_order_release);
+      std::memcpy(to + len - 8, from + len - 8, 8);
+    } else if (len) {
+      std::memcpy(to, from, len);
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+
+  std::size_t queue_of(int peer) const noexcept {
+    return per_peer_recvs_ ? static_cast<std::size_t>(peer) : 0;
+  }
+  bool tx_full() const noexcept { return tx_.count == tx_.items.size(); }
+  void push_tx(const Completion& c) noexcept {
+    tx_.items[(tx_.first + tx_.count) % tx_.items.size()] = c;
+    ++tx_.count;
+  }
+  Status fail(std::string msg) noexcept {
+    try {
+      error_ = std::move(msg);
+    } catch (...) {
+    }
+    return Status::failed;
+  }
+  // The channel to `peer` when posts to it may proceed, else nullptr with last_error set.
+  PeerChannel* usable(int peer) noexcept {
+    if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty()) {
+      fail("local: no connected rank " + std::to_string(peer));
+      return nullptr;
+    }
+    PeerChannel& ch = peers_[static_cast<std::size_t>(peer)];
+    if (ch.dead) {
+      fail(ch.why);
+      return nullptr;
+    }
+    return &ch;
+  }
+  // The mapped address of [offset, offset+len) of `m`, or nullptr (last_error set).
+  std::byte* resolve(int peer, const RemoteMemory& m, std::uint64_t offset, std::size_t len,
+                     const char* what) noexcept {
+    if (m.key >= imports_.size() || imports_[m.key].peer != peer || m.peer != peer ||
+        m.length > imports_[m.key].length) {
+      fail(std::string("local: ") + what + " to rank " + std::to_string(peer) +
+           " through a key not imported from it");
+      return nullptr;
+    }
+    if (!m.contains(offset, len)) {
+      fail(std::string("local: ") + what + " of " + std::to_string(len) + " bytes at offset " +
+           std::to_string(offset) + " is outside rank " + std::to_string(peer) +
+           "'s region of " + std::to_string(m.length) + " bytes");
+      return nullptr;
+    }
+    return imports_[m.key].map.data() + offset;
+  }
+  // Re-reads the consumer's index of an outbound ring; false (peer marked broken) when it is
+  // impossible (ahead of what we produced or more than a ring behind).
+  bool refresh_head(PeerChannel& ch, const Ring& r, std::uint64_t tail,
+                    std::uint64_t& seen) noexcept {
+    std::uint64_t h = r.load_head();
+    if (h > tail || tail - h > r.slots || h < seen) {
+      broken(ch, "its ring index");
+      return false;
+    }
+    seen = h;
+    return true;
+  }
+  void broken(PeerChannel& ch, const char* what) noexcept;
+  // Checks peer sockets now and then; false when a peer is gone (last_error set).
+  bool liveness_tick() noexcept {
+    if (++idle_polls_ < kCheckEvery && !any_dead_) return true;
+    idle_polls_ = 0;
+    auto now = std::chrono::steady_clock::now();
+    if (!any_dead_ && now < next_check_) return true;
+    next_check_ = now + kCheckPeriod;
+    return check_peers();
+  }
+  bool check_peers() noexcept;
+  int deliver(PeerChannel& ch, int peer, std::span<Completion> out, int n) noexcept;
+  Fd receive_segment(int peer, std::uint64_t id, std::chrono::steady_clock::time_point deadline,
+                     Bootstrap* boot);
+
+  TransportOptions options_;
+  Capabilities caps_;
+  int rank_ = 0;
+  int size_ = 1;
+  bool per_peer_recvs_ = false;
+  std::string error_;
+  std::vector<PeerChannel> peers_;
+  std::vector<Import> imports_;
+  std::vector<Fifo<PostedRecv>> recvs_;
+  Fifo<Completion> tx_;
+  std::uint64_t next_region_id_ = 1;
+  std::uint32_t idle_polls_ = 0;
+  std::chrono::steady_clock::time_point next_check_{};
+  bool any_dead_ = false;
+  int next_peer_ = 0;  // round-robin start for poll_rx
+  // Memfds received ahead of their import_key, per peer: (region id, length, fd).
+  struct Pending {
+    std::uint64_t id;
+    std::uint64_t length;
+    Fd fd;
+  };
+  std::vector<std::vector<Pending>> pending_fds_;
+  mutable std::vector<std::vector<std::uint64_t>> sent_;  // region ids passed to each peer
+};
+
+}  // namespace fabflow::local

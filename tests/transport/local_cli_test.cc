@@ -1,0 +1,143 @@
+// The local transport across processes through the CLI: `fabflow bench raw -p local` for every
+// operation with the JSON fields of the libfabric runs, `-p auto` under the launcher, and a
+// SIGKILL of either rank: the survivor fails within the bound and nothing is left behind
+// (no /dev/shm entry, no temporary file; sockets are abstract and die with their process).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+bool atomic(const std::string& op) { return op == "fadd" || op == "cswap"; }
+
+class LocalCli : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LocalCli, RawBenchRunsEveryOp) {
+  const std::string op = GetParam();
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "local", "-o", op, "-I", "300", "-w",
+                         "50", "--json"},
+                        60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  for (const auto& line : out) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["provider"], "local");
+    EXPECT_EQ(j["endpoint"], "rdm");
+    EXPECT_EQ(j["op"], op);
+    EXPECT_EQ(j["size_bytes"], atomic(op) ? 8 : 64);
+    EXPECT_EQ(j["iterations"], 300);
+    if (j["type"] == "latency") {
+      EXPECT_GT(j["latency_ns"]["mean"].get<double>(), 0);
+    } else {
+      EXPECT_EQ(j["type"], "bandwidth");
+      EXPECT_GT(j["msgs_per_s"].get<double>(), 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, LocalCli,
+                         ::testing::Values("send", "write", "writedata", "read", "fadd", "cswap"));
+
+TEST(LocalCliSelection, AutoPicksLocalUnderTheLauncher) {
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-o", "write", "-t", "lat", "-S", "4096,65536",
+                         "-I", "200", "-w", "20", "--json"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  for (const auto& line : out) EXPECT_EQ(nlohmann::json::parse(line)["provider"], "local");
+}
+
+std::set<std::string> dir_entries(const std::string& dir) {
+  std::set<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) out.insert(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+int rank_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  while (std::getline(f, var, '\0'))
+    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
+  return -1;
+}
+
+// True once `pid` maps a memfd segment (the transport is connected).
+bool maps_memfd(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.find("/memfd:fabflow-local") != std::string::npos) return true;
+  return false;
+}
+
+void kill_rank_mid_run(int victim, const char* op) {
+  const auto shm_before = dir_entries("/dev/shm");
+  const auto tmp_before = dir_entries("/tmp");
+  std::vector<pid_t> ranks;
+  std::chrono::steady_clock::time_point killed{};
+  CliResult r = run_cli(
+      {"fabflow", "bench", "raw", "-p", "local", "-o", op, "-t", "lat", "-I", "2000000000"},
+      30s, {}, [&](pid_t launcher) {
+        for (int i = 0; i < 500; ++i) {
+          std::this_thread::sleep_for(10ms);
+          pid_t target = -1;
+          int mapped = 0;
+          ranks = testing::children_of(launcher);
+          for (pid_t child : ranks) {
+            if (rank_of(child) == victim) target = child;
+            mapped += maps_memfd(child) ? 1 : 0;
+          }
+          if (target > 0 && mapped == 2) {
+            std::this_thread::sleep_for(200ms);
+            killed = std::chrono::steady_clock::now();
+            kill(target, SIGKILL);
+            return;
+          }
+        }
+      });
+  auto after_kill =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_NE(killed, std::chrono::steady_clock::time_point{}) << "ranks never connected: " << r.err;
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(after_kill, 2.5) << r.err;
+  auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  // Other tests (libfabric shm runs) may create /dev/shm entries meanwhile: only entries that
+  // name fabflow or one of our ranks' pids would be ours.
+  for (const auto& dir : {std::string("/dev/shm"), std::string("/tmp")}) {
+    const auto& before = dir == "/tmp" ? tmp_before : shm_before;
+    for (const auto& e : dir_entries(dir)) {
+      if (before.count(e)) continue;
+      EXPECT_EQ(e.find("fabflow"), std::string::npos) << dir << "/" << e;
+      for (pid_t pid : ranks) EXPECT_EQ(e.find(std::to_string(pid)), std::string::npos) << e;
+    }
+  }
+}
+
+TEST(LocalCliDeath, TargetKilledDuringSends) { kill_rank_mid_run(1, "send"); }
+TEST(LocalCliDeath, InitiatorKilledDuringSends) { kill_rank_mid_run(0, "send"); }
+TEST(LocalCliDeath, TargetKilledDuringWrites) { kill_rank_mid_run(1, "write"); }
+
+}  // namespace
+}  // namespace fabflow

@@ -1,0 +1,444 @@
+// The local (native shared-memory) transport between two threads of one process, each with
+// its own transport joined by in-process bootstraps: sends, receives, writes, write-with-data,
+// reads, atomics, limits, malformed keys, corrupted rings and peer death. The streaming tests
+// run two threads concurrently and are part of the TSan set (suite names start with Local).
+#include <fabflow/bootstrap.h>
+#include <fabflow/local.h>
+#include <fabflow/transport.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "transport/dispatch.h"
+#include "transport/local/local_transport.h"
+
+namespace fabflow {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Runs `body(rank, transport, boot)` on two threads; returns the first failure message.
+std::string run_pair(const std::function<void(int, Transport&, Bootstrap&)>& body,
+                     TransportOptions opts = {}) {
+  opts.provider = "local";
+  auto boots = make_thread_bootstraps(2);
+  std::array<std::string, 2> errors;
+  std::array<std::thread, 2> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads[static_cast<std::size_t>(r)] = std::thread([&, r] {
+      auto& boot = *boots[static_cast<std::size_t>(r)];
+      try {
+        auto t = open_transport(opts);
+        t->connect(boot);
+        body(r, *t, boot);
+        boot.barrier();
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
+        boot.abort(e.what());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return errors[0].empty() ? errors[1] : errors[0];
+}
+
+Completion wait_one(Transport& t, bool rx) {
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  Completion c[1];
+  for (;;) {
+    int n = rx ? t.poll_rx(c) : t.poll_tx(c);
+    if (n < 0) throw Error(t.last_error());
+    if (n == 1) return c[0];
+    if (std::chrono::steady_clock::now() > deadline) throw Error("no completion within 5 s");
+  }
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+
+// Exchanges keys of one allocated region per rank; returns the peer's.
+RemoteMemory exchange(Transport& t, Bootstrap& boot, const MemoryRegion& mr) {
+  auto keys = boot.allgather(t.export_key(mr));
+  int peer = 1 - boot.rank();
+  return t.import_key(peer, keys[static_cast<std::size_t>(peer)]);
+}
+
+TEST(LocalTransport, CapabilitiesAndSelection) {
+  TransportOptions o;
+  o.provider = "local";
+  Capabilities c = probe_transport(o);
+  EXPECT_EQ(c.provider, "local");
+  EXPECT_EQ(c.endpoint, EndpointType::rdm);
+  EXPECT_EQ(c.cq_data_size, 8u);
+  EXPECT_TRUE(c.rma && c.atomics_u64 && c.in_order_data);
+  EXPECT_FALSE(c.data_progress_manual);
+  EXPECT_EQ(c.mr_mode, 0u);
+  for (Op op : {Op::send, Op::write, Op::read, Op::writedata, Op::fadd, Op::cswap})
+    EXPECT_TRUE(c.supports(op));
+  auto t = open_transport(o);
+  EXPECT_EQ(t->name(), "local");
+  bool concrete = with_concrete(*t, [](auto& x) {
+    return std::is_same_v<std::remove_reference_t<decltype(x)>, local::LocalTransport>;
+  });
+  EXPECT_TRUE(concrete);
+}
+
+TEST(LocalTransport, SendsMatchReceivesInOrderWithContexts) {
+  const std::array<std::size_t, 4> sizes{64, 0, 10000, local::kMaxMsg};
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    auto mr = t.allocate(local::kMaxMsg, kAllAccess);
+    if (rank == 1) {
+      for (std::size_t i = 0; i < sizes.size(); ++i)
+        expect(t.post_recv(0, mr->data(), mr->size(), nullptr, 100 + i) == Status::ok, "recv");
+      boot.barrier();
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        Completion c = wait_one(t, true);
+        expect(c.kind == CompletionKind::recv && c.context == 100 + i && c.length == sizes[i],
+               "completion " + std::to_string(i) + " ctx " + std::to_string(c.context) +
+                   " len " + std::to_string(c.length));
+        for (std::size_t b = 0; b < c.length; ++b)
+          if (mr->data()[b] != static_cast<std::byte>((b + i) & 0xff))
+            throw Error("payload byte " + std::to_string(b) + " of message " + std::to_string(i));
+      }
+    } else {
+      boot.barrier();
+      std::vector<std::byte> src(local::kMaxMsg);
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        for (std::size_t b = 0; b < sizes[i]; ++b) src[b] = static_cast<std::byte>((b + i) & 0xff);
+        Status s;
+        while ((s = t.post_send(1, src.data(), sizes[i], nullptr, 7 + i, kSignal)) ==
+               Status::again) {
+        }
+        expect(s == Status::ok, t.last_error());
+        Completion c = wait_one(t, false);
+        expect(c.kind == CompletionKind::send && c.context == 7 + i, "send completion");
+      }
+      expect(t.post_send(1, src.data(), local::kMaxMsg + 1, nullptr, 0, 0) == Status::failed,
+             "oversized send accepted");
+    }
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(LocalTransport, MessageLargerThanReceiveIsAnErrorCompletion) {
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    std::array<std::byte, 128> buf{};
+    if (rank == 0) {
+      expect(t.post_send(1, buf.data(), 100, nullptr, 0, 0) == Status::ok, t.last_error());
+      expect(t.post_send(1, buf.data(), 10, nullptr, 0, 0) == Status::ok, t.last_error());
+      boot.barrier();
+    } else {
+      boot.barrier();
+      Completion c[4];
+      expect(t.poll_rx(c) == 0, "delivered without a posted receive");
+      expect(t.post_recv(0, buf.data(), 50, nullptr, 1) == Status::ok, "recv");
+      expect(t.post_recv(0, buf.data(), 50, nullptr, 2) == Status::ok, "recv");
+      expect(t.poll_rx(c) == -1, "truncation not reported");
+      expect(t.last_error().find("larger than the posted receive") != std::string::npos,
+             t.last_error());
+      Completion ok = wait_one(t, true);
+      expect(ok.context == 2 && ok.length == 10, "next message lost after truncation");
+    }
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(LocalTransport, OneSidedOperations) {
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    auto mr = t.allocate(4096, kAllAccess);
+    RemoteMemory peer = exchange(t, boot, *mr);
+    expect(peer.length == 4096, "imported length");
+    if (rank == 0) {
+      std::array<std::byte, 256> src;
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i);
+      expect(t.post_write(1, src.data(), 256, nullptr, peer, 512, 5, kSignal) == Status::ok,
+             t.last_error());
+      Completion c = wait_one(t, false);
+      expect(c.kind == CompletionKind::write && c.context == 5, "write completion");
+      expect(t.post_write(1, src.data(), 16, nullptr, peer, 1024, 0, 0, 0xabcdef) == Status::ok,
+             t.last_error());
+      std::array<std::byte, 256> back{};
+      expect(t.post_read(1, back.data(), 256, nullptr, peer, 512, 6, kSignal) == Status::ok,
+             t.last_error());
+      c = wait_one(t, false);
+      expect(c.kind == CompletionKind::read && c.context == 6 && back == src, "read back");
+      std::uint64_t old = 99;
+      expect(t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &old, nullptr, peer, 2048, 8, 0) ==
+                 Status::ok,
+             t.last_error());
+      c = wait_one(t, false);
+      expect(c.kind == CompletionKind::atomic && c.context == 8 && old == 0, "fetch_add");
+      expect(t.post_atomic(1, AtomicOp::compare_swap, 42, 5, &old, nullptr, peer, 2048, 9, 0) ==
+                 Status::ok,
+             t.last_error());
+      wait_one(t, false);
+      expect(old == 5, "compare_swap result");
+      expect(t.post_atomic(1, AtomicOp::compare_swap, 1, 5, &old, nullptr, peer, 2048, 9, 0) ==
+                 Status::ok,
+             t.last_error());
+      wait_one(t, false);
+      expect(old == 42, "failed compare_swap returns the current value");
+      // Refusals: out of range, unaligned atomics, keys not imported from this peer.
+      expect(t.post_write(1, src.data(), 2, nullptr, peer, 4095, 0, 0) == Status::failed,
+             "write past the end accepted");
+      expect(t.last_error().find("outside") != std::string::npos, t.last_error());
+      expect(t.post_read(1, back.data(), 1, nullptr, peer, ~std::uint64_t{0}, 0, 0) ==
+                 Status::failed,
+             "read at a huge offset accepted");
+      expect(t.post_atomic(1, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 4, 0, 0) ==
+                 Status::failed,
+             "unaligned atomic accepted");
+      RemoteMemory forged = peer;
+      forged.length = 1u << 30;
+      expect(t.post_write(1, src.data(), 8, nullptr, forged, 1u << 20, 0, 0) == Status::failed,
+             "forged length accepted");
+      forged = peer;
+      forged.key = 77;
+      expect(t.post_write(1, src.data(), 8, nullptr, forged, 0, 0, 0) == Status::failed,
+             "forged key accepted");
+      boot.barrier();
+    } else {
+      Completion c = wait_one(t, true);
+      expect(c.kind == CompletionKind::remote_write && c.has_data && c.data == 0xabcdef &&
+                 c.length == 16,
+             "writedata notice");
+      boot.barrier();
+      for (std::size_t i = 0; i < 256; ++i)
+        expect(mr->data()[512 + i] == static_cast<std::byte>(i), "written byte");
+      std::uint64_t word;
+      std::memcpy(&word, mr->data() + 2048, 8);
+      expect(word == 42, "atomic result in memory");
+    }
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(LocalTransport, MalformedKeysAreRejected) {
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    auto mr = t.allocate(100, kAllAccess);
+    auto keys = boot.allgather(t.export_key(*mr));
+    const int peer = 1 - rank;
+    const auto& good = keys[static_cast<std::size_t>(peer)];
+    auto rejects = [&](std::vector<std::byte> blob, int from, const char* what) {
+      try {
+        t.import_key(from, blob);
+      } catch (const PeerError&) {
+        return;
+      }
+      throw Error(std::string("accepted a key with ") + what);
+    };
+    rejects({}, peer, "no bytes");
+    rejects(std::vector<std::byte>(good.begin(), good.end() - 1), peer, "a short blob");
+    auto longer = good;
+    longer.push_back(std::byte{0});
+    rejects(longer, peer, "a long blob");
+    auto m = good;
+    m[0] = std::byte{0};
+    rejects(m, peer, "a bad magic");
+    m = good;
+    m[4] = std::byte{9};
+    rejects(m, peer, "a bad version");
+    rejects(good, rank, "the importer's own rank");
+    rejects(good, 5, "a rank out of range");
+    m = good;
+    m[8] = static_cast<std::byte>(rank);
+    rejects(m, peer, "another owner");
+    m = good;
+    std::memset(m.data() + 16, 0, 8);
+    rejects(m, peer, "region id 0");
+    m = good;
+    std::memset(m.data() + 24, 0xff, 8);
+    rejects(m, peer, "a huge length");
+    m = good;
+    std::uint64_t bigger = 8192;  // beyond the 4096-byte segment that backs 100 bytes
+    std::memcpy(m.data() + 24, &bigger, 8);
+    rejects(m, peer, "a length beyond its segment");
+    RemoteMemory r = t.import_key(peer, good);
+    expect(r.length == 100, "good key after bad ones");
+    try {
+      std::array<std::byte, 8> plain{};
+      t.register_memory(plain.data(), plain.size(), kRemoteWrite);
+      throw Error("register_memory of remote-accessible user memory accepted");
+    } catch (const UsageError& e) {
+      expect(std::string(e.what()).find("allocate") != std::string::npos, e.what());
+    }
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(LocalTransport, CorruptedRingIndexFailsThePeer) {
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    auto& lt = static_cast<local::LocalTransport&>(t);
+    boot.barrier();
+    if (rank == 1) {
+      // Scribble on the tail of the ring rank 0 produces into (we own the segment).
+      lt.test_corrupt_inbound_tail(0, ~std::uint64_t{0} / 2);
+      Completion c[1];
+      expect(t.poll_rx(c) == -1, "corrupt ring index accepted");
+      expect(t.last_error().find("corrupted") != std::string::npos, t.last_error());
+      std::byte b{};
+      expect(t.post_send(0, &b, 1, nullptr, 0, 0) == Status::failed, "post to broken peer");
+    }
+    boot.barrier();
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(LocalTransport, PeerExitIsReportedWithinTwoSeconds) {
+  auto boots = make_thread_bootstraps(2);
+  TransportOptions o;
+  o.provider = "local";
+  std::string error;
+  double seconds = -1;
+  std::thread survivor([&] {
+    try {
+      auto t = open_transport(o);
+      t->connect(*boots[0]);
+      boots[0]->barrier();
+      boots[0]->barrier();  // the peer has closed its transport
+      auto start = std::chrono::steady_clock::now();
+      Completion c[1];
+      while (std::chrono::steady_clock::now() - start < 5s) {
+        if (t->poll_rx(c) < 0) break;
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      error = t->last_error();
+      std::byte b{};
+      if (t->post_send(1, &b, 1, nullptr, 0, 0) != Status::failed) error += " (post accepted)";
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  std::thread leaver([&] {
+    try {
+      auto t = open_transport(o);
+      t->connect(*boots[1]);
+      boots[1]->barrier();
+      t.reset();
+      boots[1]->barrier();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  survivor.join();
+  leaver.join();
+  EXPECT_EQ(error, "local: rank 1 vanished");
+  EXPECT_GE(seconds, 0);
+  EXPECT_LT(seconds, 2.0);
+}
+
+// Concurrent: a stream of sends and write-with-data notices, ring wrap-around and back-pressure.
+TEST(LocalConcurrent, StreamOfSendsAndNotices) {
+  constexpr std::uint64_t kCount = 20000;
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    auto mr = t.allocate(8192, kAllAccess);
+    RemoteMemory peer = exchange(t, boot, *mr);
+    Completion c[16];
+    if (rank == 0) {
+      std::uint64_t posted = 0;
+      std::array<std::byte, 200> msg{};
+      while (posted < 2 * kCount) {
+        Status s;
+        if (posted % 2 == 0) {
+          std::uint64_t v = posted / 2;
+          std::memcpy(msg.data(), &v, 8);
+          std::memcpy(msg.data() + 192, &v, 8);
+          s = t.post_send(1, msg.data(), 200, nullptr, 0, kInject);
+        } else {
+          s = t.post_write(1, msg.data(), 64, nullptr, peer, 0, 0, 0, posted / 2);
+        }
+        if (s == Status::ok) ++posted;
+        expect(s != Status::failed, t.last_error());
+        expect(t.poll_tx(c) >= 0, t.last_error());
+      }
+    } else {
+      std::uint64_t sends = 0, notices = 0, posted = 0;
+      std::array<std::byte, 64 * 200> bufs{};
+      auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (sends < kCount || notices < kCount) {
+        while (posted < kCount && posted - sends < 64) {
+          std::byte* b = bufs.data() + (posted % 64) * 200;
+          expect(t.post_recv(0, b, 200, nullptr, posted) == Status::ok, "post_recv");
+          ++posted;
+        }
+        int n = t.poll_rx(c);
+        expect(n >= 0, t.last_error());
+        for (int i = 0; i < n; ++i) {
+          if (c[i].kind == CompletionKind::recv) {
+            std::uint64_t head, tail;
+            const std::byte* b = bufs.data() + (c[i].context % 64) * 200;
+            std::memcpy(&head, b, 8);
+            std::memcpy(&tail, b + 192, 8);
+            expect(c[i].context == sends && head == sends && tail == sends,
+                   "send " + std::to_string(sends) + " out of order");
+            ++sends;
+          } else {
+            expect(c[i].has_data && c[i].data == notices, "notice out of order");
+            ++notices;
+          }
+        }
+        expect(std::chrono::steady_clock::now() < deadline, "stream stalled");
+      }
+    }
+  });
+  EXPECT_EQ(err, "");
+}
+
+// Concurrent: payload written with post_write, then a flag word; the reader acquires the flag
+// with an atomic load and must then see the payload (the documented release/acquire pairing).
+TEST(LocalConcurrent, FlagAfterPayloadIsOrdered) {
+  constexpr std::uint64_t kRounds = 500;
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    auto mr = t.allocate(4096, kAllAccess);
+    RemoteMemory peer = exchange(t, boot, *mr);
+    if (rank == 0) {
+      std::array<std::uint64_t, 32> payload;
+      std::uint64_t old;
+      for (std::uint64_t r = 1; r <= kRounds; ++r) {
+        payload.fill(r);
+        expect(t.post_write(1, payload.data(), sizeof payload, nullptr, peer, 64, 0, 0) ==
+                   Status::ok,
+               t.last_error());
+        expect(t.post_atomic(1, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 0, 0, 0) ==
+                   Status::ok,
+               t.last_error());
+        wait_one(t, false);
+        // Wait until the reader acknowledged round r (it bumps word 8 of our region).
+        std::atomic_ref<std::uint64_t> ack(*reinterpret_cast<std::uint64_t*>(mr->data() + 8));
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (ack.load(std::memory_order_acquire) < r) {
+          expect(std::chrono::steady_clock::now() < deadline, "no acknowledgement");
+          std::this_thread::yield();
+        }
+      }
+    } else {
+      std::atomic_ref<std::uint64_t> flag(*reinterpret_cast<std::uint64_t*>(mr->data()));
+      std::uint64_t old;
+      for (std::uint64_t r = 1; r <= kRounds; ++r) {
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (flag.load(std::memory_order_acquire) < r) {
+          expect(std::chrono::steady_clock::now() < deadline, "no flag");
+          std::this_thread::yield();
+        }
+        std::array<std::uint64_t, 32> seen;
+        std::memcpy(seen.data(), mr->data() + 64, sizeof seen);
+        for (std::uint64_t v : seen) expect(v == r, "payload not visible after the flag");
+        expect(t.post_atomic(0, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 8, 0, 0) ==
+                   Status::ok,
+               t.last_error());
+        wait_one(t, false);
+      }
+    }
+  });
+  EXPECT_EQ(err, "");
+}
+
+}  // namespace
+}  // namespace fabflow
