@@ -116,4 +116,63 @@ void print_raw_header(std::ostream& out, const RawResult& result);
 void print_raw_table(std::ostream& out, const RawResult& result);
 void print_raw_json(std::ostream& out, const RawResult& result);  // one object per line
 
+// ---- bench queue: the flow queues (seed 003, chapter 6) ----
+
+// One queue under test: a design point with a preset, or the socket baseline.
+struct QueueDesign {
+  std::string design;          // "push1-watermark-pull", ... or "socket"
+  std::string preset;          // "basic", "batching", "datamover"; empty for socket
+};
+
+struct QueueParams {
+  std::string provider = "auto";
+  EndpointType endpoint = EndpointType::automatic;
+  std::vector<QueueDesign> designs;
+  std::vector<std::size_t> sizes{64};   // item_bytes; every item is this long
+  std::uint64_t items = 1u << 20;       // throughput mode: items per (design, size)
+  std::size_t capacity = 1024;          // S
+  bool pingpong = false;                // transfer time instead of throughput
+  std::uint64_t round_trips = 1u << 17; // ping-pong mode, after warm-up
+  std::uint64_t warmup = 1000;          // ping-pong round trips not measured
+  bool latency = false;                 // throughput mode: also time every enqueue / dequeue
+  ProgressMode progress = ProgressMode::automatic;  // of the raw write reference
+  int cpu = -1;                         // the CPU this rank is pinned to (-1: unpinned)
+  std::uint64_t timeout_ms = 10000;     // no progress for this long: fail
+};
+
+struct QueueRow {
+  QueueDesign design;
+  std::string provider;
+  std::size_t item_bytes = 0;
+  std::string unsupported;              // non-empty: refused, nothing measured
+  std::uint64_t items = 0;              // items (throughput) or round trips (ping-pong)
+  double seconds = 0;                   // consumer: first to last item
+  double items_per_s = 0;
+  double mbps = 0;                      // 10^6 item bytes per second
+  // Per item, both ends summed: fabric operations (socket: syscalls) by purpose.
+  double data_per_item = 0, transfer_per_item = 0, space_per_item = 0;
+  std::uint64_t full = 0;               // producer(s): try_enqueue returned full
+  std::uint64_t empty = 0;              // consumer(s): try_dequeue returned empty
+  LatencyStats transfer;                // ping-pong: half the round trip
+  LatencyStats raw_write;               // ping-pong: raw write ping-pong, one-way
+  bool raw_write_measured = false;
+  LatencyStats enqueue, dequeue;        // --latency: successful calls
+};
+
+struct QueueResult {
+  RawEnvironment env;
+  QueueParams params;
+  std::vector<QueueRow> rows;           // filled on rank 0 only
+};
+
+// Collective over exactly two ranks: rank 0 produces (and measures ping-pong), rank 1
+// consumes. Every (design, size) gets a fresh transport opened for the operations it needs;
+// a design the provider cannot run yields a row with `unsupported` set. Throws Error /
+// PeerError on failure.
+QueueResult run_queue(const QueueParams& params, Bootstrap& boot);
+
+void print_queue_header(std::ostream& out, const QueueResult& result);
+void print_queue_row(std::ostream& out, const QueueResult& result, const QueueRow& row);
+void print_queue_json(std::ostream& out, const QueueResult& result, const QueueRow& row);
+
 }  // namespace fabflow

@@ -1,4 +1,4 @@
-// fabflow: a thin shell over the library. Subcommands: info, bench raw.
+// fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue.
 #include <fabflow/status.h>
 
 #include <csignal>
@@ -23,8 +23,10 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   auto raw_run = cli::add_bench_raw(*bench, self);
+  auto queue_run = cli::add_bench_queue(*bench, self);
   info->callback([&] { run = info_run; });
   bench->get_subcommand("raw")->callback([&] { run = raw_run; });
+  bench->get_subcommand("queue")->callback([&] { run = queue_run; });
 
   try {
     app.parse(argc, argv);

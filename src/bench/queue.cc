@@ -1,0 +1,469 @@
+// The flow-queue benchmark (seed 003, chapter 6): throughput of one producer thread and one
+// consumer thread through a queue, operation counts per item, and transfer time (half of a
+// two-queue ping-pong) next to the raw write ping-pong of the same provider.
+#include <fabflow/bench.h>
+#include <fabflow/bootstrap.h>
+#include <fabflow/flow.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <ostream>
+
+#include "flow/socket/socket_queue.h"
+
+namespace fabflow {
+namespace {
+
+using flow::Consumer;
+using flow::Producer;
+using flow::QueueOptions;
+
+// Bounded waiting: fails when nothing happened for timeout_ms or the peer vanished.
+class Stall {
+ public:
+  Stall(Bootstrap& boot, std::uint64_t timeout_ms) : boot_(boot), timeout_(timeout_ms) { reset(); }
+  void reset() noexcept { last_ = std::chrono::steady_clock::now(); }
+  void idle(const char* what) {
+    if ((++spins_ & 1023) != 0) return;
+    if (boot_.peer_failed()) throw PeerError(-1, std::string("queue bench: peer vanished while ") + what);
+    if (std::chrono::steady_clock::now() - last_ > std::chrono::milliseconds(timeout_))
+      throw Error("queue bench: no progress for " + std::to_string(timeout_) + " ms while " + what);
+  }
+
+ private:
+  Bootstrap& boot_;
+  std::uint64_t timeout_;
+  std::uint64_t spins_ = 0;
+  std::chrono::steady_clock::time_point last_;
+};
+
+std::string queue_error(const char* end, const std::string& why, Status s) {
+  return std::string("queue bench: ") + end + " failed (" + std::string(to_string(s)) + ")" +
+         (why.empty() ? "" : ": " + why);
+}
+
+QueueOptions queue_options(const QueueDesign& d, std::size_t item_bytes, std::size_t capacity) {
+  QueueOptions o;
+  if (d.design == "socket") {
+    o.socket = true;
+  } else {
+    auto design = flow::Design::parse(d.design);
+    if (!design) throw UsageError("unknown design '" + d.design + "'");
+    o = QueueOptions::preset(d.preset, *design);
+  }
+  o.capacity = capacity;
+  o.item_bytes = item_bytes;
+  return o;
+}
+
+std::unique_ptr<Producer> producer(Transport& t, Bootstrap& b, int peer, const QueueOptions& o) {
+  return o.socket ? flow::make_socket_producer(t, b, peer, o) : flow::make_producer(t, b, peer, o);
+}
+std::unique_ptr<Consumer> consumer(Transport& t, Bootstrap& b, int peer, const QueueOptions& o) {
+  return o.socket ? flow::make_socket_consumer(t, b, peer, o) : flow::make_consumer(t, b, peer, o);
+}
+
+template <typename T>
+std::vector<std::byte> as_blob(const T& v) {
+  std::vector<std::byte> b(sizeof v);
+  std::memcpy(b.data(), &v, sizeof v);
+  return b;
+}
+template <typename T>
+T from_blob(const std::vector<std::byte>& b) {
+  if (b.size() != sizeof(T)) throw PeerError(-1, "queue bench: malformed summary from the peer");
+  T v;
+  std::memcpy(&v, b.data(), sizeof v);
+  return v;
+}
+
+struct EndSummary {
+  double seconds = 0;
+  std::uint64_t items = 0, data = 0, transfer = 0, space = 0, full = 0, empty = 0;
+};
+
+EndSummary summary_of(const flow::QueueStats& s) {
+  return {0, s.items, s.data_ops, s.transfer_ops, s.space_ops, s.full, s.empty};
+}
+
+// Spins on try_enqueue; the sequence number rides in the first 8 bytes when there is room.
+void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, Stall& stall,
+         const Clock& clock, std::vector<double>* samples) {
+  if (buf.size() >= 8) std::memcpy(buf.data(), &seq, 8);
+  stall.reset();
+  for (;;) {
+    std::uint64_t t0 = samples ? clock.now() : 0;
+    Status s = p.try_enqueue(buf);
+    if (s == Status::ok) {
+      if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
+      return;
+    }
+    if (s != Status::full) throw Error(queue_error("enqueue", p.error(), s));
+    stall.idle("enqueuing");
+  }
+}
+
+// Spins on try_dequeue; false at end of stream. Checks order where the item carries it.
+bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, Stall& stall,
+         const Clock& clock, std::vector<double>* samples) {
+  stall.reset();
+  for (;;) {
+    std::size_t len = 0;
+    std::uint64_t t0 = samples ? clock.now() : 0;
+    Status s = c.try_dequeue(buf, &len);
+    if (s == Status::ok) {
+      if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
+      if (len != buf.size()) throw Error("queue bench: item " + std::to_string(seq) + " has " +
+                                         std::to_string(len) + " bytes, expected " +
+                                         std::to_string(buf.size()));
+      std::uint64_t got = seq;
+      if (len >= 8) std::memcpy(&got, buf.data(), 8);
+      if (got != seq)
+        throw Error("queue bench: item " + std::to_string(seq) + " arrived as " + std::to_string(got));
+      return true;
+    }
+    if (s == Status::closed) return false;
+    if (s != Status::empty) throw Error(queue_error("dequeue", c.error(), s));
+    stall.idle("dequeuing");
+  }
+}
+
+// Barrier that keeps a fabric transport progressing (a passive peer may depend on it).
+void settle(Bootstrap& boot, Transport& t, const QueueOptions& o) {
+  if (o.socket) boot.barrier();
+  else boot.barrier([&] { t.progress(); });
+}
+
+void close_queue(Producer& p, std::uint64_t timeout_ms) {
+  Status s = p.close(std::chrono::milliseconds(timeout_ms));
+  if (s != Status::ok) throw Error(queue_error("close", p.error(), s));
+}
+
+void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, Bootstrap& boot,
+                const Clock& clock, QueueRow& row) {
+  std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
+  Stall stall(boot, params.timeout_ms);
+  std::vector<double> samples;
+  if (params.latency) samples.reserve(params.items);
+  EndSummary mine;
+  if (boot.rank() == 0) {
+    auto p = producer(t, boot, 1, o);
+    boot.barrier();
+    for (std::uint64_t i = 0; i < params.items; ++i)
+      put(*p, buf, i, stall, clock, params.latency ? &samples : nullptr);
+    close_queue(*p, params.timeout_ms);
+    mine = summary_of(p->stats());
+    settle(boot, t, o);
+  } else {
+    auto c = consumer(t, boot, 0, o);
+    boot.barrier();
+    std::uint64_t first = 0, last = 0, n = 0;
+    while (get(*c, buf, n, stall, clock, params.latency ? &samples : nullptr)) {
+      last = clock.now();
+      if (n++ == 0) first = last;
+    }
+    if (n != params.items)
+      throw Error("queue bench: consumer got " + std::to_string(n) + " items, expected " +
+                  std::to_string(params.items));
+    mine = summary_of(c->stats());
+    mine.seconds = clock.to_ns(last - first) / 1e9;
+    settle(boot, t, o);
+  }
+  LatencyStats lat = params.latency ? summarize(samples) : LatencyStats{};
+  auto all = boot.allgather(as_blob(mine));
+  auto lats = boot.allgather(as_blob(lat));
+  auto p = from_blob<EndSummary>(all[0]), c = from_blob<EndSummary>(all[1]);
+  row.items = params.items;
+  row.seconds = c.seconds;
+  // The consumer times first to last item: items - 1 intervals.
+  if (c.seconds > 0) row.items_per_s = static_cast<double>(params.items - 1) / c.seconds;
+  row.mbps = row.items_per_s * static_cast<double>(o.item_bytes) / 1e6;
+  double n = static_cast<double>(std::max<std::uint64_t>(params.items, 1));
+  row.data_per_item = static_cast<double>(p.data + c.data) / n;
+  row.transfer_per_item = static_cast<double>(p.transfer + c.transfer) / n;
+  row.space_per_item = static_cast<double>(p.space + c.space) / n;
+  row.full = p.full;
+  row.empty = c.empty;
+  row.enqueue = from_blob<LatencyStats>(lats[0]);
+  row.dequeue = from_blob<LatencyStats>(lats[1]);
+}
+
+void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Bootstrap& boot,
+              const Clock& clock, QueueRow& row) {
+  std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
+  Stall stall(boot, params.timeout_ms);
+  const std::uint64_t total = params.warmup + params.round_trips;
+  std::vector<double> samples;
+  EndSummary mine;
+  // Queue 0->1 first, then 1->0: both setups are collective.
+  std::unique_ptr<Producer> p;
+  std::unique_ptr<Consumer> c;
+  if (boot.rank() == 0) {
+    p = producer(t, boot, 1, o);
+    c = consumer(t, boot, 1, o);
+    samples.reserve(params.round_trips);
+    boot.barrier();
+    for (std::uint64_t i = 0; i < total; ++i) {
+      std::uint64_t t0 = clock.now();
+      put(*p, buf, i, stall, clock, nullptr);
+      if (!get(*c, buf, i, stall, clock, nullptr)) throw Error("queue bench: echo queue closed early");
+      if (i >= params.warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
+    }
+    close_queue(*p, params.timeout_ms);
+  } else {
+    c = consumer(t, boot, 0, o);
+    p = producer(t, boot, 0, o);
+    boot.barrier();
+    for (std::uint64_t i = 0; get(*c, buf, i, stall, clock, nullptr); ++i) put(*p, buf, i, stall, clock, nullptr);
+    close_queue(*p, params.timeout_ms);
+  }
+  while (boot.rank() == 0 && get(*c, buf, total, stall, clock, nullptr)) {
+  }
+  EndSummary a = summary_of(p->stats()), b = summary_of(c->stats());
+  mine = {0, a.items, a.data + b.data, a.transfer + b.transfer, a.space + b.space, a.full, b.empty};
+  settle(boot, t, o);
+  auto all = boot.allgather(as_blob(mine));
+  auto e0 = from_blob<EndSummary>(all[0]), e1 = from_blob<EndSummary>(all[1]);
+  row.items = params.round_trips;
+  // Each of the 2 x total items, both queues' ends summed.
+  double n = 2.0 * static_cast<double>(total);
+  row.data_per_item = static_cast<double>(e0.data + e1.data) / n;
+  row.transfer_per_item = static_cast<double>(e0.transfer + e1.transfer) / n;
+  row.space_per_item = static_cast<double>(e0.space + e1.space) / n;
+  row.full = e0.full + e1.full;
+  row.empty = e0.empty + e1.empty;
+  if (boot.rank() == 0) row.transfer = summarize(samples);
+}
+
+// The raw write ping-pong of the same provider and size, on its own transport.
+void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot, QueueRow& row) {
+  RawParams rp;
+  rp.op = Op::write;
+  rp.sizes = {size};
+  rp.iterations = params.round_trips;
+  rp.warmup = params.warmup;
+  rp.test = RawTest::latency;
+  rp.cpu = params.cpu;
+  rp.timeout_ms = params.timeout_ms;
+  rp.progress = params.progress;
+  TransportOptions to;
+  to.provider = params.provider;
+  to.endpoint = params.endpoint;
+  to.ops = {Op::write};
+  to.node = boot.local_address();
+  Capabilities caps = probe_transport(to);
+  if (!caps.supports(Op::write) || size > caps.max_msg_size) return;
+  to.thread_safe = raw_progress_thread(rp, caps, boot.rank());
+  auto t = open_transport(to);
+  t->connect(boot);
+  RawResult r = run_raw(rp, *t, boot);
+  if (boot.rank() == 0 && !r.rows.empty()) {
+    row.raw_write = r.rows.front().latency;
+    row.raw_write_measured = true;
+  }
+}
+
+}  // namespace
+
+QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
+  if (boot.size() != 2)
+    throw UsageError("queue bench needs exactly 2 processes, got " + std::to_string(boot.size()));
+  if (params.designs.empty() || params.sizes.empty()) throw UsageError("no design or size given");
+  if (params.items < 2 || params.round_trips == 0)
+    throw UsageError("queue bench: --items must be at least 2 and round trips at least 1");
+  Clock clock;
+  QueueResult result;
+  result.params = params;
+  result.env.clock = clock.name();
+  struct Cpu {
+    int cpu;
+  };
+  auto cpus = boot.allgather(as_blob(Cpu{params.cpu}));
+  result.env.cpu_initiator = from_blob<Cpu>(cpus[0]).cpu;
+  result.env.cpu_target = from_blob<Cpu>(cpus[1]).cpu;
+  result.env.pinned = result.env.cpu_initiator >= 0 && result.env.cpu_target >= 0;
+
+  for (const QueueDesign& d : params.designs)
+    for (std::size_t size : params.sizes) {
+      QueueOptions o = queue_options(d, size, params.capacity);
+      TransportOptions to;
+      to.provider = params.provider;
+      to.endpoint = params.endpoint;
+      to.ops = o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o);
+      to.node = boot.local_address();
+      to.thread_safe = o.active_producer || o.active_consumer;
+      QueueRow row;
+      row.design = d;
+      row.item_bytes = size;
+      std::string why;
+      Capabilities caps;
+      try {
+        caps = probe_transport(to);
+        why = flow::why_unsupported(caps, o);
+        if (why.empty() && size > caps.max_msg_size && !o.socket)
+          why = "item size " + std::to_string(size) + " is above " + caps.provider +
+                "'s max_msg_size " + std::to_string(caps.max_msg_size);
+      } catch (const UsageError& e) {
+        why = e.what();
+      }
+      if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
+      row.provider = caps.provider.empty() ? params.provider : caps.provider;
+      if (!why.empty()) {
+        row.unsupported = why;
+        if (boot.rank() == 0) result.rows.push_back(row);
+        continue;
+      }
+      {
+        auto t = open_transport(to);
+        if (!o.socket) t->connect(boot);
+        if (params.pingpong) pingpong(params, o, *t, boot, clock, row);
+        else throughput(params, o, *t, boot, clock, row);
+        settle(boot, *t, o);
+      }
+      if (params.pingpong) raw_reference(params, size, boot, row);
+      if (boot.rank() == 0) result.rows.push_back(row);
+    }
+  return result;
+}
+
+// ---- reporters ----
+
+namespace {
+
+nlohmann::json latency_json(const LatencyStats& l) {
+  return {{"mean", l.mean}, {"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"p999", l.p999},
+          {"max", l.max}};
+}
+
+std::string label(const QueueDesign& d) {
+  return d.preset.empty() || d.preset == "basic" ? d.design : d.design + "/" + d.preset;
+}
+
+}  // namespace
+
+void print_queue_header(std::ostream& out, const QueueResult& r) {
+  const auto& e = r.env;
+  const auto& c = e.caps;
+  const auto& p = r.params;
+  out << "# fabflow " << e.fabflow_version << " bench queue  (libfabric " << e.libfabric_version
+      << ", build " << e.build_type << (e.sanitizer.empty() ? "" : "+" + e.sanitizer) << ")\n"
+      << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
+      << c.fabric << "  domain " << c.domain << "\n"
+      << "# inject_size " << c.inject_size << "  cq_data_size " << c.cq_data_size
+      << "  capacity " << p.capacity << " items  "
+      << (p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
+                           std::to_string(p.warmup)
+                     : "throughput " + std::to_string(p.items) + " items")
+      << "\n# pinned "
+      << (e.pinned ? "cpu " + std::to_string(e.cpu_initiator) + " / cpu " +
+                         std::to_string(e.cpu_target)
+                   : std::string("NO"))
+      << "  clock " << e.clock << "  launcher " << e.launcher << "\n"
+      << (p.pingpong ? "# transfer time: half the round trip through two queues; raw: one-way "
+                       "raw write ping-pong, same provider and size\n"
+                     : "# items/s and MB/s on the consumer, first to last item; ops per item: "
+                       "both ends summed; hw counters n/a\n");
+  if (e.build_type != "Release" && e.build_type != "RelWithDebInfo")
+    out << "# WARNING: " << e.build_type << " build: numbers are not representative\n";
+  if (!e.sanitizer.empty())
+    out << "# WARNING: sanitizer build (" << e.sanitizer << "): numbers are not representative\n";
+  if (!e.pinned) out << "# WARNING: threads are not pinned: busy-polling numbers may be far off\n";
+  if (p.pingpong)
+    out << "\n  design                            bytes    trips  mean(us)   p50(us)   p99(us)"
+           " p99.9(us)   max(us)  raw p50(us)  data/it  xfer/it space/it\n";
+  else
+    out << "\n  design                            bytes    items    Mitem/s       MB/s  data/it"
+           "  xfer/it space/it      full     empty\n";
+  out.flush();
+}
+
+void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& row) {
+  char line[512];
+  if (!row.unsupported.empty()) {
+    std::snprintf(line, sizeof line, "  %-32s %6zu  unsupported: %s\n", label(row.design).c_str(),
+                  row.item_bytes, row.unsupported.c_str());
+  } else if (r.params.pingpong) {
+    const auto& l = row.transfer;
+    char raw[32] = "n/a";
+    if (row.raw_write_measured) std::snprintf(raw, sizeof raw, "%.3f", row.raw_write.p50 / 1e3);
+    std::snprintf(line, sizeof line,
+                  "  %-32s %6zu %8llu %9.3f %9.3f %9.3f %9.3f %9.3f %12s %8.3f %8.3f %8.3f\n",
+                  label(row.design).c_str(), row.item_bytes,
+                  static_cast<unsigned long long>(row.items), l.mean / 1e3, l.p50 / 1e3,
+                  l.p99 / 1e3, l.p999 / 1e3, l.max / 1e3, raw, row.data_per_item,
+                  row.transfer_per_item, row.space_per_item);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "  %-32s %6zu %8llu %10.4f %10.2f %8.3f %8.3f %8.3f %9llu %9llu\n",
+                  label(row.design).c_str(), row.item_bytes,
+                  static_cast<unsigned long long>(row.items), row.items_per_s / 1e6, row.mbps,
+                  row.data_per_item, row.transfer_per_item, row.space_per_item,
+                  static_cast<unsigned long long>(row.full),
+                  static_cast<unsigned long long>(row.empty));
+  }
+  out << line;
+  if (row.unsupported.empty() && r.params.latency && !r.params.pingpong) {
+    std::snprintf(line, sizeof line,
+                  "  %-32s   enqueue p50 %.0f p99 %.0f max %.0f ns, dequeue p50 %.0f p99 %.0f "
+                  "max %.0f ns\n",
+                  "", row.enqueue.p50, row.enqueue.p99, row.enqueue.max, row.dequeue.p50,
+                  row.dequeue.p99, row.dequeue.max);
+    out << line;
+  }
+  out.flush();
+}
+
+void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& row) {
+  const auto& e = r.env;
+  nlohmann::json j = {
+      {"bench", "queue"},
+      {"type", r.params.pingpong ? "pingpong" : "throughput"},
+      {"design", row.design.design},
+      {"preset", row.design.preset.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.design.preset)},
+      {"provider", row.provider},
+      {"endpoint", std::string(to_string(e.caps.endpoint))},
+      {"item_bytes", row.item_bytes},
+      {"capacity", r.params.capacity},
+  };
+  if (!row.unsupported.empty()) {
+    j["unsupported"] = row.unsupported;
+    out << j.dump() << "\n" << std::flush;
+    return;
+  }
+  j["items"] = row.items;
+  j["items_per_s"] = r.params.pingpong ? nlohmann::json(nullptr) : nlohmann::json(row.items_per_s);
+  j["MBps"] = r.params.pingpong ? nlohmann::json(nullptr) : nlohmann::json(row.mbps);
+  j["seconds"] = row.seconds;
+  j["ops_per_item"] = {{"data", row.data_per_item},
+                       {"transfer_notify", row.transfer_per_item},
+                       {"space_notify", row.space_per_item}};
+  j["full"] = row.full;
+  j["empty"] = row.empty;
+  if (r.params.pingpong) {
+    j["round_trips"] = r.params.round_trips;
+    j["warmup"] = r.params.warmup;
+    j["transfer_ns"] = latency_json(row.transfer);
+    j["raw_write_pingpong_ns"] =
+        row.raw_write_measured ? latency_json(row.raw_write) : nlohmann::json(nullptr);
+  }
+  if (r.params.latency && !r.params.pingpong) {
+    j["enqueue_ns"] = latency_json(row.enqueue);
+    j["dequeue_ns"] = latency_json(row.dequeue);
+  }
+  j["pinned"] = e.pinned;
+  j["cpus"] = {{"producer", e.cpu_initiator}, {"consumer", e.cpu_target}};
+  j["clock"] = e.clock;
+  j["build_type"] = e.build_type;
+  j["fabflow_version"] = e.fabflow_version;
+  j["libfabric_version"] = e.libfabric_version;
+  j["instructions_per_item"] = nullptr;
+  j["cycles_per_item"] = nullptr;
+  out << j.dump() << "\n" << std::flush;
+}
+
+}  // namespace fabflow

@@ -1,0 +1,210 @@
+// `fabflow bench queue`: validates designs, sizes and counts in the launching process (one
+// clear line per mistake), then starts two ranks per provider; rank 0 reports.
+#include <fabflow/bench.h>
+#include <fabflow/bootstrap.h>
+#include <fabflow/flow.h>
+#include <fabflow/launcher.h>
+#include <fabflow/progress.h>
+#include <fabflow/transport.h>
+
+#include <unistd.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "common/affinity.h"
+
+namespace fabflow::cli {
+namespace {
+
+// The raw bench's uniform flags where they apply, plus the queue's own.
+struct QueueFlags {
+  std::string providers = "auto";
+  std::string endpoint = "auto";
+  std::string sizes;
+  std::string designs = "socket";
+  std::string preset = "basic";
+  std::uint64_t items = std::uint64_t{1} << 20;
+  std::size_t capacity = 1024;
+  bool pingpong = false;
+  std::uint64_t round_trips = std::uint64_t{1} << 17;
+  std::uint64_t warmup = 1000;
+  bool latency = false;
+  std::string progress = "auto";
+  bool json = false;
+  bool no_pin = false;
+  bool netns = false;
+  std::uint64_t timeout_ms = 10000;
+  std::string launched_provider;  // internal: the one provider a launched rank runs
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool is_preset(const std::string& s) { return s == "basic" || s == "batching" || s == "datamover"; }
+
+// "all": the 33 design points with --preset, then the socket baseline. A preset name alone
+// means the thesis' Design #1 (push1-watermark-pull) with that preset.
+std::vector<QueueDesign> parse_designs(const std::string& text, const std::string& preset) {
+  std::vector<QueueDesign> out;
+  for (const auto& name : split(text, ',')) {
+    if (name == "all") {
+      for (const auto& d : flow::Design::all()) out.push_back({d.name(), preset});
+      out.push_back({"socket", ""});
+    } else if (name == "socket") {
+      out.push_back({"socket", ""});
+    } else if (is_preset(name)) {
+      out.push_back({"push1-watermark-pull", name});
+    } else if (flow::Design::parse(name)) {
+      out.push_back({name, preset});
+    } else {
+      throw UsageError("unknown design '" + name +
+                       "' (use <data>-<transfer>-<space> such as push1-watermark-pull, socket, "
+                       "all, or a preset: basic, batching, datamover)");
+    }
+  }
+  if (out.empty()) throw UsageError("no design given");
+  return out;
+}
+
+struct Validated {
+  QueueParams params;
+  std::vector<std::string> providers;
+};
+
+Validated validate(const QueueFlags& f) {
+  Validated v;
+  QueueParams& p = v.params;
+  if (!is_preset(f.preset))
+    throw UsageError("unknown preset '" + f.preset + "' (use basic, batching or datamover)");
+  p.designs = parse_designs(f.designs, f.preset);
+  auto ep = parse_endpoint_type(f.endpoint);
+  if (!ep) throw UsageError("unknown endpoint type '" + f.endpoint + "' (use msg, rdm or auto)");
+  auto progress = parse_progress_mode(f.progress);
+  if (!progress) throw UsageError("unknown progress mode '" + f.progress + "' (use auto, on or off)");
+  p.endpoint = *ep;
+  p.progress = *progress;
+  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
+  for (std::size_t s : p.sizes)
+    if (s == 0 || s > (std::size_t{1} << 24))
+      throw UsageError("item size " + std::to_string(s) + " is outside 1..16M");
+  if (f.items < 2) throw UsageError("--items must be at least 2");
+  if (f.capacity == 0 || f.capacity > (std::size_t{1} << 24))
+    throw UsageError("--capacity must be in 1..16777216");
+  for (std::size_t s : p.sizes)
+    if (f.capacity * s > (std::size_t{1} << 32))
+      throw UsageError("--capacity x item size above 4 GiB");
+  if (f.round_trips == 0) throw UsageError("--round-trips must be at least 1");
+  if (f.timeout_ms < 100) throw UsageError("--timeout must be at least 100 ms");
+  if (f.latency && f.pingpong) throw UsageError("--latency and --pingpong are separate modes");
+  p.items = f.items;
+  p.capacity = f.capacity;
+  p.pingpong = f.pingpong;
+  p.round_trips = f.round_trips;
+  p.warmup = f.warmup;
+  p.latency = f.latency;
+  p.timeout_ms = f.timeout_ms;
+  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+  if (v.providers.empty()) throw UsageError("no provider given");
+  return v;
+}
+
+int run_rank(const QueueFlags& flags, const Validated& v) {
+  BootstrapConfig cfg;
+  cfg.fill_from_env();
+  auto boot = make_tcp_bootstrap(cfg);
+  try {
+    QueueParams params = v.params;
+    params.provider = v.providers.front();
+    if (!flags.no_pin) {
+      params.cpu = cpu_for_local_rank(boot->local_rank());
+      if (!pin_current_thread(params.cpu)) params.cpu = -1;
+    }
+    QueueResult result = run_queue(params, *boot);
+    if (boot->rank() == 0) {
+      result.env.fabflow_version = FABFLOW_VERSION;
+      result.env.libfabric_version = libfabric_version();
+      result.env.build_type = FABFLOW_BUILD_TYPE;
+      result.env.sanitizer = FABFLOW_SANITIZER;
+      result.env.launcher = BootstrapConfig::detect_launcher();
+      if (!flags.json) print_queue_header(std::cout, result);
+      for (const auto& row : result.rows) {
+        if (flags.json) print_queue_json(std::cout, result, row);
+        else print_queue_row(std::cout, result, row);
+      }
+      if (flags.json && !result.env.pinned)
+        std::cerr << "fabflow: warning: threads are not pinned: numbers may be far off\n";
+    }
+    boot->barrier();
+    return 0;
+  } catch (const std::exception& e) {
+    boot->abort(e.what());
+    throw;
+  }
+}
+
+}  // namespace
+
+Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand("queue", "flow queues: throughput, operations per item and "
+                                            "transfer time of the design points and the socket "
+                                            "baseline");
+  auto f = std::make_shared<QueueFlags>();
+  app->add_option("-p,--provider", f->providers,
+                  "libfabric provider(s), comma-separated (tcp, shm, verbs, ...; auto)");
+  app->add_option("-e,--endpoint", f->endpoint, "endpoint type: msg, rdm or auto");
+  app->add_option("-S,--size", f->sizes, "item size(s): 64 | 64,4K | 4:64K; default 64");
+  app->add_option("--design", f->designs,
+                  "design point(s), comma-separated: push1-watermark-pull, ..., socket, all, "
+                  "or basic|batching|datamover (push1-watermark-pull with that preset)");
+  app->add_option("--preset", f->preset, "preset for named design points: basic, batching, datamover");
+  app->add_option("--items", f->items, "items per design and size (throughput)");
+  app->add_option("--capacity", f->capacity, "queue capacity S in items");
+  app->add_flag("--pingpong", f->pingpong, "transfer time: half the round trip over two queues");
+  app->add_option("--round-trips", f->round_trips, "measured round trips in --pingpong");
+  app->add_option("-w,--warmup", f->warmup, "ping-pong round trips not measured");
+  app->add_flag("--latency", f->latency, "percentiles of enqueue and dequeue calls");
+  app->add_option("--progress", f->progress,
+                  "progress thread of the raw write reference: auto, on, off");
+  app->add_flag("--json", f->json, "one JSON object per result line");
+  app->add_flag("--no-pin", f->no_pin, "do not pin ranks to CPUs");
+  app->add_flag("--netns", f->netns, "run each rank in its own network namespace (root)");
+  app->add_option("--timeout", f->timeout_ms, "fail after this many ms without progress");
+  app->add_option("--launched-provider", f->launched_provider)->group("");
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_rank(*f, v);
+    for (const auto& p : v.providers) {
+      TransportOptions o;
+      o.provider = p;
+      o.endpoint = v.params.endpoint;
+      probe_transport(o);  // an unknown provider is a usage error before anything starts
+    }
+    std::string why;
+    if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
+    int status = 0;
+    for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
+      LaunchConfig lc;
+      lc.nprocs = 2;
+      lc.netns = f->netns;
+      lc.argv = self.argv;
+      char exe[4096];
+      ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+      if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
+      lc.argv.insert(lc.argv.end(), {"--launched-provider", v.providers[i]});
+      if (i > 0 && !f->json) std::cout << "\n" << std::flush;
+      status = launch_local(lc);
+    }
+    return status;
+  };
+}
+
+}  // namespace fabflow::cli
