@@ -135,7 +135,7 @@ struct QueueParams {
   std::uint64_t round_trips = 1u << 17; // ping-pong mode, after warm-up
   std::uint64_t warmup = 1000;          // ping-pong round trips not measured
   bool latency = false;                 // throughput mode: also time every enqueue / dequeue
-  ProgressMode progress = ProgressMode::automatic;  // of the raw write reference
+  ProgressMode progress = ProgressMode::automatic;  // ping-pong progress threads, raw reference
   int cpu = -1;                         // the CPU this rank is pinned to (-1: unpinned)
   std::uint64_t timeout_ms = 10000;     // no progress for this long: fail
 };
@@ -156,6 +156,7 @@ struct QueueRow {
   LatencyStats transfer;                // ping-pong: half the round trip
   LatencyStats raw_write;               // ping-pong: raw write ping-pong, one-way
   bool raw_write_measured = false;
+  bool progress_threads = false;        // ping-pong: a progress thread per transport and rank
   LatencyStats enqueue, dequeue;        // --latency: successful calls
 };
 

@@ -4,6 +4,7 @@
 #include <fabflow/bench.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/flow.h>
+#include <fabflow/progress.h>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include "flow/socket/socket_queue.h"
@@ -139,6 +141,13 @@ void settle(Bootstrap& boot, Transport& t, const QueueOptions& o) {
   else boot.barrier([&] { t.progress(); });
 }
 
+// Makes the item just enqueued visible to the consumer: with manual-progress providers (tcp)
+// nothing leaves the producer until it drives its transport.
+void flush_queue(Producer& p, std::uint64_t timeout_ms) {
+  Status s = p.flush(std::chrono::milliseconds(timeout_ms));
+  if (s != Status::ok) throw Error(queue_error("flush", p.error(), s));
+}
+
 void close_queue(Producer& p, std::uint64_t timeout_ms) {
   Status s = p.close(std::chrono::milliseconds(timeout_ms));
   if (s != Status::ok) throw Error(queue_error("close", p.error(), s));
@@ -193,8 +202,10 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
   row.dequeue = from_blob<LatencyStats>(lats[1]);
 }
 
-void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Bootstrap& boot,
-              const Clock& clock, QueueRow& row) {
+// Two queues, 0->1 on `t` and 1->0 on `back`: each queue owns its transport's completion
+// queues.
+void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Transport& back,
+              Bootstrap& boot, const Clock& clock, QueueRow& row) {
   std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
   Stall stall(boot, params.timeout_ms);
   const std::uint64_t total = params.warmup + params.round_trips;
@@ -205,28 +216,39 @@ void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Bo
   std::unique_ptr<Consumer> c;
   if (boot.rank() == 0) {
     p = producer(t, boot, 1, o);
-    c = consumer(t, boot, 1, o);
+    c = consumer(back, boot, 1, o);
     samples.reserve(params.round_trips);
     boot.barrier();
     for (std::uint64_t i = 0; i < total; ++i) {
       std::uint64_t t0 = clock.now();
       put(*p, buf, i, stall, clock, nullptr);
+      flush_queue(*p, params.timeout_ms);
       if (!get(*c, buf, i, stall, clock, nullptr)) throw Error("queue bench: echo queue closed early");
       if (i >= params.warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
     }
     close_queue(*p, params.timeout_ms);
   } else {
     c = consumer(t, boot, 0, o);
-    p = producer(t, boot, 0, o);
+    p = producer(back, boot, 0, o);
     boot.barrier();
-    for (std::uint64_t i = 0; get(*c, buf, i, stall, clock, nullptr); ++i) put(*p, buf, i, stall, clock, nullptr);
+    for (std::uint64_t i = 0; get(*c, buf, i, stall, clock, nullptr); ++i) {
+      put(*p, buf, i, stall, clock, nullptr);
+      flush_queue(*p, params.timeout_ms);
+    }
     close_queue(*p, params.timeout_ms);
   }
   while (boot.rank() == 0 && get(*c, buf, total, stall, clock, nullptr)) {
   }
   EndSummary a = summary_of(p->stats()), b = summary_of(c->stats());
   mine = {0, a.items, a.data + b.data, a.transfer + b.transfer, a.space + b.space, a.full, b.empty};
-  settle(boot, t, o);
+  if (o.socket) {
+    boot.barrier();
+  } else {
+    boot.barrier([&] {
+      t.progress();
+      back.progress();
+    });
+  }
   auto all = boot.allgather(as_blob(mine));
   auto e0 = from_blob<EndSummary>(all[0]), e1 = from_blob<EndSummary>(all[1]);
   row.items = params.round_trips;
@@ -298,6 +320,11 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       to.node = boot.local_address();
       to.thread_safe = o.active_producer || o.active_consumer;
       QueueRow row;
+      if (params.pingpong && !o.socket) {
+        Capabilities c = probe_transport(to);
+        if (needs_progress_thread(params.progress, c, true)) to.thread_safe = true;
+      }
+      row.progress_threads = params.pingpong && !o.socket && to.thread_safe;
       row.design = d;
       row.item_bytes = size;
       std::string why;
@@ -321,8 +348,23 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       {
         auto t = open_transport(to);
         if (!o.socket) t->connect(boot);
-        if (params.pingpong) pingpong(params, o, *t, boot, clock, row);
-        else throughput(params, o, *t, boot, clock, row);
+        if (params.pingpong) {
+          auto back = open_transport(to);
+          if (!o.socket) back->connect(boot);
+          {
+            // Each rank waits on one queue's transport while its peer needs the other one
+            // progressed (space and transfer reads): manual-progress providers get threads.
+            std::optional<ProgressEngine> e1, e2;
+            if (!o.socket && to.thread_safe) {
+              e1.emplace(*t, -1);
+              e2.emplace(*back, -1);
+            }
+            pingpong(params, o, *t, *back, boot, clock, row);
+          }
+          settle(boot, *back, o);
+        } else {
+          throughput(params, o, *t, boot, clock, row);
+        }
         settle(boot, *t, o);
       }
       if (params.pingpong) raw_reference(params, size, boot, row);
@@ -455,6 +497,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
     j["enqueue_ns"] = latency_json(row.enqueue);
     j["dequeue_ns"] = latency_json(row.dequeue);
   }
+  j["progress_threads"] = row.progress_threads;
   j["pinned"] = e.pinned;
   j["cpus"] = {{"producer", e.cpu_initiator}, {"consumer", e.cpu_target}};
   j["clock"] = e.clock;
