@@ -262,6 +262,19 @@ TEST(LocalTransport, MalformedKeysAreRejected) {
     rejects(m, peer, "a length beyond its segment");
     RemoteMemory r = t.import_key(peer, good);
     expect(r.length == 100, "good key after bad ones");
+    TransportOptions o;
+    o.provider = "local";
+    auto other = open_transport(o);
+    auto foreign = other->allocate(64, kAllAccess);
+    std::array<std::byte, 8> plain{};
+    auto local_only = t.register_memory(plain.data(), plain.size(), kLocalRead | kLocalWrite);
+    for (const MemoryRegion* m : {foreign.get(), local_only.get()}) {
+      try {
+        t.export_key(*m);
+        throw Error("exported memory this transport did not allocate");
+      } catch (const UsageError&) {
+      }
+    }
     try {
       std::array<std::byte, 8> plain{};
       t.register_memory(plain.data(), plain.size(), kRemoteWrite);

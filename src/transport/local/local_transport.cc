@@ -487,12 +487,12 @@ std::unique_ptr<MemoryRegion> LocalTransport::allocate(std::size_t len, unsigned
     throw UsageError("local: allocate of " + std::to_string(len) + " bytes is above 1 TiB");
   std::size_t rounded = (std::max<std::size_t>(len, 1) + kPage - 1) / kPage * kPage;
   return std::make_unique<LocalMemoryRegion>(create_segment(rounded, "fabflow-local"), len,
-                                             next_region_id_++);
+                                             next_region_id_++, this);
 }
 
 std::vector<std::byte> LocalTransport::export_key(const MemoryRegion& region) const {
   const auto* mr = dynamic_cast<const LocalMemoryRegion*>(&region.registered());
-  if (!mr)
+  if (!mr || mr->owner() != this)
     throw UsageError("local: export_key of memory not from this transport's allocate()");
   if (peers_.empty()) throw UsageError("local: export_key before connect");
   for (int p = 0; p < size_; ++p) {

@@ -70,15 +70,18 @@ Segment create_segment(std::size_t len, const char* what);
 // Owns the mapping and the fd. Move-only, not thread-safe.
 class LocalMemoryRegion final : public MemoryRegion {
  public:
-  LocalMemoryRegion(Segment seg, std::size_t len, std::uint64_t id)
-      : MemoryRegion(seg.map.data(), len, nullptr), seg_(std::move(seg)), id_(id) {}
+  LocalMemoryRegion(Segment seg, std::size_t len, std::uint64_t id, const void* owner)
+      : MemoryRegion(seg.map.data(), len, nullptr), seg_(std::move(seg)), id_(id),
+        owner_(owner) {}
   std::uint64_t id() const noexcept { return id_; }
+  const void* owner() const noexcept { return owner_; }  // the transport that allocated it
   int fd() const noexcept { return seg_.fd.get(); }
   std::size_t mapped() const noexcept { return seg_.map.size(); }
 
  private:
   Segment seg_;
   std::uint64_t id_;
+  const void* owner_;
 };
 
 // Ring geometry (shared by both ends; the segment layout is documented in the .cc file).
@@ -245,8 +248,7 @@ class LocalTransport final : public Transport {
     const std::byte* from = resolve(peer, src, offset, len, "read");
     if (!from) return Status::failed;
     if ((flags & kSignal) && tx_full()) return Status::again;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (len) std::memcpy(buf, from, len);
+    load_payload(buf, from, len);
     if (flags & kSignal) push_tx({context, 0, static_cast<std::uint32_t>(len),
                                   CompletionKind::read, false});
     return Status::ok;
@@ -314,19 +316,41 @@ class LocalTransport final : public Transport {
     std::size_t first = 0, count = 0;
   };
 
-  // Copies a write's payload so that its last 8 bytes land after the rest (release).
+  // Copies a write's payload so that its last 8 bytes land after the rest, with a release
+  // store (an atomic one when they are 8-byte aligned: a flag word the peer polls).
   static void store_payload(std::byte* to, const std::byte* from, std::size_t len) noexcept {
-    if (len > 8) {
+    if (len >= 8) {
       std::memcpy(to, from, len - 8);
 #if defined(__x86_64__) || defined(__i386__)
       if (len > kBigCopy) _mm_sfence();
 #endif
-      std::atomic_thread_fence(std::memory_order_release);
-      std::memcpy(to + len - 8, from + len - 8, 8);
+      std::uint64_t last;
+      std::memcpy(&last, from + len - 8, 8);
+      std::byte* at = to + len - 8;
+      if (reinterpret_cast<std::uintptr_t>(at) % 8 == 0) {
+        std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at))
+            .store(last, std::memory_order_release);
+      } else {
+        std::atomic_thread_fence(std::memory_order_release);
+        std::memcpy(at, &last, 8);
+      }
     } else if (len) {
+      std::atomic_thread_fence(std::memory_order_release);
       std::memcpy(to, from, len);
     }
     std::atomic_thread_fence(std::memory_order_release);
+  }
+  // Copies a read's source; an aligned 8-byte word is read with one acquire load.
+  static void load_payload(void* to, const std::byte* from, std::size_t len) noexcept {
+    if (len == 8 && reinterpret_cast<std::uintptr_t>(from) % 8 == 0) {
+      std::uint64_t v = std::atomic_ref<std::uint64_t>(
+                            *reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(from)))
+                            .load(std::memory_order_acquire);
+      std::memcpy(to, &v, 8);
+      return;
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (len) std::memcpy(to, from, len);
   }
 
   std::size_t queue_of(int peer) const noexcept {
