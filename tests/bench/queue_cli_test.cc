@@ -1,0 +1,116 @@
+// Multi-process tests of `fabflow bench queue` through the CLI: JSON fields for the socket
+// baseline and a design point, every design of `--design all` measured or refused with a
+// reason, ping-pong fields, and bad inputs giving one error line and exit 2 within 10 s.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+void expect_measured(const nlohmann::json& j, std::uint64_t items) {
+  EXPECT_EQ(j["bench"], "queue");
+  EXPECT_EQ(j["item_bytes"], 64);
+  EXPECT_EQ(j["items"], items);
+  EXPECT_GT(j["items_per_s"].get<double>(), 0);
+  EXPECT_GT(j["MBps"].get<double>(), 0);
+  for (const char* k : {"data", "transfer_notify", "space_notify"})
+    ASSERT_TRUE(j["ops_per_item"].contains(k)) << k;
+  EXPECT_GE(j["ops_per_item"]["data"].get<double>(), 1.0);
+  EXPECT_TRUE(j["full"].is_number_unsigned());
+  EXPECT_TRUE(j["empty"].is_number_unsigned());
+  EXPECT_NE(j["provider"].get<std::string>().find("shm"), std::string::npos);
+}
+
+TEST(QueueCli, SocketAndDesignPointReportEveryField) {
+  CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design",
+                         "socket,push1-watermark-pull", "-S", "64", "--items", "20000", "--json"},
+                        60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  auto s = nlohmann::json::parse(out[0]);
+  EXPECT_EQ(s["design"], "socket");
+  expect_measured(s, 20000);
+  EXPECT_EQ(s["ops_per_item"]["transfer_notify"], 0.0);
+  EXPECT_EQ(s["ops_per_item"]["space_notify"], 0.0);
+  auto d = nlohmann::json::parse(out[1]);
+  EXPECT_EQ(d["design"], "push1-watermark-pull");
+  EXPECT_EQ(d["preset"], "basic");
+  expect_measured(d, 20000);
+  EXPECT_NEAR(d["ops_per_item"]["data"].get<double>(), 1.0, 0.01);  // one WRITE per item (+ close)
+}
+
+TEST(QueueCli, AllDesignsMeasuredOrRefusedWithAReason) {
+  CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "all", "--items",
+                         "500", "--json"},
+                        80s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 34u) << r.out;
+  std::set<std::string> names;
+  for (const auto& line : out) {
+    auto j = nlohmann::json::parse(line);
+    names.insert(j["design"].get<std::string>());
+    if (j.contains("unsupported")) {
+      EXPECT_FALSE(j["unsupported"].get<std::string>().empty()) << line;
+    } else {
+      expect_measured(j, 500);
+    }
+  }
+  EXPECT_EQ(names.size(), 34u);
+  EXPECT_TRUE(names.count("socket"));
+}
+
+TEST(QueueCli, PingPongReportsTransferTimeAndRawReference) {
+  CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "socket",
+                         "--pingpong", "--round-trips", "500", "-w", "50", "--json"},
+                        60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 1u) << r.out;
+  auto j = nlohmann::json::parse(out[0]);
+  EXPECT_EQ(j["type"], "pingpong");
+  EXPECT_EQ(j["items"], 500);
+  for (const char* k : {"mean", "p50", "p90", "p99", "p999", "max"}) {
+    EXPECT_GT(j["transfer_ns"][k].get<double>(), 0) << k;
+    EXPECT_GT(j["raw_write_pingpong_ns"][k].get<double>(), 0) << k;
+  }
+  EXPECT_LE(j["transfer_ns"]["p50"].get<double>(), j["transfer_ns"]["max"].get<double>());
+}
+
+TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--design", "push3-watermark-pull"},
+      {"--design", "socket", "--preset", "turbo"},
+      {"--design", "socket", "--items", "1"},
+      {"--design", "socket", "-S", "0"},
+      {"--design", "socket", "--capacity", "0"},
+      {"--design", "socket", "-p", "nosuchprovider"},
+  };
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"fabflow", "bench", "queue"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = run_cli(args, 10s);
+    ASSERT_FALSE(r.timed_out) << extra[1];
+    EXPECT_EQ(r.status, 2) << extra[1] << ": " << r.err;
+    auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+    EXPECT_LT(r.seconds, 10.0);
+  }
+}
+
+}  // namespace
+}  // namespace fabflow
