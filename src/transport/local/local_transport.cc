@@ -38,6 +38,9 @@ constexpr std::uint32_t kKeyMagic = 0x4b4c4646;          // "FFLK"
 constexpr std::uint16_t kKeyVersion = 1;
 constexpr std::size_t kKeyBytes = 32;
 constexpr std::size_t kMaxPending = 4096;
+// Posted receives and unreaped local completions kept at least (libfabric providers size their
+// queues well above the requested depth too).
+constexpr std::size_t kMinQueue = 8192;
 
 std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
 
@@ -155,7 +158,7 @@ Segment create_segment(std::size_t len, const char* what) {
 LocalTransport::LocalTransport(const TransportOptions& options)
     : options_(options), caps_(local_capabilities(options)) {
   per_peer_recvs_ = caps_.endpoint == EndpointType::msg;
-  tx_.items.resize(std::max<std::size_t>(options.tx_depth, 64) * 2);
+  tx_.items.resize(std::max<std::size_t>(options.tx_depth * 2, kMinQueue));
 }
 
 LocalTransport::~LocalTransport() = default;
@@ -293,7 +296,7 @@ void LocalTransport::connect(Bootstrap& boot) {
   size_ = boot.size();
   const auto n = static_cast<std::size_t>(size_);
   recvs_.resize(per_peer_recvs_ ? n : 1);
-  for (auto& q : recvs_) q.items.resize(std::max<std::size_t>(options_.rx_depth, 64));
+  for (auto& q : recvs_) q.items.resize(std::max<std::size_t>(options_.rx_depth, kMinQueue));
   std::vector<PeerChannel> peers(n);
   pending_fds_.clear();
   pending_fds_.resize(n);
