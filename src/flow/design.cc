@@ -7,6 +7,7 @@
 
 #include "flow/layout.h"
 #include "flow/queue.h"
+#include "flow/socket/socket_queue.h"
 
 namespace fabflow::flow {
 namespace {
@@ -175,9 +176,6 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
 
 namespace {
 
-constexpr const char* kNoSocket =
-    "flow: the socket baseline is not wired into make_producer / make_consumer in this build";
-
 void check_usage(Transport& transport, Bootstrap& boot, int peer, const QueueOptions& o) {
   if (peer < 0 || peer >= boot.size() || peer == boot.rank())
     throw UsageError("flow: peer rank " + std::to_string(peer) + " is not another rank of " +
@@ -189,14 +187,14 @@ void check_usage(Transport& transport, Bootstrap& boot, int peer, const QueueOpt
 
 std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, int consumer_rank,
                                         const QueueOptions& options) {
-  if (options.socket) throw UsageError(kNoSocket);
+  if (options.socket) return make_socket_producer(transport, boot, consumer_rank, options);
   check_usage(transport, boot, consumer_rank, options);
   return detail::make_producer_impl(transport, boot, consumer_rank, options);
 }
 
 std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, int producer_rank,
                                         const QueueOptions& options) {
-  if (options.socket) throw UsageError(kNoSocket);
+  if (options.socket) return make_socket_consumer(transport, boot, producer_rank, options);
   check_usage(transport, boot, producer_rank, options);
   return detail::make_consumer_impl(transport, boot, producer_rank, options);
 }

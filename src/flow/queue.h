@@ -293,6 +293,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (failed()) return false;
     const std::uint64_t before_sent = sent_, before_head = head_known_;
     if (!reap_tx()) return false;
+    const std::uint64_t staged = active_ ? staged_pub_.load(std::memory_order_acquire) : staged_;
+    if constexpr (D == DataFlow::pull) sent_ = staged;  // the ring itself is what the consumer reads
     if constexpr (S == SpaceNotify::push2) {
       if (!reap_rx()) return false;
     }
@@ -300,9 +302,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       t_.progress();
       if (!take_head(load_acquire(B::cell(kPeerCell)))) return false;
     }
-    const std::uint64_t staged = active_ ? staged_pub_.load(std::memory_order_acquire) : staged_;
     if constexpr (D == DataFlow::pull) {
-      sent_ = staged;
       if constexpr (T == TransferNotify::pull) store_release(B::cell(kOwnCell), sent_);
       t_.progress();
     } else {

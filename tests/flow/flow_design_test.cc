@@ -1,0 +1,163 @@
+// Design naming and parsing, presets, capability checks, slot layout and validation.
+#include <gtest/gtest.h>
+
+#include <fabflow/flow.h>
+
+#include <set>
+#include <vector>
+
+#include "flow/layout.h"
+
+namespace fabflow::flow {
+namespace {
+
+TEST(FlowDesign, ExactlyThirtyThreeWithUniqueRoundTrippingNames) {
+  auto all = Design::all();
+  ASSERT_EQ(all.size(), 33u);
+  std::set<std::string> names;
+  for (const auto& d : all) {
+    EXPECT_TRUE(d.valid());
+    auto name = d.name();
+    names.insert(name);
+    auto back = Design::parse(name);
+    ASSERT_TRUE(back) << name;
+    EXPECT_EQ(*back, d);
+  }
+  EXPECT_EQ(names.size(), 33u);
+  EXPECT_EQ(all.front().name(), "push1-watermark-push");
+  EXPECT_EQ(all.back().name(), "pull-pull-push2");
+}
+
+TEST(FlowDesign, CountsPerDataFlow) {
+  int push1 = 0, push2 = 0, pull = 0;
+  for (const auto& d : Design::all()) {
+    if (d.data == DataFlow::push1) ++push1;
+    if (d.data == DataFlow::push2) ++push2;
+    if (d.data == DataFlow::pull) ++pull;
+  }
+  EXPECT_EQ(push1, 12);
+  EXPECT_EQ(push2, 12);
+  EXPECT_EQ(pull, 9);
+}
+
+TEST(FlowDesign, InvalidCombinationsRejected) {
+  EXPECT_FALSE((Design{DataFlow::push1, TransferNotify::event, SpaceNotify::pull}.valid()));
+  EXPECT_FALSE((Design{DataFlow::push2, TransferNotify::imm, SpaceNotify::pull}.valid()));
+  EXPECT_FALSE((Design{DataFlow::pull, TransferNotify::imm, SpaceNotify::pull}.valid()));
+  EXPECT_FALSE((Design{DataFlow::pull, TransferNotify::event, SpaceNotify::push}.valid()));
+  EXPECT_FALSE(Design::parse("push1-event-pull"));
+  EXPECT_FALSE(Design::parse("pull-imm-push"));
+  EXPECT_FALSE(Design::parse("push3-push-pull"));
+  EXPECT_FALSE(Design::parse("push1-push"));
+  EXPECT_FALSE(Design::parse("push1-push-pull-x"));
+  EXPECT_FALSE(Design::parse(""));
+  EXPECT_FALSE(Design::parse("push1--pull"));
+  EXPECT_EQ((Design{DataFlow::push1, TransferNotify::event, SpaceNotify::pull}.name()), "invalid");
+}
+
+TEST(FlowDesign, Presets) {
+  auto d = *Design::parse("push1-push-pull");
+  auto basic = QueueOptions::preset("basic", d);
+  EXPECT_FALSE(basic.batching);
+  EXPECT_FALSE(basic.active_producer);
+  EXPECT_EQ(basic.design, d);
+  EXPECT_TRUE(QueueOptions::preset("batching", d).batching);
+  auto mover = QueueOptions::preset("datamover", d);
+  EXPECT_TRUE(mover.active_producer);
+  EXPECT_FALSE(QueueOptions::preset("batching", *Design::parse("push2-event-push2")).batching);
+  EXPECT_THROW(QueueOptions::preset("turbo", d), UsageError);
+}
+
+TEST(FlowDesign, WhyUnsupported) {
+  Capabilities caps;
+  caps.provider = "toy";
+  caps.rma = true;
+  caps.inject_size = 64;
+  caps.cq_data_size = 0;
+  caps.max_msg_size = 1 << 20;
+  QueueOptions o;
+  o.design = *Design::parse("push1-imm-pull");
+  EXPECT_EQ(why_unsupported(caps, o), "flow: push1-imm-pull needs remote CQ data, toy has none");
+  caps.cq_data_size = 8;
+  EXPECT_EQ(why_unsupported(caps, o), "");
+  o.separate_notify_endpoint = true;
+  EXPECT_NE(why_unsupported(caps, o).find("separate_notify_endpoint"), std::string::npos);
+  o.separate_notify_endpoint = false;
+  o.capacity = 0;
+  EXPECT_NE(why_unsupported(caps, o).find("capacity"), std::string::npos);
+  o.capacity = 8;
+  o.design = *Design::parse("push2-event-pull");
+  o.batching = true;
+  EXPECT_NE(why_unsupported(caps, o).find("cannot batch"), std::string::npos);
+  o.batching = false;
+  o.design = *Design::parse("push1-push-push");
+  caps.inject_size = 4;
+  EXPECT_NE(why_unsupported(caps, o).find("8-byte counters"), std::string::npos);
+  o.socket = true;
+  EXPECT_EQ(why_unsupported(caps, o), "");
+}
+
+TEST(FlowDesign, RequiredOps) {
+  QueueOptions o;
+  o.design = *Design::parse("push1-imm-push2");
+  auto ops = required_ops(o);
+  EXPECT_EQ(ops, (std::vector<Op>{Op::writedata, Op::send}));
+  o.design = *Design::parse("pull-pull-pull");
+  EXPECT_EQ(required_ops(o), (std::vector<Op>{Op::read}));
+}
+
+TEST(FlowSlot, LayoutGeometry) {
+  auto l = detail::Layout::make(8, 100, 4);
+  EXPECT_EQ(l.stride, 16u + 104u + 16u);
+  EXPECT_EQ(l.slot(0), 0u);
+  EXPECT_EQ(l.slot(9), l.stride);  // wraps
+  EXPECT_EQ(l.ring_bytes % detail::kCellBytes, 0u);
+  EXPECT_GE(l.ring_bytes, 8 * l.stride);
+  EXPECT_EQ(l.pool_cell(3) + 8, l.region_bytes);
+  EXPECT_EQ(detail::slot_used(0), 32u);
+  EXPECT_EQ(detail::slot_used(1), 40u);
+}
+
+TEST(FlowSlot, HeaderAndTrailerMustBothMatch) {
+  alignas(8) std::byte buf[256] = {};
+  const char msg[] = "hello flow";
+  std::uint32_t len = 0, flags = 0;
+  EXPECT_EQ(detail::check_slot(buf, 0, 100, &len, &flags), detail::SlotState::absent);
+  detail::write_slot(buf, 4, msg, sizeof msg, 0);
+  EXPECT_EQ(detail::check_slot(buf, 4, 100, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(len, sizeof msg);
+  EXPECT_EQ(detail::check_slot(buf, 5, 100, &len, &flags), detail::SlotState::absent);
+  // A torn write: the trailer is not there yet.
+  std::byte* trailer = buf + detail::kSlotHeader + detail::round8(sizeof msg);
+  trailer[0] = std::byte{0};
+  EXPECT_EQ(detail::check_slot(buf, 4, 100, &len, &flags), detail::SlotState::absent);
+  // A header that claims more than item_bytes is a protocol violation, not a read past the slot.
+  detail::write_slot(buf, 7, msg, sizeof msg, 0);
+  EXPECT_EQ(detail::check_slot(buf, 7, 4, &len, &flags), detail::SlotState::bad);
+  detail::write_slot(buf, 8, nullptr, 0, detail::kFlagClose);
+  EXPECT_EQ(detail::check_slot(buf, 8, 4, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(flags, detail::kFlagClose);
+  detail::write_slot(buf, 9, nullptr, 0, 0x80);
+  EXPECT_EQ(detail::check_slot(buf, 9, 4, &len, &flags), detail::SlotState::bad);
+}
+
+TEST(FlowSlot, HelloMismatchIsAPeerError) {
+  detail::Hello mine;
+  mine.role = 0;
+  mine.capacity = 8;
+  mine.item_bytes = 64;
+  detail::Hello theirs = mine;
+  theirs.role = 1;
+  std::vector<std::byte> key(4, std::byte{1});
+  auto blob = detail::encode_hello(theirs, key);
+  EXPECT_EQ(detail::decode_hello(blob, 1, mine).size(), 4u);
+  theirs.capacity = 16;
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
+  theirs.capacity = 8;
+  theirs.role = 0;
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
+  EXPECT_THROW(detail::decode_hello(std::span<const std::byte>(blob.data(), 10), 1, mine), PeerError);
+}
+
+}  // namespace
+}  // namespace fabflow::flow

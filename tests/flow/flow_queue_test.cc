@@ -1,0 +1,399 @@
+// Conformance of every design point on shm and tcp (msg) between two threads: FIFO order,
+// exactly-once delivery and payload contents over random-size items with random pauses, ring
+// wrap-around, full / empty, end of stream, notification counts, misbehaving and vanishing
+// peers. FlowStress (100000 items per point) runs only with FABFLOW_FLOW_STRESS=1.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "flow/layout.h"
+#include "flow_support.h"
+
+namespace fabflow::flow::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+const Provider kShm{"shm", EndpointType::rdm};
+const Provider kTcp{"tcp", EndpointType::msg};
+
+struct Stream {
+  std::size_t items = 0;
+  std::uint64_t seed = 1;
+  bool pauses = true;
+};
+
+struct Result {
+  QueueStats producer, consumer;
+};
+
+// Streams `s.items` items from rank 0 to rank 1 and checks every one; then close / closed.
+std::string stream(const Provider& p, const QueueOptions& o, const Stream& s, Result* res = nullptr) {
+  return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
+    std::mt19937_64 rng(s.seed * 7 + static_cast<std::uint64_t>(rank));
+    std::vector<std::byte> buf(o.item_bytes), want(o.item_bytes);
+    auto pause = [&] {
+      if (s.pauses && (rng() & 255) == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+    };
+    if (rank == 0) {
+      auto prod = make_producer(t, boot, 1, o);
+      for (std::uint64_t i = 0; i < s.items; ++i) {
+        const std::size_t len = item_len(s.seed, i, o.item_bytes);
+        fill_item(s.seed, i, buf.data(), len);
+        Status st = prod->enqueue({buf.data(), len}, 5s);
+        if (st != Status::ok)
+          throw Error("enqueue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + prod->error());
+        pause();
+      }
+      Status st = prod->close(5s);
+      if (st != Status::ok) throw Error("close: " + std::string(to_string(st)) + " " + prod->error());
+      if (prod->stats().items != s.items) throw Error("producer counted " + std::to_string(prod->stats().items));
+      if (res) res->producer = prod->stats();
+      boot.barrier([&] { t.progress(); });
+    } else {
+      auto cons = make_consumer(t, boot, 0, o);
+      for (std::uint64_t i = 0; i < s.items; ++i) {
+        std::size_t len = 0;
+        Status st = cons->dequeue(buf, &len, 5s);
+        if (st != Status::ok)
+          throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + cons->error());
+        const std::size_t expect = item_len(s.seed, i, o.item_bytes);
+        if (len != expect)
+          throw Error("item " + std::to_string(i) + " has " + std::to_string(len) + " bytes, want " + std::to_string(expect));
+        fill_item(s.seed, i, want.data(), len);
+        if (std::memcmp(buf.data(), want.data(), len) != 0) throw Error("item " + std::to_string(i) + " corrupted");
+        pause();
+      }
+      std::size_t len = 0;
+      Status st = cons->dequeue(buf, &len, 5s);
+      if (st != Status::closed) throw Error("after the last item: " + std::string(to_string(st)) + " " + cons->error());
+      if (cons->try_dequeue(buf, &len) != Status::closed) throw Error("closed is not sticky");
+      if (cons->stats().items != s.items) throw Error("consumer counted " + std::to_string(cons->stats().items));
+      if (res) res->consumer = cons->stats();
+      boot.barrier([&] { t.progress(); });
+    }
+  });
+}
+
+QueueOptions conformance_options(const Design& d) {
+  QueueOptions o;
+  o.design = d;
+  o.capacity = 8;  // thousands of wrap-arounds
+  o.item_bytes = 100;
+  return o;
+}
+
+struct Point {
+  Design design;
+  Provider provider;
+};
+
+std::vector<Point> points(std::vector<Provider> providers) {
+  std::vector<Point> out;
+  for (const auto& p : providers)
+    for (const auto& d : Design::all()) out.push_back({d, p});
+  return out;
+}
+
+std::string point_name(const ::testing::TestParamInfo<Point>& info) {
+  return label(info.param.design, info.param.provider);
+}
+
+class FlowConformance : public ::testing::TestWithParam<Point> {};
+
+TEST_P(FlowConformance, FifoExactlyOnceWithContents) {
+  const auto& pt = GetParam();
+  auto o = conformance_options(pt.design);
+  Result r;
+  const std::size_t n = env_count("FABFLOW_FLOW_ITEMS", 1000);
+  auto err = stream(pt.provider, o, {n, 11, true}, &r);
+  ASSERT_EQ(err, "");
+  // One data operation per item (plus the end-of-stream marker) without batching.
+  if (pt.design.data != DataFlow::pull) {
+    EXPECT_EQ(r.producer.data_ops, n + 1);
+  }
+  if (pt.design.transfer == TransferNotify::watermark || pt.design.transfer == TransferNotify::imm ||
+      pt.design.transfer == TransferNotify::event) {
+    EXPECT_EQ(r.producer.transfer_ops, 0u);
+    EXPECT_EQ(r.consumer.transfer_ops, 0u);
+  }
+  if (pt.design.transfer == TransferNotify::push) {
+    EXPECT_GT(r.producer.transfer_ops, 0u);
+  }
+  if (pt.design.space == SpaceNotify::pull) {
+    EXPECT_EQ(r.consumer.space_ops, 0u);
+    EXPECT_GT(r.producer.space_ops, 0u);
+  } else {
+    EXPECT_EQ(r.producer.space_ops, 0u);
+    EXPECT_GT(r.consumer.space_ops, 0u);
+  }
+}
+
+TEST_P(FlowConformance, BatchingAndDataMover) {
+  const auto& pt = GetParam();
+  for (const char* preset : {"batching", "datamover"}) {
+    auto o = QueueOptions::preset(preset, pt.design);
+    o.capacity = 16;
+    o.item_bytes = 48;
+    Result r;
+    auto err = stream(pt.provider, o, {env_count("FABFLOW_FLOW_PRESET_ITEMS", 200), 5, false}, &r);
+    ASSERT_EQ(err, "") << preset;
+  }
+}
+
+TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
+  const auto& pt = GetParam();
+  auto o = conformance_options(pt.design);
+  auto err = run_pair(transport_options(pt.provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
+    std::vector<std::byte> buf(o.item_bytes, std::byte{7});
+    auto progress = [&] { t.progress(); };
+    if (rank == 0) {
+      auto prod = make_producer(t, boot, 1, o);
+      boot.barrier(progress);  // the consumer saw empty
+      for (std::size_t i = 0; i < o.capacity; ++i)
+        if (Status st = prod->try_enqueue({buf.data(), i}); st != Status::ok)
+          throw Error("fill " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + prod->error());
+      if (prod->try_enqueue({buf.data(), 1}) != Status::full) throw Error("a full ring took an item");
+      if (prod->enqueue({buf.data(), 1}, 20ms) != Status::timeout) throw Error("a full ring did not time out");
+      if (prod->stats().full == 0) throw Error("full not counted");
+      if (prod->flush(5s) != Status::ok) throw Error("flush: " + prod->error());
+      boot.barrier(progress);
+      if (Status st = prod->close(5s); st != Status::ok) throw Error("close: " + prod->error());
+      if (prod->try_enqueue({buf.data(), 1}) != Status::closed) throw Error("enqueue after close");
+      boot.barrier(progress);
+    } else {
+      auto cons = make_consumer(t, boot, 0, o);
+      std::size_t len = 0;
+      if (cons->try_dequeue(buf, &len) != Status::empty) throw Error("an empty ring gave an item");
+      if (cons->dequeue(buf, &len, 20ms) != Status::timeout) throw Error("an empty ring did not time out");
+      if (cons->stats().empty == 0) throw Error("empty not counted");
+      boot.barrier(progress);
+      boot.barrier(progress);  // the producer is full
+      for (std::size_t i = 0; i < o.capacity; ++i) {
+        std::span<const std::byte> item;
+        Status st;
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        while ((st = cons->peek(&item)) == Status::empty && std::chrono::steady_clock::now() < deadline) {}
+        if (st != Status::ok) throw Error("peek " + std::to_string(i) + ": " + cons->error());
+        if (item.size() != i) throw Error("item " + std::to_string(i) + " has the wrong length");
+        if (cons->release() != Status::ok) throw Error("release: " + cons->error());
+      }
+      if (cons->dequeue(buf, &len, 5s) != Status::closed) throw Error("no end of stream: " + cons->error());
+      boot.barrier(progress);  // the queue (and its head counter) lives until the producer closed
+    }
+  });
+  ASSERT_EQ(err, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, FlowConformance, ::testing::ValuesIn(points({kShm, kTcp})), point_name);
+
+class FlowStress : public ::testing::TestWithParam<Point> {};
+
+TEST_P(FlowStress, HundredThousandItems) {
+  if (!std::getenv("FABFLOW_FLOW_STRESS")) GTEST_SKIP() << "set FABFLOW_FLOW_STRESS=1 to run";
+  auto o = conformance_options(GetParam().design);
+  o.capacity = 64;
+  ASSERT_EQ(stream(GetParam().provider, o, {100000, 3, true}), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, FlowStress, ::testing::ValuesIn(points({kShm, kTcp})), point_name);
+
+// ---- misbehaving peers ----
+
+template <class Victim>
+std::string misbehave(const Provider& p, const QueueOptions& o, Victim victim,
+                      const std::function<void(Transport&, FakeEnd&)>& attack, int fake_role) {
+  return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
+    if (rank == 0) {
+      victim(t, boot);
+    } else {
+      FakeEnd fake(t, boot, 0, o, fake_role);
+      attack(t, fake);
+      boot.barrier([&] { t.progress(); });
+    }
+  });
+}
+
+void post_ok(Transport& t, const std::function<Status()>& post) {
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  Status st;
+  while ((st = post()) == Status::again && std::chrono::steady_clock::now() < deadline) t.progress();
+  if (st != Status::ok) throw Error("attack post: " + t.last_error());
+}
+
+class FlowMisbehaving : public ::testing::TestWithParam<Provider> {};
+
+TEST_P(FlowMisbehaving, TailCounterOutOfRange) {
+  QueueOptions o = conformance_options(*Design::parse("push1-push-push"));
+  std::string seen;
+  auto err = misbehave(GetParam(), o,
+      [&](Transport& t, Bootstrap& boot) {
+        auto cons = make_consumer(t, boot, 1, o);
+        std::vector<std::byte> buf(o.item_bytes);
+        std::size_t len = 0;
+        Status st = cons->dequeue(buf, &len, 5s);
+        if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
+        seen = cons->error();
+        boot.barrier([&] { t.progress(); });
+      },
+      [&](Transport& t, FakeEnd& fake) {
+        static std::uint64_t bogus = 1'000'000'000;
+        post_ok(t, [&] {
+          return t.post_write(0, &bogus, 8, nullptr, fake.remote, fake.layout.cell(detail::kPeerCell), 0, kInject);
+        });
+      },
+      0);
+  ASSERT_EQ(err, "");
+  EXPECT_NE(seen.find("tail counter 1000000000 is out of range"), std::string::npos) << seen;
+}
+
+TEST_P(FlowMisbehaving, HeadCounterOutOfRange) {
+  QueueOptions o = conformance_options(*Design::parse("push1-watermark-push"));
+  std::string seen;
+  auto err = misbehave(GetParam(), o,
+      [&](Transport& t, Bootstrap& boot) {
+        auto prod = make_producer(t, boot, 1, o);
+        std::vector<std::byte> buf(8);
+        Status st = Status::ok;
+        for (int i = 0; i < 100000 && st == Status::ok; ++i) {
+          st = prod->try_enqueue(buf);
+          if (st == Status::full) st = Status::ok;
+        }
+        if (st != Status::failed) throw Error("enqueue gave " + std::string(to_string(st)));
+        seen = prod->error();
+        boot.barrier([&] { t.progress(); });
+      },
+      [&](Transport& t, FakeEnd& fake) {
+        static std::uint64_t bogus = 1ull << 40;
+        post_ok(t, [&] {
+          return t.post_write(0, &bogus, 8, nullptr, fake.remote, fake.layout.cell(detail::kPeerCell), 0, kInject);
+        });
+      },
+      1);
+  ASSERT_EQ(err, "");
+  EXPECT_NE(seen.find("head counter"), std::string::npos) << seen;
+}
+
+TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
+  QueueOptions o = conformance_options(*Design::parse("push1-watermark-pull"));
+  std::string seen;
+  auto err = misbehave(GetParam(), o,
+      [&](Transport& t, Bootstrap& boot) {
+        auto cons = make_consumer(t, boot, 1, o);
+        std::vector<std::byte> buf(o.item_bytes);
+        std::size_t len = 0;
+        Status st = cons->dequeue(buf, &len, 5s);
+        if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
+        seen = cons->error();
+        boot.barrier([&] { t.progress(); });
+      },
+      [&](Transport& t, FakeEnd& fake) {
+        // Slot 0 with a valid sequence number and a length far past item_bytes.
+        std::byte* s = fake.mr->data();
+        std::uint64_t seq = 1, meta = 1u << 20;
+        std::memcpy(s, &seq, 8);
+        std::memcpy(s + 8, &meta, 8);
+        post_ok(t, [&] { return t.post_write(0, s, 16, fake.mr->desc(), fake.remote, 0, 0, kSignal); });
+        Completion c[1];
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (t.poll_tx(c) == 0 && std::chrono::steady_clock::now() < deadline) {}
+      },
+      0);
+  ASSERT_EQ(err, "");
+  EXPECT_NE(seen.find("protocol violation"), std::string::npos) << seen;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, FlowMisbehaving, ::testing::Values(kShm, kTcp),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- vanishing peers ----
+
+class FlowPeerDeath : public ::testing::TestWithParam<Point> {};
+
+// The consumer waits for items; the producer's rank aborts: failed within peer_timeout.
+TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
+  auto o = conformance_options(GetParam().design);
+  o.peer_timeout = 300ms;
+  std::atomic<std::int64_t> elapsed_ms{-1};
+  auto boots = make_thread_bootstraps(2);
+  std::string error;
+  std::thread producer([&] {
+    auto t = open_transport(transport_options(GetParam().provider, o));
+    t->connect(*boots[0]);
+    auto prod = make_producer(*t, *boots[0], 1, o);
+    std::byte b[4] = {};
+    prod->enqueue(b, 1s);
+    prod->flush(1s);
+    // Keep the provider progressing (shm connects lazily) so the first item lands, then vanish.
+    for (auto end = std::chrono::steady_clock::now() + 50ms; std::chrono::steady_clock::now() < end;) t->progress();
+    boots[0]->abort("test: producer vanishes");
+  });
+  std::thread consumer([&] {
+    auto t = open_transport(transport_options(GetParam().provider, o));
+    t->connect(*boots[1]);
+    auto cons = make_consumer(*t, *boots[1], 0, o);
+    std::vector<std::byte> buf(o.item_bytes);
+    std::size_t len = 0;
+    Status st = cons->dequeue(buf, &len, 5s);
+    if (st != Status::ok) error = "first item: " + cons->error();
+    auto start = std::chrono::steady_clock::now();
+    st = cons->dequeue(buf, &len, 10s);
+    elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    if (st != Status::failed) error = "after the producer vanished: " + std::string(to_string(st));
+    else if (cons->error().empty())
+      error = "failed without an error()";
+  });
+  producer.join();
+  consumer.join();
+  ASSERT_EQ(error, "");
+  EXPECT_LE(elapsed_ms.load(), 50 + 300 + 200);
+}
+
+// The producer is full; the consumer's rank aborts: failed within peer_timeout.
+TEST_P(FlowPeerDeath, ProducerSeesConsumerVanish) {
+  auto o = conformance_options(GetParam().design);
+  o.peer_timeout = 300ms;
+  auto boots = make_thread_bootstraps(2);
+  std::string error;
+  std::int64_t elapsed_ms = -1;
+  std::atomic<bool> producer_done{false};
+  std::thread consumer([&] {
+    auto t = open_transport(transport_options(GetParam().provider, o));
+    t->connect(*boots[1]);
+    auto cons = make_consumer(*t, *boots[1], 0, o);
+    std::this_thread::sleep_for(100ms);
+    boots[1]->abort("test: consumer vanishes");
+    // The rank is gone for the bootstrap; its transport (shared provider state in this one
+    // process) stays until the producer has given up.
+    while (!producer_done.load()) std::this_thread::sleep_for(1ms);
+  });
+  std::thread producer([&] {
+    auto t = open_transport(transport_options(GetParam().provider, o));
+    t->connect(*boots[0]);
+    auto prod = make_producer(*t, *boots[0], 1, o);
+    std::byte b[4] = {};
+    for (std::size_t i = 0; i < o.capacity; ++i) prod->try_enqueue(b);
+    auto start = std::chrono::steady_clock::now();
+    Status st = prod->enqueue(b, 10s);
+    elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    if (st != Status::failed) error = "enqueue after the consumer vanished: " + std::string(to_string(st));
+    producer_done = true;
+  });
+  producer.join();
+  consumer.join();
+  ASSERT_EQ(error, "");
+  EXPECT_LE(elapsed_ms, 100 + 300 + 200);
+}
+
+std::vector<Point> death_points() {
+  std::vector<Point> out;
+  for (const char* name : {"push1-watermark-push", "push1-imm-pull", "push2-event-push2", "pull-pull-pull"})
+    for (const auto& p : {kShm, kTcp}) out.push_back({*Design::parse(name), p});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Some, FlowPeerDeath, ::testing::ValuesIn(death_points()), point_name);
+
+}  // namespace
+}  // namespace fabflow::flow::test

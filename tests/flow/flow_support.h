@@ -1,0 +1,110 @@
+// Helpers for the flow queue tests: two ranks as threads, deterministic items, fake queue ends.
+#pragma once
+
+#include <fabflow/bootstrap.h>
+#include <fabflow/flow.h>
+#include <fabflow/transport.h>
+
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flow/layout.h"
+
+namespace fabflow::flow::test {
+
+struct Provider {
+  const char* name;
+  EndpointType endpoint;
+};
+
+inline TransportOptions transport_options(const Provider& p, const QueueOptions& o) {
+  TransportOptions t;
+  t.provider = p.name;
+  t.endpoint = p.endpoint;
+  t.ops = required_ops(o);
+  if (t.ops.empty()) t.ops.push_back(Op::send);
+  return t;
+}
+
+inline std::string label(const Design& d, const Provider& p) {
+  std::string s = d.name() + "_" + p.name + "_" + std::string(to_string(p.endpoint));
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+// Runs body(rank, transport, boot) on two threads, each with its own connected transport;
+// both end in a barrier that drives progress. Returns the first failure.
+inline std::string run_pair(const TransportOptions& opts,
+                            const std::function<void(int, Transport&, Bootstrap&)>& body) {
+  auto boots = make_thread_bootstraps(2);
+  std::array<std::string, 2> errors;
+  std::array<std::thread, 2> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads[static_cast<std::size_t>(r)] = std::thread([&, r] {
+      auto& boot = *boots[static_cast<std::size_t>(r)];
+      try {
+        auto t = open_transport(opts);
+        t->connect(boot);
+        body(r, *t, boot);
+        boot.barrier([&] { t->progress(); });
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
+        boot.abort(e.what());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return errors[0].empty() ? errors[1] : errors[0];
+}
+
+// Item i of a stream seeded with `seed`: its length and bytes follow from (seed, i) alone.
+inline std::size_t item_len(std::uint64_t seed, std::uint64_t i, std::size_t max) {
+  std::uint64_t x = (seed ^ (i * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+  return static_cast<std::size_t>((x >> 29) % (max + 1));
+}
+inline void fill_item(std::uint64_t seed, std::uint64_t i, std::byte* p, std::size_t len) {
+  std::uint64_t x = seed * 31 + i;
+  for (std::size_t j = 0; j < len; ++j) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    p[j] = static_cast<std::byte>(x >> 56);
+  }
+}
+
+inline std::size_t env_count(const char* name, std::size_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10)) : fallback;
+}
+
+// A hand-made queue end that takes part in the key exchange like a real one, for tests that
+// play a misbehaving peer. Owns its region.
+struct FakeEnd {
+  detail::Layout layout;
+  std::unique_ptr<MemoryRegion> mr;
+  RemoteMemory remote;
+
+  FakeEnd(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o, int role) {
+    layout = detail::Layout::make(o.capacity, o.item_bytes, 0);
+    mr = t.allocate(layout.region_bytes, kAllAccess);
+    detail::Hello h;
+    h.role = static_cast<std::uint8_t>(role);
+    h.data = static_cast<std::uint8_t>(o.design.data);
+    h.transfer = static_cast<std::uint8_t>(o.design.transfer);
+    h.space = static_cast<std::uint8_t>(o.design.space);
+    h.capacity = o.capacity;
+    h.item_bytes = o.item_bytes;
+    h.region_bytes = layout.region_bytes;
+    auto all = boot.allgather(detail::encode_hello(h, t.export_key(*mr)));
+    auto key = detail::decode_hello(all[static_cast<std::size_t>(peer)], peer, h);
+    remote = t.import_key(peer, key);
+  }
+};
+
+}  // namespace fabflow::flow::test
