@@ -24,6 +24,8 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 run_tree build -DCMAKE_BUILD_TYPE=Release
+# Under the sanitizers every flow design point still runs, with fewer items each.
+export FABFLOW_FLOW_ITEMS=300 FABFLOW_FLOW_PRESET_ITEMS=60
 run_tree build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=address
 run_tree build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=thread -- \
   -R 'Bootstrap|Launcher|Progress|Local'
