@@ -316,6 +316,7 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
   auto o = conformance_options(GetParam().design);
   o.peer_timeout = 300ms;
   std::atomic<std::int64_t> elapsed_ms{-1};
+  std::atomic<bool> consumer_done{false};
   auto boots = make_thread_bootstraps(2);
   std::string error;
   std::thread producer([&] {
@@ -328,6 +329,9 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
     // Keep the provider progressing (shm connects lazily) so the first item lands, then vanish.
     for (auto end = std::chrono::steady_clock::now() + 50ms; std::chrono::steady_clock::now() < end;) t->progress();
     boots[0]->abort("test: producer vanishes");
+    // The rank is gone for the bootstrap; its transport (shared provider state in this one
+    // process, which the consumer's reads may still touch) stays until the consumer gave up.
+    while (!consumer_done.load()) std::this_thread::sleep_for(1ms);
   });
   std::thread consumer([&] {
     auto t = open_transport(transport_options(GetParam().provider, o));
@@ -343,6 +347,7 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
     if (st != Status::failed) error = "after the producer vanished: " + std::string(to_string(st));
     else if (cons->error().empty())
       error = "failed without an error()";
+    consumer_done = true;
   });
   producer.join();
   consumer.join();
