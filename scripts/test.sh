@@ -27,6 +27,7 @@ run_tree build -DCMAKE_BUILD_TYPE=Release
 # Under the sanitizers every flow design point still runs, with fewer items each.
 export FABFLOW_FLOW_ITEMS=300 FABFLOW_FLOW_PRESET_ITEMS=60
 run_tree build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=address
+# TSan covers the concurrent parts; the CLI death tests' time bounds are for unsanitized builds.
 run_tree build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=thread -- \
-  -R 'Bootstrap|Launcher|Progress|Local'
+  -R 'Bootstrap|Launcher|Progress|LocalTransport|LocalConcurrent'
 echo "== all test trees passed"
