@@ -19,10 +19,7 @@ namespace fabflow::cli {
 namespace {
 
 // The raw bench's uniform flags where they apply, plus the queue's own.
-struct QueueFlags {
-  std::string providers = "auto";
-  std::string endpoint = "auto";
-  std::string sizes;
+struct QueueFlags : CommonFlags {
   std::string designs = "socket";
   std::string preset = "basic";
   std::uint64_t items = std::uint64_t{1} << 20;
@@ -31,22 +28,7 @@ struct QueueFlags {
   std::uint64_t round_trips = std::uint64_t{1} << 17;
   std::uint64_t warmup = 1000;
   bool latency = false;
-  std::string progress = "auto";
-  bool json = false;
-  bool no_pin = false;
-  bool netns = false;
-  std::uint64_t timeout_ms = 10000;
-  std::string launched_provider;  // internal: the one provider a launched rank runs
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 bool is_preset(const std::string& s) { return s == "basic" || s == "batching" || s == "datamover"; }
 
@@ -157,10 +139,8 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
                                             "transfer time of the design points and the socket "
                                             "baseline");
   auto f = std::make_shared<QueueFlags>();
-  app->add_option("-p,--provider", f->providers,
-                  "libfabric provider(s), comma-separated (tcp, shm, verbs, ...; auto)");
-  app->add_option("-e,--endpoint", f->endpoint, "endpoint type: msg, rdm or auto");
-  app->add_option("-S,--size", f->sizes, "item size(s): 64 | 64,4K | 4:64K; default 64");
+  add_common_flags(*app, *f, "item size(s): 64 | 64,4K | 4:64K; default 64",
+                   "progress thread of the raw write reference: auto, on, off");
   app->add_option("--design", f->designs,
                   "design point(s), comma-separated: push1-watermark-pull, ..., socket, all, "
                   "or basic|batching|datamover (push1-watermark-pull with that preset)");
@@ -171,13 +151,6 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   app->add_option("--round-trips", f->round_trips, "measured round trips in --pingpong");
   app->add_option("-w,--warmup", f->warmup, "ping-pong round trips not measured");
   app->add_flag("--latency", f->latency, "percentiles of enqueue and dequeue calls");
-  app->add_option("--progress", f->progress,
-                  "progress thread of the raw write reference: auto, on, off");
-  app->add_flag("--json", f->json, "one JSON object per result line");
-  app->add_flag("--no-pin", f->no_pin, "do not pin ranks to CPUs");
-  app->add_flag("--netns", f->netns, "run each rank in its own network namespace (root)");
-  app->add_option("--timeout", f->timeout_ms, "fail after this many ms without progress");
-  app->add_option("--launched-provider", f->launched_provider)->group("");
 
   return [f, self]() -> int {
     Validated v = validate(*f);
@@ -192,14 +165,7 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
     if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
     int status = 0;
     for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
-      LaunchConfig lc;
-      lc.nprocs = 2;
-      lc.netns = f->netns;
-      lc.argv = self.argv;
-      char exe[4096];
-      ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-      if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
-      lc.argv.insert(lc.argv.end(), {"--launched-provider", v.providers[i]});
+      LaunchConfig lc = self_launch(self, f->netns, {"--launched-provider", v.providers[i]});
       if (i > 0 && !f->json) std::cout << "\n" << std::flush;
       status = launch_local(lc);
     }

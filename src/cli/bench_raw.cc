@@ -23,11 +23,8 @@ namespace fabflow::cli {
 namespace {
 
 // Flags shared by every `bench` subcommand (fabtests style: -p provider -S size -I iters).
-struct RawFlags {
-  std::string providers = "auto";
-  std::string endpoint = "auto";
+struct RawFlags : CommonFlags {
   std::string op = "send";
-  std::string sizes;
   std::uint64_t iterations = 10000;
   double duration = 0;
   std::uint64_t warmup = 1000;
@@ -36,24 +33,9 @@ struct RawFlags {
   unsigned signal_every = 1;
   unsigned batch = 1;
   std::string test = "both";
-  std::string progress = "auto";
-  bool json = false;
-  bool no_pin = false;
-  bool netns = false;
-  std::uint64_t timeout_ms = 10000;
-  std::string launched_provider;  // internal: the one provider a launched rank runs
   std::string launched_op;        // internal: the one operation a launched rank runs
   bool reference = false;         // also run fi_pingpong for send latency
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 bool is_atomic(Op op) { return op == Op::fadd || op == Op::cswap; }
 
@@ -243,12 +225,10 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand("raw", "raw fabric microbenchmarks: ping-pong latency and "
                                           "streaming bandwidth of one operation");
   auto f = std::make_shared<RawFlags>();
-  app->add_option("-p,--provider", f->providers,
-                  "libfabric provider(s), comma-separated (tcp, shm, verbs, ...; auto)");
-  app->add_option("-e,--endpoint", f->endpoint, "endpoint type: msg, rdm or auto");
+  add_common_flags(*app, *f,
+                   "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)",
+                   "progress thread: auto (where a passive peer needs one), on, off");
   app->add_option("-o,--op", f->op, "operation(s), comma-separated: write, read, send, writedata, fadd, cswap");
-  app->add_option("-S,--size", f->sizes,
-                  "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)");
   app->add_option("-I,--iterations", f->iterations, "measured iterations per size");
   app->add_option("-D,--duration", f->duration,
                   "seconds per size instead of -I (iterations calibrated during warm-up)");
@@ -258,16 +238,9 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   app->add_option("--signal", f->signal_every, "request a completion every n-th operation");
   app->add_option("--batch", f->batch, "post n operations back to back with FI_MORE");
   app->add_option("-t,--test", f->test, "lat, bw or both");
-  app->add_option("--progress", f->progress,
-                  "progress thread: auto (where a passive peer needs one), on, off");
-  app->add_flag("--json", f->json, "one JSON object per result line");
-  app->add_flag("--no-pin", f->no_pin, "do not pin ranks to CPUs");
-  app->add_flag("--netns", f->netns, "run each rank in its own network namespace (root)");
-  app->add_option("--timeout", f->timeout_ms, "fail after this many ms without progress");
   app->add_flag("--reference", f->reference,
                 "send latency: also run libfabric's fi_pingpong on the same provider, size, "
                 "iterations and CPUs, and report the ratio");
-  app->add_option("--launched-provider", f->launched_provider)->group("");
   app->add_option("--launched-op", f->launched_op)->group("");
 
   return [f, self]() -> int {
@@ -282,15 +255,8 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
     bool first = true;
     for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i)
       for (std::size_t k = 0; k < v.ops.size() && status == 0; ++k) {
-      LaunchConfig lc;
-      lc.nprocs = 2;
-      lc.netns = f->netns;
-      lc.argv = self.argv;
-      lc.argv[0] = "/proc/self/exe";
-      char exe[4096];
-      ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-      if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
-      lc.argv.insert(lc.argv.end(), {"--launched-provider", v.providers[i], "--launched-op",
+      LaunchConfig lc = self_launch(self, f->netns,
+                                    {"--launched-provider", v.providers[i], "--launched-op",
                                      std::string(to_string(v.ops[k]))});
       if (!first && !f->json) std::cout << "\n" << std::flush;
       first = false;

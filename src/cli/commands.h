@@ -2,7 +2,11 @@
 // that runs it and yields the process exit status.
 #pragma once
 
+#include <fabflow/launcher.h>
+
 #include <CLI/CLI.hpp>
+
+#include <cstdint>
 
 #include <functional>
 #include <string>
@@ -16,6 +20,30 @@ using Runner = std::function<int()>;
 struct Invocation {
   std::vector<std::string> argv;
 };
+
+// Flags every `bench` subcommand has (fabtests style: -p provider -e endpoint -S size).
+struct CommonFlags {
+  std::string providers = "auto";
+  std::string endpoint = "auto";
+  std::string sizes;
+  std::string progress = "auto";
+  bool json = false;
+  bool no_pin = false;
+  bool netns = false;
+  std::uint64_t timeout_ms = 10000;
+  std::string launched_provider;  // internal: the one provider a launched rank runs
+};
+
+// Registers the CommonFlags options on `app`.
+void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_help,
+                      const std::string& progress_help);
+
+// Splits "a,b,,c" into {"a", "b", "c"}.
+std::vector<std::string> split(const std::string& s, char sep);
+
+// LaunchConfig for two ranks running this executable with this invocation's arguments plus
+// `extra` (the launched rank's own choices).
+LaunchConfig self_launch(const Invocation& self, bool netns, std::vector<std::string> extra);
 
 Runner add_info(CLI::App& app);
 Runner add_bench_raw(CLI::App& bench, const Invocation& self);

@@ -1,0 +1,46 @@
+// Pieces shared by the `bench` subcommands.
+#include <unistd.h>
+
+#include <sstream>
+
+#include "cli/commands.h"
+
+namespace fabflow::cli {
+
+void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_help,
+                      const std::string& progress_help) {
+  app.add_option("-p,--provider", f.providers,
+                 "provider(s), comma-separated (local, tcp, shm, verbs, ...; auto)");
+  app.add_option("-e,--endpoint", f.endpoint, "endpoint type: msg, rdm or auto");
+  app.add_option("-S,--size", f.sizes, size_help);
+  app.add_option("--progress", f.progress, progress_help);
+  app.add_flag("--json", f.json, "one JSON object per result line");
+  app.add_flag("--no-pin", f.no_pin, "do not pin ranks to CPUs");
+  app.add_flag("--netns", f.netns, "run each rank in its own network namespace (root)");
+  app.add_option("--timeout", f.timeout_ms, "fail after this many ms without progress");
+  app.add_option("--launched-provider", f.launched_provider)->group("");
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+LaunchConfig self_launch(const Invocation& self, bool netns, std::vector<std::string> extra) {
+  LaunchConfig lc;
+  lc.nprocs = 2;
+  lc.netns = netns;
+  lc.argv = self.argv;
+  lc.argv[0] = "/proc/self/exe";
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
+  lc.argv.insert(lc.argv.end(), extra.begin(), extra.end());
+  return lc;
+}
+
+}  // namespace fabflow::cli
