@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "common/backoff.h"
 #include "flow/layout.h"
 
 namespace fabflow::flow::detail {
@@ -242,6 +243,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   Status blocking(std::chrono::milliseconds timeout, Try&& attempt) noexcept {
     const auto deadline = Clock::now() + timeout;
     auto next_check = Clock::now();
+    Backoff backoff;
     for (;;) {
       Status st = attempt();
       if (st != Status::full) return st;
@@ -251,7 +253,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
         next_check = now + std::chrono::milliseconds(1);
       }
       if (now >= deadline) return Status::timeout;
-      if (active_) std::this_thread::yield();
+      backoff.pause();
     }
   }
 
@@ -259,6 +261,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   Status wait_until(std::chrono::milliseconds timeout, Pred&& done) noexcept {
     const auto deadline = Clock::now() + timeout;
     auto next_check = Clock::now();
+    Backoff backoff;
     for (;;) {
       if (!active_) pump(true);
       if (failed()) return Status::failed;
@@ -269,7 +272,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
         next_check = now + std::chrono::milliseconds(1);
       }
       if (now >= deadline) return Status::timeout;
-      if (active_) std::this_thread::yield();
+      backoff.pause();
     }
   }
 
@@ -522,6 +525,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
                  std::chrono::milliseconds timeout) noexcept override {
     const auto deadline = Clock::now() + timeout;
     auto next_check = Clock::now();
+    Backoff backoff;
     for (;;) {
       Status st = try_dequeue(out, len);
       if (st != Status::empty) return st;
@@ -531,6 +535,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         next_check = now + std::chrono::milliseconds(1);
       }
       if (now >= deadline) return Status::timeout;
+      backoff.pause();
     }
   }
 
