@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,18 @@ TEST(LocalCliSelection, AutoPicksLocalUnderTheLauncher) {
   auto out = lines(r.out);
   ASSERT_EQ(out.size(), 2u) << r.out;
   for (const auto& line : out) EXPECT_EQ(nlohmann::json::parse(line)["provider"], "local");
+}
+
+// Ranks in separate network namespaces cannot reach each other's abstract sockets: refused
+// up front with the reason, not a connection error.
+TEST(LocalCliSelection, RefusesRanksInOtherNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "local", "-o", "send", "-I", "100", "--netns"}, 60s);
+  if (r.status == 2 && r.err.find("--netns") != std::string::npos && r.err.find("local") == std::string::npos)
+    GTEST_SKIP() << "namespaces unavailable here: " << r.err;
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("another network namespace"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
 }
 
 std::set<std::string> dir_entries(const std::string& dir) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,7 @@ constexpr std::size_t kPage = 4096;
 constexpr std::uint64_t kMaxRegion = std::uint64_t{1} << 40;
 constexpr std::size_t kNameLen = 48;  // "\0fabflow-local-" + 32 hex digits, zero padded
 constexpr std::size_t kTokenLen = 16;
+constexpr std::size_t kWhereLen = 44;  // kernel boot id (36 characters) + network namespace inode
 constexpr std::uint32_t kHelloMagic = 0x4c4c4646;       // "FFLL"
 constexpr std::uint64_t kSegMagic = 0x47455343304c4646;  // "FFL0CSEG"
 constexpr std::uint32_t kKeyMagic = 0x4b4c4646;          // "FFLK"
@@ -55,6 +57,19 @@ T get(const std::byte* in) {
   T v;
   std::memcpy(&v, in, sizeof v);
   return v;
+}
+
+// Where this process runs: the kernel's boot id and its network namespace. Abstract Unix
+// sockets reach only peers in the same namespace of the same kernel, so ranks that differ in
+// either (other hosts, or --netns on one host) cannot use this transport.
+std::array<std::byte, kWhereLen> where_am_i() {
+  std::array<std::byte, kWhereLen> out{};
+  if (Fd f(::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)); f) {
+    if (::read(f.get(), out.data(), 36) < 0) out.fill(std::byte{0});
+  }
+  struct stat ns {};
+  if (::stat("/proc/self/ns/net", &ns) == 0) put<std::uint64_t>(out.data() + 36, ns.st_ino);
+  return out;
 }
 
 void random_bytes(unsigned char* p, std::size_t n) {
@@ -324,13 +339,21 @@ void LocalTransport::connect(Bootstrap& boot) {
     if (::listen(listener.get(), size_) != 0) sys_fail("listen");
   }
 
-  std::vector<std::byte> mine(kNameLen + kTokenLen);
+  const auto where = where_am_i();
+  std::vector<std::byte> mine(kNameLen + kTokenLen + kWhereLen);
   std::memcpy(mine.data(), addr.sun_path, std::min<std::size_t>(kNameLen, 1 + name.size()));
   std::memcpy(mine.data() + kNameLen, token, kTokenLen);
+  std::memcpy(mine.data() + kNameLen + kTokenLen, where.data(), kWhereLen);
   auto all = boot.allgather(mine);
-  for (int r = 0; r < size_; ++r)
-    if (all[static_cast<std::size_t>(r)].size() != mine.size())
+  for (int r = 0; r < size_; ++r) {
+    const auto& theirs = all[static_cast<std::size_t>(r)];
+    if (theirs.size() != mine.size())
       throw PeerError(r, "rank " + std::to_string(r) + " sent a malformed local address");
+    if (std::memcmp(theirs.data() + kNameLen + kTokenLen, where.data(), kWhereLen) != 0)
+      throw UsageError("local: rank " + std::to_string(r) +
+                       " runs on another host or in another network namespace; the local "
+                       "transport needs every rank on one host in one namespace (use shm or tcp)");
+  }
 
   auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
   auto time_left = [&] {
