@@ -13,3 +13,12 @@ target_compile_options(fabflow_tests PRIVATE ${FABFLOW_WARNINGS})
 target_compile_definitions(fabflow_tests PRIVATE FABFLOW_BIN="$<TARGET_FILE:fabflow_cli>")
 add_dependencies(fabflow_tests fabflow_cli)
 gtest_discover_tests(fabflow_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+
+# The stress target, separate from the test command: 10^7 items through every flow design
+# point on every transport (hours; narrow it with FILTER, e.g. -DFILTER=*shm_rdm).
+# ninja stress    or    scripts/stress.sh [gtest filter] [items]
+add_custom_target(stress
+  COMMAND ${CMAKE_COMMAND} -E env FABFLOW_FLOW_STRESS=1
+          $<TARGET_FILE:fabflow_tests> --gtest_filter=*FlowStress*
+  DEPENDS fabflow_tests
+  USES_TERMINAL)

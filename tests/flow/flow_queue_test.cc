@@ -1,7 +1,7 @@
-// Conformance of every design point on shm and tcp (msg) between two threads: FIFO order,
+// Conformance of every design point on shm, tcp (msg), tcp;ofi_rxm (rdm) and local between two threads: FIFO order,
 // exactly-once delivery and payload contents over random-size items with random pauses, ring
 // wrap-around, full / empty, end of stream, notification counts, misbehaving and vanishing
-// peers. FlowStress (100000 items per point) runs only with FABFLOW_FLOW_STRESS=1.
+// peers. FlowStress (10^7 items per point) runs only with FABFLOW_FLOW_STRESS=1.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,6 +17,10 @@ using namespace std::chrono_literals;
 
 const Provider kShm{"shm", EndpointType::rdm};
 const Provider kTcp{"tcp", EndpointType::msg};
+const Provider kRxm{"tcp", EndpointType::rdm};  // tcp;ofi_rxm
+const Provider kLocal{"local", EndpointType::rdm};
+// Every transport a flow queue must run on.
+const std::vector<Provider> kAll{kShm, kTcp, kRxm, kLocal};
 
 struct Stream {
   std::size_t items = 0;
@@ -106,7 +110,7 @@ TEST_P(FlowConformance, FifoExactlyOnceWithContents) {
   const auto& pt = GetParam();
   auto o = conformance_options(pt.design);
   Result r;
-  const std::size_t n = env_count("FABFLOW_FLOW_ITEMS", 1000);
+  const std::size_t n = env_count("FABFLOW_FLOW_ITEMS", 20000);
   auto err = stream(pt.provider, o, {n, 11, true}, &r);
   ASSERT_EQ(err, "");
   // One data operation per item (plus the end-of-stream marker) without batching.
@@ -186,18 +190,19 @@ TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
   ASSERT_EQ(err, "");
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FlowConformance, ::testing::ValuesIn(points({kShm, kTcp})), point_name);
+INSTANTIATE_TEST_SUITE_P(All, FlowConformance, ::testing::ValuesIn(points(kAll)), point_name);
 
 class FlowStress : public ::testing::TestWithParam<Point> {};
 
-TEST_P(FlowStress, HundredThousandItems) {
+// The separate stress target (`ninja stress`, scripts/stress.sh): 10^7 items per point.
+TEST_P(FlowStress, TenMillionItems) {
   if (!std::getenv("FABFLOW_FLOW_STRESS")) GTEST_SKIP() << "set FABFLOW_FLOW_STRESS=1 to run";
   auto o = conformance_options(GetParam().design);
   o.capacity = 64;
-  ASSERT_EQ(stream(GetParam().provider, o, {100000, 3, true}), "");
+  ASSERT_EQ(stream(GetParam().provider, o, {env_count("FABFLOW_FLOW_STRESS_ITEMS", 10'000'000), 3, true}), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FlowStress, ::testing::ValuesIn(points({kShm, kTcp})), point_name);
+INSTANTIATE_TEST_SUITE_P(All, FlowStress, ::testing::ValuesIn(points(kAll)), point_name);
 
 // ---- misbehaving peers ----
 
@@ -304,8 +309,8 @@ TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
   EXPECT_NE(seen.find("protocol violation"), std::string::npos) << seen;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FlowMisbehaving, ::testing::Values(kShm, kTcp),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(All, FlowMisbehaving, ::testing::ValuesIn(kAll),
+                         [](const auto& info) { return label_of(info.param); });
 
 // ---- vanishing peers ----
 
@@ -394,7 +399,7 @@ TEST_P(FlowPeerDeath, ProducerSeesConsumerVanish) {
 std::vector<Point> death_points() {
   std::vector<Point> out;
   for (const char* name : {"push1-watermark-push", "push1-imm-pull", "push2-event-push2", "pull-pull-pull"})
-    for (const auto& p : {kShm, kTcp}) out.push_back({*Design::parse(name), p});
+    for (const auto& p : kAll) out.push_back({*Design::parse(name), p});
   return out;
 }
 

@@ -33,12 +33,16 @@ inline TransportOptions transport_options(const Provider& p, const QueueOptions&
   return t;
 }
 
-inline std::string label(const Design& d, const Provider& p) {
-  std::string s = d.name() + "_" + p.name + "_" + std::string(to_string(p.endpoint));
+// Test-name-safe labels: "shm_rdm", "push1_watermark_pull_tcp_msg".
+inline std::string safe_name(std::string s) {
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return s;
 }
+inline std::string label_of(const Provider& p) {
+  return safe_name(std::string(p.name) + "_" + std::string(to_string(p.endpoint)));
+}
+inline std::string label(const Design& d, const Provider& p) { return safe_name(d.name() + "_") + label_of(p); }
 
 // Runs body(rank, transport, boot) on two threads, each with its own connected transport;
 // both end in a barrier that drives progress. Returns the first failure.
