@@ -27,15 +27,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class FlowNoAlloc : public ::testing::TestWithParam<Design> {};
+class FlowNoAlloc : public ::testing::TestWithParam<Point> {};
 
 TEST_P(FlowNoAlloc, EnqueueAndDequeuePathsDoNotAllocate) {
   QueueOptions o;
-  o.design = GetParam();
+  o.design = GetParam().design;
   o.capacity = 16;
   o.item_bytes = 64;
   std::uint64_t counted[2] = {~0ull, ~0ull};
-  auto err = run_pair(transport_options({"shm", EndpointType::rdm}, o), [&](int rank, Transport& t, Bootstrap& boot) {
+  auto err = run_pair(transport_options(GetParam().provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
     std::vector<std::byte> buf(o.item_bytes, std::byte{3});
     std::size_t len = 0;
     bool ok = true;
@@ -67,13 +67,7 @@ TEST_P(FlowNoAlloc, EnqueueAndDequeuePathsDoNotAllocate) {
   EXPECT_EQ(counted[1], 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FlowNoAlloc, ::testing::ValuesIn(Design::all()),
-                         [](const auto& info) {
-                           std::string s = info.param.name();
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(All, FlowNoAlloc, ::testing::ValuesIn(points({kShm, kLocal})), point_name);
 
 }  // namespace
 }  // namespace fabflow::flow::test

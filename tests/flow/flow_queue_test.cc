@@ -15,12 +15,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const Provider kShm{"shm", EndpointType::rdm};
-const Provider kTcp{"tcp", EndpointType::msg};
-const Provider kRxm{"tcp", EndpointType::rdm};  // tcp;ofi_rxm
-const Provider kLocal{"local", EndpointType::rdm};
-// Every transport a flow queue must run on.
-const std::vector<Provider> kAll{kShm, kTcp, kRxm, kLocal};
 
 struct Stream {
   std::size_t items = 0;
@@ -86,22 +80,6 @@ QueueOptions conformance_options(const Design& d) {
   o.capacity = 8;  // thousands of wrap-arounds
   o.item_bytes = 100;
   return o;
-}
-
-struct Point {
-  Design design;
-  Provider provider;
-};
-
-std::vector<Point> points(std::vector<Provider> providers) {
-  std::vector<Point> out;
-  for (const auto& p : providers)
-    for (const auto& d : Design::all()) out.push_back({d, p});
-  return out;
-}
-
-std::string point_name(const ::testing::TestParamInfo<Point>& info) {
-  return label(info.param.design, info.param.provider);
 }
 
 class FlowConformance : public ::testing::TestWithParam<Point> {};

@@ -1,6 +1,8 @@
 // Helpers for the flow queue tests: two ranks as threads, deterministic items, fake queue ends.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <fabflow/bootstrap.h>
 #include <fabflow/flow.h>
 #include <fabflow/transport.h>
@@ -24,6 +26,13 @@ struct Provider {
   EndpointType endpoint;
 };
 
+inline const Provider kShm{"shm", EndpointType::rdm};
+inline const Provider kTcp{"tcp", EndpointType::msg};
+inline const Provider kRxm{"tcp", EndpointType::rdm};  // tcp;ofi_rxm
+inline const Provider kLocal{"local", EndpointType::rdm};
+// Every transport a flow queue must run on.
+inline const std::vector<Provider> kAll{kShm, kTcp, kRxm, kLocal};
+
 inline TransportOptions transport_options(const Provider& p, const QueueOptions& o) {
   TransportOptions t;
   t.provider = p.name;
@@ -43,6 +52,23 @@ inline std::string label_of(const Provider& p) {
   return safe_name(std::string(p.name) + "_" + std::string(to_string(p.endpoint)));
 }
 inline std::string label(const Design& d, const Provider& p) { return safe_name(d.name() + "_") + label_of(p); }
+
+// A design point on a transport: the parameter of the per-point suites.
+struct Point {
+  Design design;
+  Provider provider;
+};
+
+inline std::vector<Point> points(const std::vector<Provider>& providers) {
+  std::vector<Point> out;
+  for (const auto& p : providers)
+    for (const auto& d : Design::all()) out.push_back({d, p});
+  return out;
+}
+
+inline std::string point_name(const ::testing::TestParamInfo<Point>& info) {
+  return label(info.param.design, info.param.provider);
+}
 
 // Runs body(rank, transport, boot) on two threads, each with its own connected transport;
 // both end in a barrier that drives progress. Returns the first failure.
