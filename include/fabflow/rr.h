@@ -107,8 +107,9 @@ class Requester {
   // Registered memory for the payload of the next request on `slot` (request_bytes long):
   // write the request here, then submit() it. No copy happens between here and the fabric.
   virtual std::span<std::byte> request_buffer(unsigned slot) noexcept = 0;
-  // Sends the first `len` bytes of request_buffer(slot) to responder `responder`. The slot
-  // must be idle (its previous response polled). again: transmit queue full, poll and retry.
+  // Sends the first `len` bytes of request_buffer(slot) to responder `responder`. full: the
+  // slot still waits for its response. failed: the channel failed (a bad argument fails it
+  // too; error() says why).
   virtual Status submit(unsigned slot, int responder, std::size_t len) noexcept = 0;
   // ok: *out holds a response (release it when done); empty: none yet; failed: see error().
   virtual Status poll(Response* out) noexcept = 0;

@@ -183,7 +183,7 @@ WorkerResult drive(Port& port, const WorkerSetup& s) {
   port.prepare();
   WorkerResult res;
   const std::uint64_t total = s.p.warmup + s.p.requests;
-  res.samples.reserve(s.p.requests);
+  res.samples.reserve(std::min<std::uint64_t>(s.p.requests, 1u << 20));
   std::mt19937_64 rng(s.seed);
   std::uniform_int_distribution<int> pick(0, s.p.responders - 1);
   const unsigned depth = port.depth();
@@ -289,7 +289,7 @@ class Config {
     // More spinning threads on this host than CPUs: waits yield so the peer can run.
     const unsigned spinning = static_cast<unsigned>(p.requesters) * (p.threads + (model == rr::Model::dispatcher)) +
                               static_cast<unsigned>(p.responders);
-    yield_ = spinning > std::max<std::size_t>(allowed_cpus().size(), 1);
+    yield_ = p.always_yield || spinning > std::max<std::size_t>(allowed_cpus().size(), 1);
   }
 
   RankSummary run(const TransportOptions& to) {
@@ -687,7 +687,7 @@ RrResult run_rr(const RrParams& params, Bootstrap& boot) {
         }
         if (boot.rank() == 0) result.rows.push_back(row);
       }
-  if (params.reference && !result.rows.empty()) {
+  if (params.reference) {  // collective: every rank takes part
     RrRow ref;
     raw_reference(params, boot, ref);
     for (auto& row : result.rows) {

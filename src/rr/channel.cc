@@ -107,31 +107,6 @@ namespace {
 
 bool per_endpoint(const Capabilities& caps) { return caps.endpoint == EndpointType::msg; }
 
-// Region layouts; every rank computes every peer's from the options and the slot counts.
-struct RequesterLayout {
-  std::size_t req_slot, resp_slot, tx_off, flag_off, rx_off, bytes;
-  RequesterLayout(const ChannelOptions& o, std::size_t slots, std::size_t rx_buffers) {
-    req_slot = slot_bytes(o.request_bytes);
-    resp_slot = slot_bytes(o.response_bytes);
-    tx_off = 0;
-    flag_off = tx_off + slots * req_slot;
-    rx_off = flag_off + round_up(std::max<std::size_t>(slots, 1), kAlign);
-    bytes = rx_off + rx_buffers * resp_slot;
-  }
-};
-
-struct ResponderLayout {
-  std::size_t req_slot, resp_slot, flag_off, mailbox_off, tx_off, bytes;
-  ResponderLayout(const ChannelOptions& o, std::size_t rx_buffers, std::size_t tx_buffers) {
-    req_slot = slot_bytes(o.request_bytes);
-    resp_slot = slot_bytes(o.response_bytes);
-    flag_off = 0;
-    mailbox_off = round_up(std::max<std::size_t>(rx_buffers, 1), kAlign);
-    tx_off = mailbox_off + rx_buffers * req_slot;
-    bytes = tx_off + tx_buffers * resp_slot;
-  }
-};
-
 // What setup learnt about the other ranks of one channel.
 struct Peers {
   int requesters = 0, responders = 0;
@@ -320,8 +295,8 @@ class RequesterImpl final : public Requester, Endpoint {
 
   Status submit(unsigned slot, int responder, std::size_t len) noexcept override {
     if (!error_.empty()) return Status::failed;
-    if (slot >= slots_ || state_[slot].outstanding)
-      return failed("submit on slot " + std::to_string(slot) + " which is not idle");
+    if (slot >= slots_) return failed("no slot " + std::to_string(slot));
+    if (state_[slot].outstanding) return Status::full;
     if (responder < 0 || responder >= peers_.responders)
       return failed("no responder " + std::to_string(responder));
     if (len > o_.request_bytes)

@@ -11,6 +11,7 @@
 
 #include <fabflow/rr.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -78,6 +79,34 @@ inline std::uint32_t slot_of(const std::byte* frame) noexcept {
   std::memcpy(&v, frame + 12, 4);
   return v;
 }
+
+// Region layouts; every rank computes every peer's from the options and the slot counts.
+// Requester: [request frames: slots][dense flag sources: slots][response mailboxes or receive
+// buffers]. Responder: [dense flags: rx][request mailboxes or receive buffers: rx][response
+// frames: one per requester slot].
+struct RequesterLayout {
+  std::size_t req_slot, resp_slot, tx_off, flag_off, rx_off, bytes;
+  RequesterLayout(const ChannelOptions& o, std::size_t slots, std::size_t rx_buffers) {
+    req_slot = slot_bytes(o.request_bytes);
+    resp_slot = slot_bytes(o.response_bytes);
+    tx_off = 0;
+    flag_off = tx_off + slots * req_slot;
+    rx_off = flag_off + round_up(std::max<std::size_t>(slots, 1), kAlign);
+    bytes = rx_off + rx_buffers * resp_slot;
+  }
+};
+
+struct ResponderLayout {
+  std::size_t req_slot, resp_slot, flag_off, mailbox_off, tx_off, bytes;
+  ResponderLayout(const ChannelOptions& o, std::size_t rx_buffers, std::size_t tx_buffers) {
+    req_slot = slot_bytes(o.request_bytes);
+    resp_slot = slot_bytes(o.response_bytes);
+    flag_off = 0;
+    mailbox_off = round_up(std::max<std::size_t>(rx_buffers, 1), kAlign);
+    tx_off = mailbox_off + rx_buffers * req_slot;
+    bytes = tx_off + tx_buffers * resp_slot;
+  }
+};
 
 // What each rank publishes at setup; all ranks must agree on the channel options.
 struct Hello {
