@@ -48,6 +48,7 @@ LaunchConfig self_launch(const Invocation& self, bool netns, std::vector<std::st
 Runner add_info(CLI::App& app);
 Runner add_bench_raw(CLI::App& bench, const Invocation& self);
 Runner add_bench_queue(CLI::App& bench, const Invocation& self);
+Runner add_bench_rr(CLI::App& bench, const Invocation& self);
 
 // Prints "fabflow: error: <msg>" (the launcher shows only the first such line of a run).
 void print_error(const std::string& msg);

@@ -1,4 +1,4 @@
-// fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue.
+// fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr.
 #include <fabflow/status.h>
 
 #include <csignal>
@@ -24,9 +24,11 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   auto raw_run = cli::add_bench_raw(*bench, self);
   auto queue_run = cli::add_bench_queue(*bench, self);
+  auto rr_run = cli::add_bench_rr(*bench, self);
   info->callback([&] { run = info_run; });
   bench->get_subcommand("raw")->callback([&] { run = raw_run; });
   bench->get_subcommand("queue")->callback([&] { run = queue_run; });
+  bench->get_subcommand("rr")->callback([&] { run = rr_run; });
 
   try {
     app.parse(argc, argv);

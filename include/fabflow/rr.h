@@ -1,0 +1,194 @@
+// Request-response channels (seed 000): a requester sends a request to one of M responders and
+// gets that responder's answer back; a responder serves requests with an optional handler.
+// Design and wire format: docs/request-response.md.
+//
+// Each direction travels by WRITE into a mailbox or by SEND into a receive queue, giving the
+// patterns WriteWrite, SendSend, WriteSend and SendWrite. Requests carry (requester, slot)
+// ids, so responses match their requests with several outstanding, whatever order receives
+// complete in. Nothing received is trusted: ids, lengths and sequence numbers are range-checked
+// and a malformed message fails the channel with an error naming the peer.
+//
+// Setup is collective over one Bootstrap whose ranks [0, requesters) are requesters and
+// [requesters, requesters + responders) responders, each with one connected Transport.
+#pragma once
+
+#include <fabflow/transport.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabflow {
+class Bootstrap;
+}
+
+namespace fabflow::rr {
+
+enum class Pattern : std::uint8_t { write_write, send_send, write_send, send_write };
+// sparse: one mailbox (header + payload + trailer) per requester slot, scanned by the
+// responder. dense: the same message area plus a 1-byte flag per slot in one dense array
+// written by a second WRITE; only the flag array is scanned (L5's layout).
+enum class Mailbox : std::uint8_t { sparse, dense };
+// private: each requester thread owns a transport (its own endpoints) to every responder.
+// dispatcher: one communication thread per requester process; its workers hand requests over
+// through local mailboxes in the channel's registered memory.
+enum class Model : std::uint8_t { private_connections, dispatcher };
+enum class Topology : std::uint8_t { one_to_one, n_to_one, n_to_m };
+
+std::string_view to_string(Pattern p) noexcept;   // "WriteWrite", ...
+std::string_view to_string(Mailbox m) noexcept;   // "sparse", "dense"
+std::string_view to_string(Model m) noexcept;     // "private", "dispatcher"
+std::string_view to_string(Topology t) noexcept;  // "1:1", "N:1", "N:M"
+std::optional<Pattern> parse_pattern(std::string_view s) noexcept;  // case-insensitive
+std::optional<Mailbox> parse_mailbox(std::string_view s) noexcept;
+std::optional<Model> parse_model(std::string_view s) noexcept;
+std::optional<Topology> parse_topology(std::string_view s) noexcept;
+inline constexpr Pattern kAllPatterns[] = {Pattern::write_write, Pattern::send_send,
+                                           Pattern::write_send, Pattern::send_write};
+
+bool request_by_write(Pattern p) noexcept;
+bool response_by_write(Pattern p) noexcept;
+
+inline constexpr std::size_t kMaxPayload = std::size_t{4} << 20;  // requests and responses
+inline constexpr std::size_t kFrameOverhead = 24;  // 16-byte header + 8-byte trailer
+
+struct ChannelOptions {
+  Pattern pattern = Pattern::write_write;
+  Mailbox mailbox = Mailbox::sparse;
+  std::size_t request_bytes = 64;   // largest request payload
+  std::size_t response_bytes = 64;  // largest response payload
+  bool inject = true;               // inject messages up to the provider's inject size
+  unsigned signal_every = 16;       // request a completion every n-th non-inject post
+  // Extra request mailboxes per responder that no requester writes to: the scan cost of
+  // empty mailboxes (seed 000 Fig 9b). Only WRITE requests have mailboxes to scan.
+  std::size_t empty_mailboxes = 0;
+  // How long a blocking call waits without progress before it fails (a vanished peer is
+  // usually reported sooner, by the bootstrap).
+  std::chrono::milliseconds peer_timeout{2000};
+};
+
+// The fabric operations a pattern needs (open the transport with them).
+std::vector<Op> required_ops(const ChannelOptions& o);
+// Empty when `caps` can run `o`, else one line saying why not.
+std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o);
+// How SEND messages are received on `caps`: "shared" (one receive queue for every peer, as
+// on RDM endpoints) or "per-endpoint" (connected endpoints: receives posted per peer).
+std::string_view receive_queue_kind(const Capabilities& caps) noexcept;
+
+struct ChannelStats {
+  std::uint64_t requests = 0;   // requests sent (requester) / served (responder)
+  std::uint64_t posts = 0;      // fabric operations posted (flag writes included)
+  std::uint64_t empty_polls = 0;  // polls or scans that found nothing
+};
+
+// A response as it lies in the channel's registered memory; valid until release().
+struct Response {
+  std::uint32_t slot = 0;
+  int responder = 0;  // index in [0, responders)
+  std::span<const std::byte> data;
+  std::uint32_t buffer = 0;  // internal: the receive buffer to hand back
+};
+
+// One requester endpoint group. Not thread-safe: one thread uses it (the dispatcher shares it
+// with its workers through DispatcherRequester).
+class Requester {
+ public:
+  virtual ~Requester() = default;
+  virtual unsigned slots() const noexcept = 0;
+  virtual int responders() const noexcept = 0;
+  // Registered memory for the payload of the next request on `slot` (request_bytes long):
+  // write the request here, then submit() it. No copy happens between here and the fabric.
+  virtual std::span<std::byte> request_buffer(unsigned slot) noexcept = 0;
+  // Sends the first `len` bytes of request_buffer(slot) to responder `responder`. full: the
+  // slot still waits for its response. failed: the channel failed (a bad argument fails it
+  // too; error() says why).
+  virtual Status submit(unsigned slot, int responder, std::size_t len) noexcept = 0;
+  // ok: *out holds a response (release it when done); empty: none yet; failed: see error().
+  virtual Status poll(Response* out) noexcept = 0;
+  virtual void release(const Response& r) noexcept = 0;
+  // Tells every responder this requester is done (no request may be outstanding).
+  virtual Status close() noexcept = 0;
+  virtual Transport& transport() noexcept = 0;
+  virtual const ChannelOptions& options() const noexcept = 0;
+  virtual const ChannelStats& stats() const noexcept = 0;
+  virtual const std::string& error() const noexcept = 0;
+
+  // Blocking helper for one outstanding request: submits and waits for its answer. Fails
+  // after peer_timeout without progress, at once when `boot` reports a vanished peer, and on
+  // a response to any other slot. Release *out after use.
+  // Throws PeerError / Error like the other bounded waits.
+  void call(unsigned slot, int responder, std::size_t len, Response* out, Bootstrap& boot);
+};
+
+// Fills `response` for `request` from `requester`; returns the response length (at most
+// response.size()). Runs on the serving thread; must not block.
+using Handler = std::function<std::size_t(int requester, std::span<const std::byte> request,
+                                          std::span<std::byte> response)>;
+
+// One responder endpoint group. Not thread-safe.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  // Serves what has arrived: ok with *served > 0, empty when nothing, failed (error()).
+  // Without a handler every response is response_bytes long and its contents unspecified.
+  virtual Status serve(const Handler* handler, unsigned* served) noexcept = 0;
+  // True once every requester has closed.
+  virtual bool done() const noexcept = 0;
+  virtual Transport& transport() noexcept = 0;
+  virtual const ChannelStats& stats() const noexcept = 0;
+  virtual const std::string& error() const noexcept = 0;
+};
+
+// Collective over every rank of `boot` (requesters first). `slots`: requests this requester
+// may have outstanding at once. Throws UsageError for an unsupported combination, PeerError
+// when a peer disagrees on the options or publishes an unusable region.
+std::unique_ptr<Requester> make_requester(Transport& t, Bootstrap& boot, const ChannelOptions& o,
+                                          int requesters, unsigned slots);
+std::unique_ptr<Responder> make_responder(Transport& t, Bootstrap& boot, const ChannelOptions& o,
+                                          int requesters);
+
+// The dispatcher model: worker threads hand requests to the one thread that drives `inner`.
+// Each worker owns a fixed range of the inner requester's slots (its local mailboxes: the
+// request buffer in registered memory plus a state word). Thread-safe as described per call.
+class DispatcherRequester {
+ public:
+  DispatcherRequester(Requester& inner, unsigned workers);
+  ~DispatcherRequester();
+  DispatcherRequester(const DispatcherRequester&) = delete;
+  DispatcherRequester& operator=(const DispatcherRequester&) = delete;
+
+  unsigned slots_per_worker() const noexcept { return per_worker_; }
+  // Worker side (worker w, its slot k < slots_per_worker()).
+  std::span<std::byte> request_buffer(unsigned w, unsigned k) noexcept;
+  // again: the slot's previous response is not recycled yet (retry shortly).
+  Status hand_over(unsigned w, unsigned k, int responder, std::size_t len) noexcept;
+  // Non-blocking: the response once the dispatcher delivered it; release it after use.
+  std::optional<std::span<const std::byte>> response(unsigned w, unsigned k) noexcept;
+  void release(unsigned w, unsigned k) noexcept;
+
+  // Dispatcher side: one round of posting handed-over requests, delivering responses and
+  // recycling released ones. ok when something moved, empty when idle, failed (error()).
+  Status run_once() noexcept;
+  // True once the channel failed or abort() was called: workers stop waiting.
+  bool failed() const noexcept;
+  void abort() noexcept { failed_.store(true, std::memory_order_release); }
+  const std::string& error() const noexcept { return inner_.error(); }
+
+ private:
+  struct Slot;
+  Slot& slot(unsigned w, unsigned k) noexcept;
+  Requester& inner_;
+  unsigned per_worker_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace fabflow::rr

@@ -1,0 +1,704 @@
+// Request-response channels over one Transport: setup (key exchange, layouts), the requester
+// and the responder. Wire format and layouts: frame.h and docs/request-response.md.
+#include <fabflow/bootstrap.h>
+#include <fabflow/rr.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "rr/frame.h"
+#include "rr/watch.h"
+
+namespace fabflow::rr {
+
+using namespace detail;
+
+// ---- names ----
+
+std::string_view to_string(Pattern p) noexcept {
+  switch (p) {
+    case Pattern::write_write: return "WriteWrite";
+    case Pattern::send_send: return "SendSend";
+    case Pattern::write_send: return "WriteSend";
+    case Pattern::send_write: return "SendWrite";
+  }
+  return "?";
+}
+std::string_view to_string(Mailbox m) noexcept { return m == Mailbox::sparse ? "sparse" : "dense"; }
+std::string_view to_string(Model m) noexcept {
+  return m == Model::private_connections ? "private" : "dispatcher";
+}
+std::string_view to_string(Topology t) noexcept {
+  switch (t) {
+    case Topology::one_to_one: return "1:1";
+    case Topology::n_to_one: return "N:1";
+    case Topology::n_to_m: return "N:M";
+  }
+  return "?";
+}
+
+namespace {
+bool iequal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+}  // namespace
+
+std::optional<Pattern> parse_pattern(std::string_view s) noexcept {
+  for (Pattern p : kAllPatterns)
+    if (iequal(s, to_string(p))) return p;
+  return std::nullopt;
+}
+std::optional<Mailbox> parse_mailbox(std::string_view s) noexcept {
+  if (s == "sparse") return Mailbox::sparse;
+  if (s == "dense") return Mailbox::dense;
+  return std::nullopt;
+}
+std::optional<Model> parse_model(std::string_view s) noexcept {
+  if (s == "private") return Model::private_connections;
+  if (s == "dispatcher") return Model::dispatcher;
+  return std::nullopt;
+}
+std::optional<Topology> parse_topology(std::string_view s) noexcept {
+  if (s == "1:1") return Topology::one_to_one;
+  if (s == "N:1" || s == "n:1") return Topology::n_to_one;
+  if (s == "N:M" || s == "n:m") return Topology::n_to_m;
+  return std::nullopt;
+}
+
+bool request_by_write(Pattern p) noexcept {
+  return p == Pattern::write_write || p == Pattern::write_send;
+}
+bool response_by_write(Pattern p) noexcept {
+  return p == Pattern::write_write || p == Pattern::send_write;
+}
+
+std::vector<Op> required_ops(const ChannelOptions& o) {
+  std::vector<Op> ops;
+  if (request_by_write(o.pattern) || response_by_write(o.pattern)) ops.push_back(Op::write);
+  if (!request_by_write(o.pattern) || !response_by_write(o.pattern)) ops.push_back(Op::send);
+  return ops;
+}
+
+std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o) {
+  for (Op op : required_ops(o))
+    if (!caps.supports(op))
+      return std::string(to_string(o.pattern)) + " needs " + std::string(to_string(op)) +
+             ": " + caps.why_not(op);
+  for (std::size_t payload : {o.request_bytes, o.response_bytes})
+    if (frame_bytes(payload) > caps.max_msg_size)
+      return "a " + std::to_string(frame_bytes(payload)) + "-byte message is above " +
+             caps.provider + "'s max_msg_size " + std::to_string(caps.max_msg_size);
+  if (o.mailbox == Mailbox::dense && !request_by_write(o.pattern))
+    return "dense mailboxes need WRITE requests (" + std::string(to_string(o.pattern)) +
+           " sends them)";
+  return {};
+}
+
+std::string_view receive_queue_kind(const Capabilities& caps) noexcept {
+  return caps.endpoint == EndpointType::msg ? "per-endpoint" : "shared";
+}
+
+namespace {
+
+bool per_endpoint(const Capabilities& caps) { return caps.endpoint == EndpointType::msg; }
+
+// What setup learnt about the other ranks of one channel.
+struct Peers {
+  int requesters = 0, responders = 0;
+  std::vector<unsigned> slots;     // per requester rank
+  std::vector<std::size_t> base;   // first mailbox / response buffer of each requester
+  std::size_t total_slots = 0;
+  std::vector<RemoteMemory> remote;  // per rank (imported for ranks of the other role)
+};
+
+std::size_t request_rx_buffers(const ChannelOptions& o, std::size_t total_slots) {
+  return total_slots + (request_by_write(o.pattern) ? o.empty_mailboxes : 0);
+}
+std::size_t response_rx_buffers(const ChannelOptions& o, const Capabilities& caps,
+                                std::size_t slots, int responders) {
+  if (response_by_write(o.pattern)) return slots;
+  return per_endpoint(caps) ? slots * static_cast<std::size_t>(responders) : slots;
+}
+
+Hello hello_of(const ChannelOptions& o, std::uint8_t role, unsigned slots, std::size_t bytes) {
+  Hello h;
+  h.role = role;
+  h.pattern = static_cast<std::uint8_t>(o.pattern);
+  h.mailbox = static_cast<std::uint8_t>(o.mailbox);
+  h.slots = slots;
+  h.request_bytes = o.request_bytes;
+  h.response_bytes = o.response_bytes;
+  h.empty_mailboxes = o.empty_mailboxes;
+  h.region_bytes = bytes;
+  return h;
+}
+
+// Setup step 1: every rank's slot count (requesters' counts size the responders' regions).
+Peers gather_slots(Bootstrap& boot, int requesters, unsigned mine) {
+  if (requesters < 1 || requesters >= boot.size())
+    throw UsageError("rr: " + std::to_string(requesters) + " requesters among " +
+                     std::to_string(boot.size()) + " ranks leaves no responder");
+  std::uint32_t v = mine;
+  auto all = boot.allgather({reinterpret_cast<const std::byte*>(&v), sizeof v});
+  Peers p;
+  p.requesters = requesters;
+  p.responders = boot.size() - requesters;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof v) throw PeerError(static_cast<int>(r), "rr: malformed slot count");
+    std::memcpy(&v, all[r].data(), sizeof v);
+    const bool requester = static_cast<int>(r) < requesters;
+    if (requester ? (v == 0 || v > kMaxSlots) : v != 0)
+      throw PeerError(static_cast<int>(r), "rr: rank " + std::to_string(r) +
+                                               " announced an impossible slot count");
+    if (!requester) continue;
+    p.slots.push_back(v);
+    p.base.push_back(p.total_slots);
+    p.total_slots += v;
+  }
+  return p;
+}
+
+// Setup step 2: all-gathers hellos and keys; checks that every rank agrees and imports the
+// other role's regions, each checked to hold the layout this side will address.
+void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, Hello mine,
+              const MemoryRegion& mr) {
+  auto key = t.export_key(mr);
+  mine.key_len = static_cast<std::uint32_t>(key.size());
+  std::vector<std::byte> blob(sizeof(Hello) + key.size());
+  std::memcpy(blob.data(), &mine, sizeof mine);
+  std::memcpy(blob.data() + sizeof mine, key.data(), key.size());
+  auto all = boot.allgather(blob);
+  p.remote.assign(all.size(), RemoteMemory{});
+  const Capabilities& caps = t.caps();
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    auto bad = [&](const std::string& why) {
+      return PeerError(rank, "rr: rank " + std::to_string(rank) + " " + why);
+    };
+    if (all[r].size() < sizeof(Hello)) throw bad("sent a malformed hello");
+    Hello h;
+    std::memcpy(&h, all[r].data(), sizeof h);
+    if (h.magic != mine.magic || all[r].size() != sizeof(Hello) + h.key_len)
+      throw bad("sent a malformed hello");
+    const bool requester = rank < p.requesters;
+    if (h.role != (requester ? 0 : 1)) throw bad("plays the wrong role");
+    if (h.pattern != mine.pattern || h.mailbox != mine.mailbox ||
+        h.request_bytes != mine.request_bytes || h.response_bytes != mine.response_bytes ||
+        h.empty_mailboxes != mine.empty_mailboxes || (requester && h.slots != p.slots[r]))
+      throw bad("disagrees on the channel options");
+    if (rank == boot.rank() || h.role == mine.role) continue;
+    p.remote[r] = t.import_key(rank, {all[r].data() + sizeof(Hello), h.key_len});
+    std::size_t need =
+        requester ? RequesterLayout(o, p.slots[r], response_rx_buffers(o, caps, p.slots[r], p.responders)).bytes
+                  : ResponderLayout(o, request_rx_buffers(o, p.total_slots), p.total_slots).bytes;
+    if (h.region_bytes != need || !p.remote[r].contains(0, need))
+      throw bad("published a region that does not hold its layout");
+  }
+}
+
+// Reaping, signalling and retrying shared by both ends.
+class Endpoint {
+ public:
+  Endpoint(Transport& t, const ChannelOptions& o) : t_(t), o_(o) {}
+
+ protected:
+  bool inject_ok(std::size_t len) const noexcept { return o_.inject && len <= t_.caps().inject_size; }
+
+  // Flags for the next post of `len` bytes: inject when it fits, else a completion every
+  // signal_every posts so the transmit queue drains (unsignalled posts retire with it).
+  unsigned next_flags(std::size_t len) noexcept {
+    if (inject_ok(len)) return kInject;
+    if (++unsignalled_ >= o_.signal_every) {
+      unsignalled_ = 0;
+      return kSignal;
+    }
+    return 0;
+  }
+
+  bool reap_tx() noexcept {
+    Completion c[16];
+    int n = t_.poll_tx(c);
+    if (n < 0) return fail("transmit failed: " + t_.last_error());
+    return true;
+  }
+
+  // Posts with retries while the transmit queue is full, for at most peer_timeout.
+  template <class Post>
+  Status post(Post&& p) noexcept {
+    auto deadline = std::chrono::steady_clock::time_point{};
+    for (unsigned spins = 0;; ++spins) {
+      Status s = p();
+      if (s == Status::ok) {
+        ++stats_.posts;
+        return s;
+      }
+      if (s != Status::again) return failed("post failed: " + t_.last_error());
+      if (!reap_tx()) return Status::failed;
+      t_.progress();
+      if ((spins & 255) == 255) {
+        auto now = std::chrono::steady_clock::now();
+        if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + o_.peer_timeout;
+        if (now > deadline) return failed("transmit queue stayed full for the peer timeout");
+      }
+    }
+  }
+
+  bool fail(std::string why) noexcept {
+    if (error_.empty()) error_ = "rr: " + std::move(why);
+    return false;
+  }
+  Status failed(std::string why) noexcept {
+    fail(std::move(why));
+    return Status::failed;
+  }
+
+  Transport& t_;
+  ChannelOptions o_;
+  ChannelStats stats_;
+  std::string error_;
+  unsigned unsignalled_ = 0;
+};
+
+// ---- requester ----
+
+class RequesterImpl final : public Requester, Endpoint {
+ public:
+  RequesterImpl(Transport& t, Bootstrap& boot, const ChannelOptions& o, int requesters,
+                unsigned slots)
+      : Endpoint(t, o), slots_(slots), me_(boot.rank()),
+        layout_(o, slots, response_rx_buffers(o, t.caps(), slots, boot.size() - requesters)) {
+    if (me_ >= requesters) throw UsageError("rr: rank " + std::to_string(me_) + " is a responder");
+    peers_ = gather_slots(boot, requesters, slots);
+    mr_ = t.allocate(layout_.bytes, kAllAccess);
+    exchange(t, boot, o, peers_, hello_of(o, 0, slots, layout_.bytes), *mr_);
+    responder_layout_.emplace(o, request_rx_buffers(o, peers_.total_slots), peers_.total_slots);
+    state_.resize(slots);
+    if (!response_by_write(o.pattern)) post_all_receives();
+  }
+
+  unsigned slots() const noexcept override { return slots_; }
+  int responders() const noexcept override { return peers_.responders; }
+  Transport& transport() noexcept override { return t_; }
+  const ChannelOptions& options() const noexcept override { return o_; }
+  const ChannelStats& stats() const noexcept override { return stats_; }
+  const std::string& error() const noexcept override { return error_; }
+
+  std::span<std::byte> request_buffer(unsigned slot) noexcept override {
+    if (slot >= slots_) return {};
+    return {tx_frame(slot) + kHeader, o_.request_bytes};
+  }
+
+  Status submit(unsigned slot, int responder, std::size_t len) noexcept override {
+    if (!error_.empty()) return Status::failed;
+    if (slot >= slots_) return failed("no slot " + std::to_string(slot));
+    if (state_[slot].outstanding) return Status::full;
+    if (responder < 0 || responder >= peers_.responders)
+      return failed("no responder " + std::to_string(responder));
+    if (len > o_.request_bytes)
+      return failed("request of " + std::to_string(len) + " bytes is above request_bytes " +
+                    std::to_string(o_.request_bytes));
+    SlotState& st = state_[slot];
+    if (st.seq == kMaxSeq) return failed("sequence numbers exhausted on slot " + std::to_string(slot));
+    Status s = send_frame(slot, responder, Stamp{st.seq + 1, len, false});
+    if (s != Status::ok) return s;
+    ++st.seq;
+    st.outstanding = true;
+    st.responder = responder;
+    ++outstanding_;
+    ++stats_.requests;
+    return Status::ok;
+  }
+
+  Status poll(Response* out) noexcept override {
+    if (!error_.empty()) return Status::failed;
+    if (!reap_tx()) return Status::failed;
+    Status s = response_by_write(o_.pattern) ? poll_mailboxes(out) : poll_receives(out);
+    if (s == Status::empty) ++stats_.empty_polls;
+    return s;
+  }
+
+  void release(const Response& r) noexcept override {
+    if (response_by_write(o_.pattern) || r.buffer >= rx_buffers()) return;
+    // The buffer goes back to the queue it came from.
+    std::uint32_t q = r.buffer / slots_;
+    Status s = post([&] {
+      return t_.post_recv(queue_peer(q), rx_buffer(r.buffer), layout_.resp_slot, mr_->desc(),
+                          r.buffer);
+    });
+    if (s != Status::ok) fail("could not repost a receive: " + t_.last_error());
+  }
+
+  Status close() noexcept override {
+    if (!error_.empty()) return Status::failed;
+    if (outstanding_ != 0) return failed("close with requests outstanding");
+    // The bye uses slot 0's sequence, so mailbox readers see it as new.
+    SlotState& st = state_[0];
+    for (int r = 0; r < peers_.responders; ++r) {
+      Status s = send_frame(0, r, Stamp{st.seq + 1, 0, true});
+      if (s != Status::ok) return s;
+      ++st.seq;
+    }
+    return Status::ok;
+  }
+
+ private:
+  struct SlotState {
+    std::uint64_t seq = 0;
+    int responder = 0;
+    bool outstanding = false;
+  };
+
+  std::byte* tx_frame(unsigned slot) const noexcept {
+    return mr_->data() + layout_.tx_off + slot * layout_.req_slot;
+  }
+  std::byte* rx_buffer(std::size_t i) const noexcept {
+    return mr_->data() + layout_.rx_off + i * layout_.resp_slot;
+  }
+  std::size_t rx_buffers() const noexcept {
+    return response_rx_buffers(o_, t_.caps(), slots_, peers_.responders);
+  }
+  int rank_of(int responder) const noexcept { return peers_.requesters + responder; }
+  int queue_peer(std::uint32_t q) const noexcept {
+    return per_endpoint(t_.caps()) ? rank_of(static_cast<int>(q)) : rank_of(0);
+  }
+
+  void post_all_receives() {
+    for (std::size_t i = 0; i < rx_buffers(); ++i) {
+      Status s = post([&] {
+        return t_.post_recv(queue_peer(static_cast<std::uint32_t>(i / slots_)), rx_buffer(i),
+                            layout_.resp_slot, mr_->desc(), i);
+      });
+      if (s != Status::ok) throw Error(error_);
+    }
+  }
+
+  Status send_frame(unsigned slot, int responder, const Stamp& stamp) noexcept {
+    std::byte* frame = tx_frame(slot);
+    seal(frame, stamp, static_cast<std::uint32_t>(me_), slot);
+    const std::size_t len = frame_bytes(stamp.len);
+    const int peer = rank_of(responder);
+    if (!request_by_write(o_.pattern))
+      return post([&] { return t_.post_send(peer, frame, len, mr_->desc(), 1, next_flags(len)); });
+    const RemoteMemory& dst = peers_.remote[static_cast<std::size_t>(peer)];
+    const std::size_t mailbox = peers_.base[static_cast<std::size_t>(me_)] + slot;
+    const ResponderLayout& rl = *responder_layout_;
+    Status s = post([&] {
+      return t_.post_write(peer, frame, len, mr_->desc(), dst, rl.mailbox_off + mailbox * rl.req_slot,
+                           1, next_flags(len));
+    });
+    if (s != Status::ok || o_.mailbox == Mailbox::sparse) return s;
+    // Dense: the doorbell byte goes by a second write after the frame; the responder still
+    // checks the frame's stamps, since no provider here promises write-after-write order.
+    std::byte* flag = mr_->data() + layout_.flag_off + slot;
+    *flag = static_cast<std::byte>(stamp.seq % 255 + 1);
+    return post([&] {
+      return t_.post_write(peer, flag, 1, mr_->desc(), dst, rl.flag_off + mailbox, 1, next_flags(1));
+    });
+  }
+
+  // Checks a response frame against the slot it names; fills *out.
+  Status accept(const std::byte* frame, std::uint64_t word, std::uint32_t slot, int from,
+                std::uint32_t buffer, Response* out) noexcept {
+    Stamp s = unpack(word);
+    if (slot >= slots_ || !state_[slot].outstanding || s.seq != state_[slot].seq || s.bye)
+      return failed("responder " + std::to_string(from) + " answered slot " + std::to_string(slot) +
+                    " sequence " + std::to_string(s.seq) + ", which is not outstanding");
+    if (state_[slot].responder != from)
+      return failed("responder " + std::to_string(from) + " answered a request sent to responder " +
+                    std::to_string(state_[slot].responder));
+    if (s.len > o_.response_bytes)
+      return failed("responder " + std::to_string(from) + " sent an oversized response (" +
+                    std::to_string(s.len) + " bytes, limit " + std::to_string(o_.response_bytes) + ")");
+    state_[slot].outstanding = false;
+    --outstanding_;
+    *out = Response{slot, from, {frame + kHeader, s.len}, buffer};
+    return Status::ok;
+  }
+
+  Status poll_mailboxes(Response* out) noexcept {
+    for (unsigned i = 0; i < slots_; ++i) {
+      unsigned slot = (next_ + i) % slots_;
+      const SlotState& st = state_[slot];
+      if (!st.outstanding) continue;
+      const std::byte* frame = rx_buffer(slot);
+      std::uint64_t word = load_stamp(frame);
+      Stamp s = unpack(word);
+      if (s.seq != st.seq) continue;  // an older answer still in the mailbox
+      if (s.len > o_.response_bytes)
+        return failed("responder " + std::to_string(st.responder) +
+                      " wrote an oversized response (" + std::to_string(s.len) + " bytes)");
+      if (trailer_of(frame, s.len) != word) continue;  // still arriving
+      next_ = slot + 1;
+      if (source_of(frame) != static_cast<std::uint32_t>(st.responder) || slot_of(frame) != slot)
+        return failed("responder " + std::to_string(st.responder) +
+                      " wrote a response with foreign ids into slot " + std::to_string(slot));
+      return accept(frame, word, slot, st.responder, 0, out);
+    }
+    t_.progress();
+    return Status::empty;
+  }
+
+  Status poll_receives(Response* out) noexcept {
+    Completion c[1];
+    int n = t_.poll_rx(c);
+    if (n < 0) return failed("receive failed: " + t_.last_error());
+    if (n == 0) return Status::empty;
+    if (c[0].context >= rx_buffers()) return failed("receive completion with unknown context");
+    const auto buffer = static_cast<std::uint32_t>(c[0].context);
+    const std::byte* frame = rx_buffer(buffer);
+    if (c[0].length < kFrameOverhead) return failed("received a truncated response");
+    std::uint64_t word = load_stamp(frame);
+    Stamp s = unpack(word);
+    std::uint32_t from = source_of(frame);
+    if (from >= static_cast<std::uint32_t>(peers_.responders))
+      return failed("received a response from unknown responder " + std::to_string(from));
+    if (s.len > o_.response_bytes || c[0].length != frame_bytes(s.len) ||
+        trailer_of(frame, s.len) != word)
+      return failed("responder " + std::to_string(from) + " sent a malformed or oversized response (" +
+                    std::to_string(c[0].length) + " bytes)");
+    return accept(frame, word, slot_of(frame), static_cast<int>(from), buffer, out);
+  }
+
+  unsigned slots_;
+  int me_;
+  RequesterLayout layout_;
+  std::optional<ResponderLayout> responder_layout_;
+  std::unique_ptr<MemoryRegion> mr_;
+  Peers peers_;
+  std::vector<SlotState> state_;
+  unsigned outstanding_ = 0;
+  unsigned next_ = 0;
+};
+
+// ---- responder ----
+
+class ResponderImpl final : public Responder, Endpoint {
+ public:
+  ResponderImpl(Transport& t, Bootstrap& boot, const ChannelOptions& o, int requesters)
+      : Endpoint(t, o), me_(boot.rank() - requesters) {
+    if (me_ < 0) throw UsageError("rr: rank " + std::to_string(boot.rank()) + " is a requester");
+    peers_ = gather_slots(boot, requesters, 0);
+    const std::size_t rx = request_rx_buffers(o, peers_.total_slots);
+    layout_.emplace(o, rx, peers_.total_slots);
+    mr_ = t.allocate(layout_->bytes, kAllAccess);
+    exchange(t, boot, o, peers_, hello_of(o, 1, 0, layout_->bytes), *mr_);
+    mailboxes_ = request_by_write(o.pattern) ? rx : 0;
+    last_seq_.assign(rx, 0);
+    flag_seen_.assign(rx, 0);
+    closed_by_.assign(static_cast<std::size_t>(requesters), false);
+    for (int r = 0; r < requesters; ++r)
+      requester_rx_off_.push_back(RequesterLayout(o, peers_.slots[static_cast<std::size_t>(r)], 0).rx_off);
+    if (!request_by_write(o.pattern))
+      for (std::size_t b = 0; b < peers_.total_slots; ++b)
+        if (repost(b) != Status::ok) throw Error(error_);
+  }
+
+  Status serve(const Handler* handler, unsigned* served) noexcept override {
+    *served = 0;
+    if (!error_.empty()) return Status::failed;
+    if (!reap_tx()) return Status::failed;
+    Status s = request_by_write(o_.pattern) ? scan(handler, served) : receive(handler, served);
+    if (s == Status::empty) ++stats_.empty_polls;
+    return s;
+  }
+  bool done() const noexcept override { return closed_ == peers_.requesters; }
+  Transport& transport() noexcept override { return t_; }
+  const ChannelStats& stats() const noexcept override { return stats_; }
+  const std::string& error() const noexcept override { return error_; }
+
+ private:
+  std::byte* mailbox(std::size_t i) const noexcept {
+    return mr_->data() + layout_->mailbox_off + i * layout_->req_slot;
+  }
+  std::byte* tx_frame(std::size_t i) const noexcept {
+    return mr_->data() + layout_->tx_off + i * layout_->resp_slot;
+  }
+  // Which requester's mailbox `i` is (for i < total_slots).
+  int owner_of(std::size_t i) const noexcept {
+    auto it = std::upper_bound(peers_.base.begin(), peers_.base.end(), i);
+    return static_cast<int>(it - peers_.base.begin()) - 1;
+  }
+
+  Status scan(const Handler* handler, unsigned* served) noexcept {
+    const std::size_t n = mailboxes_;
+    const bool dense = o_.mailbox == Mailbox::dense;
+    const std::byte* flags = mr_->data() + layout_->flag_off;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (dense && __atomic_load_n(reinterpret_cast<const std::uint8_t*>(flags + i), __ATOMIC_RELAXED) ==
+                       flag_seen_[i])
+        continue;
+      const std::byte* frame = mailbox(i);
+      std::uint64_t word = load_stamp(frame);
+      Stamp s = unpack(word);
+      if (s.seq <= last_seq_[i]) continue;
+      if (i >= peers_.total_slots)
+        return failed("a peer wrote into empty mailbox " + std::to_string(i));
+      const int r = owner_of(i);
+      if (s.len > o_.request_bytes)
+        return failed("requester " + std::to_string(r) + " wrote an oversized request (" +
+                      std::to_string(s.len) + " bytes, limit " + std::to_string(o_.request_bytes) + ")");
+      if (trailer_of(frame, s.len) != word) continue;  // still arriving
+      const auto slot = static_cast<std::uint32_t>(i - peers_.base[static_cast<std::size_t>(r)]);
+      if (source_of(frame) != static_cast<std::uint32_t>(r) || slot_of(frame) != slot)
+        return failed("requester " + std::to_string(r) + " wrote a request with foreign ids");
+      last_seq_[i] = s.seq;
+      if (dense) flag_seen_[i] = static_cast<std::uint8_t>(s.seq % 255 + 1);
+      bool answer;
+      std::size_t len = 0;
+      Status st = take(handler, r, slot, s, frame, &answer, &len);
+      if (st == Status::ok && answer) st = respond(r, slot, s.seq, len);
+      if (st != Status::ok) return st;
+      ++*served;
+    }
+    if (*served) return Status::ok;
+    t_.progress();
+    return Status::empty;
+  }
+
+  Status receive(const Handler* handler, unsigned* served) noexcept {
+    Completion c[16];
+    int n = t_.poll_rx(c);
+    if (n < 0) return failed("receive failed: " + t_.last_error());
+    for (int k = 0; k < n; ++k) {
+      if (c[k].context >= peers_.total_slots) return failed("receive completion with unknown context");
+      const std::size_t b = c[k].context;
+      const std::byte* frame = mailbox(b);
+      if (c[k].length < kFrameOverhead) return failed("received a truncated request");
+      std::uint64_t word = load_stamp(frame);
+      Stamp s = unpack(word);
+      std::uint32_t r = source_of(frame), slot = slot_of(frame);
+      if (r >= static_cast<std::uint32_t>(peers_.requesters) || slot >= peers_.slots[r])
+        return failed("received a request with ids out of range (requester " + std::to_string(r) +
+                      ", slot " + std::to_string(slot) + ")");
+      if (per_endpoint(t_.caps()) && static_cast<int>(r) != owner_of(b))
+        return failed("requester " + std::to_string(owner_of(b)) + " sent a request as requester " +
+                      std::to_string(r));
+      if (s.len > o_.request_bytes || c[k].length != frame_bytes(s.len) ||
+          trailer_of(frame, s.len) != word)
+        return failed("requester " + std::to_string(r) + " sent a malformed or oversized request (" +
+                      std::to_string(c[k].length) + " bytes)");
+      const std::size_t i = peers_.base[r] + slot;
+      if (s.seq <= last_seq_[i])
+        return failed("requester " + std::to_string(r) + " replayed sequence " + std::to_string(s.seq));
+      last_seq_[i] = s.seq;
+      // The buffer goes back to its queue as soon as the handler is done with it, before the
+      // response lets the requester send again.
+      bool answer;
+      std::size_t len = 0;
+      Status st = take(handler, static_cast<int>(r), slot, s, frame, &answer, &len);
+      if (st == Status::ok) st = repost(b);
+      if (st == Status::ok && answer) st = respond(static_cast<int>(r), slot, s.seq, len);
+      if (st != Status::ok) return st;
+      ++*served;
+    }
+    if (*served) return Status::ok;
+    return Status::empty;
+  }
+
+  int queue_peer(std::size_t buffer) const noexcept {
+    return per_endpoint(t_.caps()) ? owner_of(buffer) : 0;
+  }
+  Status repost(std::size_t b) noexcept {
+    return post([&] { return t_.post_recv(queue_peer(b), mailbox(b), layout_->req_slot, mr_->desc(), b); });
+  }
+
+  // Takes request `s` from requester r's slot: a close, or a request whose response it
+  // builds in the slot's transmit frame (*len: its payload length).
+  Status take(const Handler* handler, int r, std::uint32_t slot, const Stamp& s,
+              const std::byte* frame, bool* answer, std::size_t* len) noexcept {
+    const auto ri = static_cast<std::size_t>(r);
+    *answer = false;
+    if (s.bye) {
+      if (s.len != 0 || closed_by_[ri]) return failed("requester " + std::to_string(r) + " sent a malformed close");
+      closed_by_[ri] = true;
+      ++closed_;
+      return Status::ok;
+    }
+    if (closed_by_[ri]) return failed("requester " + std::to_string(r) + " sent a request after closing");
+    std::byte* out = tx_frame(peers_.base[ri] + slot);
+    *len = o_.response_bytes;
+    if (handler && *handler) {
+      try {
+        *len = (*handler)(r, {frame + kHeader, s.len}, {out + kHeader, o_.response_bytes});
+      } catch (const std::exception& e) {
+        return failed(std::string("handler failed: ") + e.what());
+      }
+      if (*len > o_.response_bytes) return failed("handler returned an oversized response");
+    }
+    *answer = true;
+    return Status::ok;
+  }
+
+  Status respond(int r, std::uint32_t slot, std::uint64_t seq, std::size_t len) noexcept {
+    const auto ri = static_cast<std::size_t>(r);
+    std::byte* out = tx_frame(peers_.base[ri] + slot);
+    seal(out, Stamp{seq, len, false}, static_cast<std::uint32_t>(me_), slot);
+    const std::size_t bytes = frame_bytes(len);
+    ++stats_.requests;
+    if (!response_by_write(o_.pattern))
+      return post([&] { return t_.post_send(r, out, bytes, mr_->desc(), 1, next_flags(bytes)); });
+    const RemoteMemory& dst = peers_.remote[ri];
+    const std::size_t off = requester_rx_off_[ri] + slot * layout_->resp_slot;
+    return post([&] { return t_.post_write(r, out, bytes, mr_->desc(), dst, off, 1, next_flags(bytes)); });
+  }
+
+  int me_;
+  std::optional<ResponderLayout> layout_;
+  std::unique_ptr<MemoryRegion> mr_;
+  Peers peers_;
+  std::size_t mailboxes_ = 0;
+  std::vector<std::uint64_t> last_seq_;
+  std::vector<std::uint8_t> flag_seen_;
+  std::vector<std::size_t> requester_rx_off_;
+  std::vector<bool> closed_by_;
+  int closed_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Requester> make_requester(Transport& t, Bootstrap& boot, const ChannelOptions& o,
+                                          int requesters, unsigned slots) {
+  if (std::string why = why_unsupported(t.caps(), o); !why.empty()) throw UsageError("rr: " + why);
+  if (slots == 0 || slots > kMaxSlots) throw UsageError("rr: slots must be in 1..65536");
+  if (o.request_bytes > kMaxPayload || o.response_bytes > kMaxPayload)
+    throw UsageError("rr: requests and responses are limited to 4 MiB");
+  if (o.signal_every == 0) throw UsageError("rr: signal_every must be at least 1");
+  return std::make_unique<RequesterImpl>(t, boot, o, requesters, slots);
+}
+
+std::unique_ptr<Responder> make_responder(Transport& t, Bootstrap& boot, const ChannelOptions& o,
+                                          int requesters) {
+  if (std::string why = why_unsupported(t.caps(), o); !why.empty()) throw UsageError("rr: " + why);
+  if (o.request_bytes > kMaxPayload || o.response_bytes > kMaxPayload)
+    throw UsageError("rr: requests and responses are limited to 4 MiB");
+  if (o.signal_every == 0) throw UsageError("rr: signal_every must be at least 1");
+  return std::make_unique<ResponderImpl>(t, boot, o, requesters);
+}
+
+void Requester::call(unsigned slot, int responder, std::size_t len, Response* out, Bootstrap& boot) {
+  Watch watch(&boot, options().peer_timeout, false);
+  for (;;) {
+    Status s = submit(slot, responder, len);
+    if (s == Status::ok) break;
+    if (s != Status::again) throw Error(error());
+    watch.idle("submitting a request");
+  }
+  watch.reset();
+  for (;;) {
+    Status s = poll(out);
+    if (s == Status::ok) {
+      if (out->slot == slot) return;
+      throw Error("rr: a response to slot " + std::to_string(out->slot) + " arrived during a call on slot " +
+                  std::to_string(slot));
+    }
+    if (s != Status::empty) throw Error(error());
+    watch.idle("waiting for a response");
+  }
+}
+
+}  // namespace fabflow::rr

@@ -1,0 +1,192 @@
+// Multi-process tests of `fabflow bench rr` through the CLI: all 8 pattern x model
+// combinations reported (measured or refused with a reason), N:1 aggregate bandwidth, the
+// empty-mailbox steps, the raw reference, bad inputs giving one error line and exit 2, and a
+// requester or responder killed mid-run reported within a bounded time.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+std::string requests(const char* fallback) {
+  const char* v = std::getenv("FABFLOW_RR_REQUESTS");
+  return v && *v ? v : fallback;
+}
+
+void expect_measured(const nlohmann::json& j) {
+  EXPECT_EQ(j["bench"], "rr");
+  for (const char* k : {"pattern", "model", "topology", "requesters", "responders", "response_bytes",
+                        "MBps", "requests_per_s", "latency_ns", "cpu"})
+    ASSERT_TRUE(j.contains(k)) << k << " in " << j.dump();
+  EXPECT_GT(j["MBps"].get<double>(), 0);
+  EXPECT_GT(j["requests_per_s"].get<double>(), 0);
+  for (const char* k : {"mean", "p50", "p90", "p99", "p999", "max"})
+    EXPECT_GT(j["latency_ns"][k].get<double>(), 0) << k;
+  for (const char* side : {"requester", "responder"}) {
+    const auto& c = j["cpu"][side];
+    EXPECT_GT(c["cpu_ns_per_msg"].get<double>(), 0) << side;
+    // Hardware counters are a number where the machine has them, null where not.
+    EXPECT_TRUE(c["instructions_per_msg"].is_null() || c["instructions_per_msg"].is_number());
+    EXPECT_TRUE(c["cycles_per_msg"].is_null() || c["cycles_per_msg"].is_number());
+  }
+}
+
+std::vector<nlohmann::json> run_json(std::vector<std::string> args, std::chrono::seconds bound = 90s) {
+  args.insert(args.begin(), {"fabflow", "bench", "rr"});
+  args.push_back("--json");
+  CliResult r = run_cli(args, bound);
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<nlohmann::json> out;
+  for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+TEST(RrCli, AllPatternsAndModelsOnOneToOne) {
+  for (const char* provider : {"shm", "tcp"}) {
+    auto rows = run_json({"-p", provider, "--pattern", "all", "--model", "all", "--topology", "1:1",
+                          "-S", "64", "--requests", requests("1000"), "--verify"});
+    ASSERT_EQ(rows.size(), 8u) << provider;
+    std::set<std::string> seen;
+    for (const auto& j : rows) {
+      seen.insert(j["pattern"].get<std::string>() + "/" + j["model"].get<std::string>());
+      if (j.contains("unsupported")) {
+        EXPECT_FALSE(j["unsupported"].get<std::string>().empty());
+        continue;
+      }
+      expect_measured(j);
+      EXPECT_EQ(j["verified"], true);
+    }
+    EXPECT_EQ(seen.size(), 8u) << provider;
+  }
+}
+
+TEST(RrCli, RefusedCombinationIsALineWithAReason) {
+  auto rows = run_json({"-p", "shm", "--pattern", "SendSend,WriteWrite", "--mailbox", "dense",
+                        "-S", "64", "--requests", "200"});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NE(rows[0]["unsupported"].get<std::string>().find("dense"), std::string::npos);
+  expect_measured(rows[1]);
+}
+
+TEST(RrCli, NToOneReportsAggregateBandwidth) {
+  auto rows = run_json({"-p", "tcp", "--topology", "N:1", "--requesters", "3", "-S", "1K",
+                        "--requests", requests("500"), "--pattern", "WriteWrite,SendSend"});
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& j : rows) {
+    expect_measured(j);
+    EXPECT_EQ(j["requesters"], 3);
+    EXPECT_EQ(j["responders"], 1);
+    EXPECT_EQ(j["topology"], "N:1");
+    EXPECT_EQ(j["requests"], 3 * std::stoi(requests("500")));
+  }
+}
+
+TEST(RrCli, EmptyMailboxStepsAndRawReference) {
+  auto rows = run_json({"-p", "shm", "--topology", "N:M", "--requesters", "2", "--responders", "2",
+                        "--threads", "2", "--empty-mailboxes", "0,50,90", "-S", "4K", "--requests",
+                        requests("300")});
+  ASSERT_EQ(rows.size(), 3u);
+  std::uint64_t last = 0;
+  for (const auto& j : rows) {
+    expect_measured(j);
+    EXPECT_GE(j["empty_mailboxes"].get<std::uint64_t>(), last);
+    last = j["empty_mailboxes"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(rows[0]["empty_mailboxes"], 0);
+  EXPECT_EQ(rows[2]["empty_mailboxes"], 36);  // 2 requesters x 2 threads x depth 1 = 4 active
+
+  auto ref = run_json({"-p", "shm", "-S", "64", "--requests", requests("1000"), "--reference"});
+  ASSERT_EQ(ref.size(), 1u);
+  expect_measured(ref[0]);
+  ASSERT_TRUE(ref[0]["raw_write_rtt_ns"].is_object());
+  EXPECT_GT(ref[0]["raw_write_rtt_ns"]["p50"].get<double>(), 0);
+}
+
+TEST(RrCli, BadInputsGiveOneErrorLineAndExit2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--pattern", "ReadRead"},
+      {"--model", "shared"},
+      {"--topology", "2:3"},
+      {"--topology", "1:1", "--requesters", "3"},
+      {"--topology", "N:1", "--responders", "2"},
+      {"--topology", "N:M", "--responders", "1"},
+      {"-S", "5M"},
+      {"-S", "0"},
+      {"--request-bytes", "0"},
+      {"--empty-mailboxes", "100"},
+      {"--topology", "N:1", "--reference"},
+      {"--mailbox", "tiny"},
+      {"-p", "nosuchprovider"},
+  };
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"fabflow", "bench", "rr"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = run_cli(args, 10s);
+    ASSERT_FALSE(r.timed_out) << extra[1];
+    EXPECT_EQ(r.status, 2) << extra[1] << ": " << r.err;
+    auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  }
+}
+
+int rank_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  while (std::getline(f, var, '\0'))
+    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
+  return -1;
+}
+
+// Kills rank `victim` (0: a requester, 1: the responder) once the run is under way: the
+// survivors report an error well within the launcher's bound instead of hanging.
+void kill_rank_mid_run(int victim, const char* pattern) {
+  CliResult r = run_cli(
+      {"fabflow", "bench", "rr", "-p", "shm", "--pattern", pattern, "-S", "64", "--requests",
+       "2000000000"},
+      30s, {}, [victim](pid_t launcher) {
+        for (int i = 0; i < 200; ++i) {
+          std::this_thread::sleep_for(20ms);
+          for (pid_t child : testing::children_of(launcher))
+            if (rank_of(child) == victim) {
+              std::this_thread::sleep_for(700ms);
+              kill(child, SIGKILL);
+              return;
+            }
+        }
+      });
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 12.0);
+  auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+}
+
+TEST(RrCliPeerDeath, ResponderKilledMidRun) {
+  kill_rank_mid_run(1, "WriteWrite");
+  kill_rank_mid_run(1, "SendSend");
+}
+TEST(RrCliPeerDeath, RequesterKilledMidRun) {
+  kill_rank_mid_run(0, "WriteWrite");
+  kill_rank_mid_run(0, "SendSend");
+}
+
+}  // namespace
+}  // namespace fabflow

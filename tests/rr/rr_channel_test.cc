@@ -1,0 +1,331 @@
+// The channel API with ranks as threads: ids match responses to requests with several
+// outstanding, peers that disagree at setup are refused, malformed or oversized messages from
+// a hand-made peer fail the channel with an error, and a vanished responder is reported within
+// the peer timeout.
+#include <gtest/gtest.h>
+
+#include <fabflow/bootstrap.h>
+#include <fabflow/rr.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "rr/frame.h"
+
+namespace fabflow::rr {
+namespace {
+
+using namespace std::chrono_literals;
+
+TransportOptions topts(const char* provider, const ChannelOptions& o) {
+  TransportOptions t;
+  t.provider = provider;
+  t.ops = required_ops(o);
+  return t;
+}
+
+// Runs body(rank, transport, boot) on n threads, each with its own connected transport.
+std::string run_ranks(int n, const TransportOptions& to,
+                      const std::function<void(int, Transport&, Bootstrap&)>& body) {
+  auto boots = make_thread_bootstraps(n);
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto& boot = *boots[static_cast<std::size_t>(r)];
+      try {
+        auto t = open_transport(to);
+        t->connect(boot);
+        body(r, *t, boot);
+        boot.barrier([&] { t->progress(); });
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
+        boot.abort(e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) return e;
+  return "";
+}
+
+// A responder handler that answers with the request's first 8 bytes and its own index.
+Handler tagger(int me) {
+  return [me](int, std::span<const std::byte> req, std::span<std::byte> resp) {
+    std::memcpy(resp.data(), req.data(), 8);
+    std::memcpy(resp.data() + 8, &me, 4);
+    return std::size_t{12};
+  };
+}
+
+// Serves until every requester closed or the channel failed; returns the error ("" if none).
+std::string serve_all(Responder& r, const Handler& h, std::chrono::milliseconds bound = 5s) {
+  auto end = std::chrono::steady_clock::now() + bound;
+  while (!r.done()) {
+    unsigned n = 0;
+    if (r.serve(&h, &n) == Status::failed) return r.error();
+    if (std::chrono::steady_clock::now() > end) return "timed out";
+    if (n == 0) std::this_thread::yield();
+  }
+  return "";
+}
+
+class RrIds : public ::testing::TestWithParam<Pattern> {};
+
+// Four outstanding requests to two responders; each response is matched by its slot id.
+TEST_P(RrIds, ResponsesMatchTheirRequestsWithSeveralOutstanding) {
+  ChannelOptions o;
+  o.pattern = GetParam();
+  o.request_bytes = 16;
+  o.response_bytes = 32;
+  std::string err = run_ranks(3, topts("shm", o), [&](int rank, Transport& t, Bootstrap& boot) {
+    if (rank != 0) {
+      auto r = make_responder(t, boot, o, 1);
+      boot.barrier([&] { t.progress(); });
+      std::string e = serve_all(*r, tagger(rank - 1));
+      if (!e.empty()) throw Error(e);
+      return;
+    }
+    auto q = make_requester(t, boot, o, 1, 4);
+    boot.barrier([&] { t.progress(); });
+    for (int round = 0; round < 50; ++round) {
+      for (unsigned s = 0; s < 4; ++s) {
+        std::uint64_t tag = round * 100 + s;
+        std::memcpy(q->request_buffer(s).data(), &tag, 8);
+        ASSERT_EQ(q->submit(s, static_cast<int>(s % 2), 16), Status::ok) << q->error();
+      }
+      EXPECT_EQ(q->submit(0, 0, 16), Status::full);  // slot 0 waits for its response
+      int got = 0;
+      auto end = std::chrono::steady_clock::now() + 5s;
+      while (got < 4 && std::chrono::steady_clock::now() < end) {
+        Response resp;
+        Status st = q->poll(&resp);
+        ASSERT_NE(st, Status::failed) << q->error();
+        if (st != Status::ok) continue;
+        std::uint64_t tag;
+        int from;
+        ASSERT_EQ(resp.data.size(), 12u);
+        std::memcpy(&tag, resp.data.data(), 8);
+        std::memcpy(&from, resp.data.data() + 8, 4);
+        EXPECT_EQ(tag, static_cast<std::uint64_t>(round * 100 + resp.slot));
+        EXPECT_EQ(from, static_cast<int>(resp.slot % 2));
+        EXPECT_EQ(resp.responder, from);
+        q->release(resp);
+        ++got;
+      }
+      ASSERT_EQ(got, 4);
+    }
+    ASSERT_EQ(q->close(), Status::ok) << q->error();
+  });
+  EXPECT_EQ(err, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Patterns, RrIds, ::testing::ValuesIn(kAllPatterns),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(RrSetup, PeersThatDisagreeOnSizesAreRefused) {
+  ChannelOptions o;
+  o.pattern = Pattern::send_send;
+  std::string err = run_ranks(2, topts("shm", o), [&](int rank, Transport& t, Bootstrap& boot) {
+    ChannelOptions mine = o;
+    if (rank == 1) {
+      mine.request_bytes = 128;
+      make_responder(t, boot, mine, 1);
+    } else {
+      make_requester(t, boot, mine, 1, 1);
+    }
+  });
+  EXPECT_NE(err.find("disagrees on the channel options"), std::string::npos) << err;
+}
+
+TEST(RrSetup, UnsupportedCombinationsAreRefused) {
+  Capabilities caps;
+  caps.provider = "test";
+  caps.rma = false;
+  caps.max_msg_size = 1 << 20;
+  ChannelOptions o;
+  o.pattern = Pattern::write_send;
+  EXPECT_NE(why_unsupported(caps, o), "");
+  o.pattern = Pattern::send_send;
+  EXPECT_EQ(why_unsupported(caps, o), "");
+  o.mailbox = Mailbox::dense;
+  EXPECT_NE(why_unsupported(caps, o).find("dense"), std::string::npos);
+  o.mailbox = Mailbox::sparse;
+  o.response_bytes = 2 << 20;
+  EXPECT_NE(why_unsupported(caps, o).find("max_msg_size"), std::string::npos);
+}
+
+// A requester that takes part in setup by hand and then sends whatever frame a test makes.
+struct FakeRequester {
+  std::unique_ptr<MemoryRegion> mr;
+  RemoteMemory responder;
+  detail::ResponderLayout layout;
+
+  FakeRequester(Transport& t, Bootstrap& boot, const ChannelOptions& o)
+      : layout(o, 1 + (request_by_write(o.pattern) ? o.empty_mailboxes : 0), 1) {
+    std::uint32_t slots = 1;
+    boot.allgather({reinterpret_cast<const std::byte*>(&slots), 4});
+    detail::RequesterLayout mine(o, 1, 1);
+    mr = t.allocate(mine.bytes, kAllAccess);
+    auto key = t.export_key(*mr);
+    detail::Hello h;
+    h.role = 0;
+    h.pattern = static_cast<std::uint8_t>(o.pattern);
+    h.mailbox = static_cast<std::uint8_t>(o.mailbox);
+    h.slots = 1;
+    h.key_len = static_cast<std::uint32_t>(key.size());
+    h.request_bytes = o.request_bytes;
+    h.response_bytes = o.response_bytes;
+    h.empty_mailboxes = o.empty_mailboxes;
+    h.region_bytes = mine.bytes;
+    std::vector<std::byte> blob(sizeof h + key.size());
+    std::memcpy(blob.data(), &h, sizeof h);
+    std::memcpy(blob.data() + sizeof h, key.data(), key.size());
+    auto all = boot.allgather(blob);
+    detail::Hello peer;
+    std::memcpy(&peer, all[1].data(), sizeof peer);
+    responder = t.import_key(1, {all[1].data() + sizeof peer, peer.key_len});
+  }
+
+  // A frame claiming `source` and `slot` with a payload of `len` bytes.
+  std::size_t frame(std::uint64_t seq, std::size_t len, std::uint32_t source, std::uint32_t slot) {
+    std::memset(mr->data() + detail::kHeader, 0x42, len);
+    detail::seal(mr->data(), {seq, len, false}, source, slot);
+    return detail::frame_bytes(len);
+  }
+};
+
+// Sends one crafted request to a real responder and returns the responder's error.
+std::string responder_error(Pattern pattern, const std::function<void(FakeRequester&, Transport&)>& send) {
+  ChannelOptions o;
+  o.pattern = pattern;
+  o.request_bytes = 64;
+  o.response_bytes = 64;
+  std::atomic<bool> done{false};
+  std::string error;
+  run_ranks(2, topts("shm", o), [&](int rank, Transport& t, Bootstrap& boot) {
+    if (rank == 0) {
+      FakeRequester fake(t, boot, o);
+      send(fake, t);
+      while (!done) t.progress();  // shm delivers while its sender progresses
+      return;
+    }
+    auto r = make_responder(t, boot, o, 1);
+    Handler h = tagger(0);
+    error = serve_all(*r, h, 5s);
+    done = true;
+  });
+  return error;
+}
+
+// Posts, retrying while the provider is busy (RDM endpoints connect lazily).
+template <class Post>
+void must_post(Transport& t, Post&& post) {
+  auto end = std::chrono::steady_clock::now() + 5s;
+  Status s;
+  while ((s = post()) == Status::again && std::chrono::steady_clock::now() < end) t.progress();
+  ASSERT_EQ(s, Status::ok) << t.last_error();
+}
+
+TEST(RrMalformed, SendWithIdsOutOfRange) {
+  std::string e = responder_error(Pattern::send_send, [](FakeRequester& f, Transport& t) {
+    std::size_t n = f.frame(1, 8, 7, 0);  // requester 7 does not exist
+    must_post(t, [&] { return t.post_send(1, f.mr->data(), n, f.mr->desc(), 0, kInject); });
+  });
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+}
+
+TEST(RrMalformed, OversizedSendRequest) {
+  std::string e = responder_error(Pattern::send_write, [](FakeRequester& f, Transport& t) {
+    // Fits the receive buffer (64-byte payload slot rounded up) but claims more than allowed.
+    std::size_t n = f.frame(1, 72, 0, 0);
+    must_post(t, [&] { return t.post_send(1, f.mr->data(), n, f.mr->desc(), 0, 0 | kSignal); });
+  });
+  EXPECT_NE(e.find("oversized"), std::string::npos) << e;
+}
+
+TEST(RrMalformed, SendWhoseLengthDisagreesWithItsFrame) {
+  std::string e = responder_error(Pattern::send_send, [](FakeRequester& f, Transport& t) {
+    std::size_t n = f.frame(1, 16, 0, 0);
+    must_post(t, [&] { return t.post_send(1, f.mr->data(), n - 8, f.mr->desc(), 0, kInject); });  // trailer cut
+  });
+  EXPECT_NE(e.find("malformed"), std::string::npos) << e;
+}
+
+TEST(RrMalformed, OversizedWriteIntoAMailbox) {
+  std::string e = responder_error(Pattern::write_write, [](FakeRequester& f, Transport& t) {
+    // A stamp announcing 1000 bytes in a mailbox for 64.
+    std::uint64_t w = detail::pack({1, 1000, false});
+    std::memcpy(f.mr->data(), &w, 8);
+    must_post(t, [&] { return t.post_write(1, f.mr->data(), 8, f.mr->desc(), f.responder,
+                              f.layout.mailbox_off, 0, kInject); });
+  });
+  EXPECT_NE(e.find("oversized"), std::string::npos) << e;
+}
+
+TEST(RrMalformed, WriteWithForeignIds) {
+  std::string e = responder_error(Pattern::write_send, [](FakeRequester& f, Transport& t) {
+    std::size_t n = f.frame(1, 8, 0, 3);  // slot 3 of requester 0 does not exist
+    must_post(t, [&] { return t.post_write(1, f.mr->data(), n, f.mr->desc(), f.responder,
+                              f.layout.mailbox_off, 0, kInject); });
+  });
+  EXPECT_NE(e.find("foreign ids"), std::string::npos) << e;
+}
+
+// The responder stops answering and its rank vanishes: the requester's call fails within the
+// peer timeout (the bootstrap usually reports it much sooner).
+TEST(RrPeerDeath, RequesterSeesResponderVanish) {
+  for (Pattern pattern : {Pattern::write_write, Pattern::send_send}) {
+    ChannelOptions o;
+    o.pattern = pattern;
+    o.peer_timeout = 500ms;
+    std::atomic<bool> gone{false}, requester_done{false};
+    std::int64_t elapsed_ms = -1;
+    std::string requester_error;
+    auto boots = make_thread_bootstraps(2);
+    std::thread responder([&] {
+      auto t = open_transport(topts("shm", o));
+      t->connect(*boots[1]);
+      auto r = make_responder(*t, *boots[1], o, 1);
+      Handler h = tagger(0);
+      unsigned n = 0;
+      while (r->stats().requests < 1) r->serve(&h, &n);
+      for (auto end = std::chrono::steady_clock::now() + 50ms; std::chrono::steady_clock::now() < end;)
+        t->progress();
+      boots[1]->abort("test: responder vanishes");
+      gone = true;
+      while (!requester_done) std::this_thread::sleep_for(1ms);  // keep the provider state alive
+    });
+    std::thread requester([&] {
+      auto t = open_transport(topts("shm", o));
+      t->connect(*boots[0]);
+      auto q = make_requester(*t, *boots[0], o, 1, 1);
+      Response resp;
+      try {
+        q->call(0, 0, 8, &resp, *boots[0]);
+        q->release(resp);
+        while (!gone) t->progress();
+        auto start = std::chrono::steady_clock::now();
+        try {
+          q->call(0, 0, 8, &resp, *boots[0]);
+          requester_error = "a call to a vanished responder succeeded";
+        } catch (const Error&) {
+        }
+        elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - start).count();
+      } catch (const std::exception& e) {
+        requester_error = e.what();
+      }
+      requester_done = true;
+    });
+    requester.join();
+    responder.join();
+    EXPECT_EQ(requester_error, "") << to_string(pattern);
+    EXPECT_GE(elapsed_ms, 0);
+    EXPECT_LE(elapsed_ms, 500 + 1000) << to_string(pattern);
+  }
+}
+
+}  // namespace
+}  // namespace fabflow::rr
