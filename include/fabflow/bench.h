@@ -137,6 +137,11 @@ struct QueueParams {
   std::uint64_t round_trips = 1u << 17; // ping-pong mode, after warm-up
   std::uint64_t warmup = 1000;          // ping-pong round trips not measured
   bool latency = false;                 // throughput mode: also time every enqueue / dequeue
+  // References measured in the same run, once per item size, on the same two CPUs:
+  // throughput mode: the provider's raw streaming write bandwidth (run_raw) and a minimal SPSC
+  // shared-memory ring; ping-pong mode: a bare cache-line ping-pong (the raw write ping-pong
+  // is always measured there).
+  bool reference = false;
   ProgressMode progress = ProgressMode::automatic;  // ping-pong progress threads, raw reference
   int cpu = -1;                         // the CPU this rank is pinned to (-1: unpinned)
   std::uint64_t timeout_ms = 10000;     // no progress for this long: fail
@@ -158,7 +163,13 @@ struct QueueRow {
   LatencyStats transfer;                // ping-pong: half the round trip
   LatencyStats raw_write;               // ping-pong: raw write ping-pong, one-way
   bool raw_write_measured = false;
-  bool progress_threads = false;        // ping-pong: a progress thread per transport and rank
+  bool progress_threads = false;        // a progress thread drove a transport (never, today)
+  // --reference (0 / false: not measured).
+  double raw_stream_mbps = 0;           // throughput: raw streaming write, same provider and size
+  double raw_stream_msgs_per_s = 0;
+  double spsc_items_per_s = 0;          // throughput: minimal SPSC ring, same item size and S
+  LatencyStats cacheline;               // ping-pong: bare cache-line ping-pong, one-way
+  bool cacheline_measured = false;
   LatencyStats enqueue, dequeue;        // --latency: successful calls
 };
 
@@ -173,6 +184,15 @@ struct QueueResult {
 // a design the provider cannot run yields a row with `unsupported` set. Throws Error /
 // PeerError on failure.
 QueueResult run_queue(const QueueParams& params, Bootstrap& boot);
+
+// Hardware references between two pinned cores (two threads of this process; cpu < 0:
+// unpinned), src/bench/local_reference.cc. Half the round trip of a cache line bounced between
+// the cores; items/s of Lamport's SPSC ring with cached indices, timed on the consumer from
+// first to last item.
+LatencyStats cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
+                                int cpu_b, const Clock& clock);
+double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
+                             int cpu_producer, int cpu_consumer, const Clock& clock);
 
 void print_queue_header(std::ostream& out, const QueueResult& result);
 void print_queue_row(std::ostream& out, const QueueResult& result, const QueueRow& row);

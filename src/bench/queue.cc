@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <thread>
 #include <optional>
 #include <ostream>
 
@@ -25,23 +27,36 @@ using flow::Consumer;
 using flow::Producer;
 using flow::QueueOptions;
 
-// Bounded waiting: fails when nothing happened for timeout_ms or the peer vanished.
+// Bounded waiting: fails when nothing happened for timeout_ms or the peer vanished. `drive`
+// is another transport this rank must keep progressing while it waits here: in the ping-pong
+// each rank waits on one queue while its peer may need the other one progressed (reads of
+// counters or slots, end-of-stream head updates), as any thread serving two queues must.
 class Stall {
  public:
-  Stall(Bootstrap& boot, std::uint64_t timeout_ms) : boot_(boot), timeout_(timeout_ms) { reset(); }
-  void reset() noexcept { last_ = std::chrono::steady_clock::now(); }
+  Stall(Bootstrap& boot, std::uint64_t timeout_ms, Transport* drive = nullptr)
+      : boot_(boot), timeout_(timeout_ms), drive_(drive) {}
+  // Reads no clock: a wait that succeeds within 1024 spins costs nothing (the ping-pong calls
+  // this on every item).
+  void reset() noexcept {
+    spins_ = 0;
+    since_ = {};
+  }
   void idle(const char* what) {
+    if (drive_) drive_->progress();
     if ((++spins_ & 1023) != 0) return;
     if (boot_.peer_failed()) throw PeerError(-1, std::string("queue bench: peer vanished while ") + what);
-    if (std::chrono::steady_clock::now() - last_ > std::chrono::milliseconds(timeout_))
+    const auto now = std::chrono::steady_clock::now();
+    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
+    if (now - since_ > std::chrono::milliseconds(timeout_))
       throw Error("queue bench: no progress for " + std::to_string(timeout_) + " ms while " + what);
   }
 
  private:
   Bootstrap& boot_;
   std::uint64_t timeout_;
+  Transport* drive_;
   std::uint64_t spins_ = 0;
-  std::chrono::steady_clock::time_point last_;
+  std::chrono::steady_clock::time_point since_{};
 };
 
 std::string queue_error(const char* end, const std::string& why, Status s) {
@@ -61,13 +76,6 @@ QueueOptions queue_options(const QueueDesign& d, std::size_t item_bytes, std::si
   o.capacity = capacity;
   o.item_bytes = item_bytes;
   return o;
-}
-
-std::unique_ptr<Producer> producer(Transport& t, Bootstrap& b, int peer, const QueueOptions& o) {
-  return o.socket ? flow::make_socket_producer(t, b, peer, o) : flow::make_producer(t, b, peer, o);
-}
-std::unique_ptr<Consumer> consumer(Transport& t, Bootstrap& b, int peer, const QueueOptions& o) {
-  return o.socket ? flow::make_socket_consumer(t, b, peer, o) : flow::make_consumer(t, b, peer, o);
 }
 
 template <typename T>
@@ -161,7 +169,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
   if (params.latency) samples.reserve(params.items);
   EndSummary mine;
   if (boot.rank() == 0) {
-    auto p = producer(t, boot, 1, o);
+    auto p = flow::make_producer(t, boot, 1, o);
     boot.barrier();
     for (std::uint64_t i = 0; i < params.items; ++i)
       put(*p, buf, i, stall, clock, params.latency ? &samples : nullptr);
@@ -169,7 +177,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
     mine = summary_of(p->stats());
     settle(boot, t, o);
   } else {
-    auto c = consumer(t, boot, 0, o);
+    auto c = flow::make_consumer(t, boot, 0, o);
     boot.barrier();
     std::uint64_t first = 0, last = 0, n = 0;
     while (get(*c, buf, n, stall, clock, params.latency ? &samples : nullptr)) {
@@ -202,43 +210,65 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
   row.dequeue = from_blob<LatencyStats>(lats[1]);
 }
 
+// Closes `p` while draining `c` to its end of stream (rank 0's echo queue) or, once `c` is
+// closed, still calling it so that it keeps driving its transport and re-sends its final head.
+// Neither end blocks on one queue while the peer waits on the other.
+void close_both(Producer& p, Consumer& c, std::vector<std::byte>& buf, Stall& stall) {
+  bool closed = false, drained = false;
+  stall.reset();
+  while (!closed || !drained) {
+    if (!closed) {
+      Status s = p.close(std::chrono::milliseconds(0));
+      if (s == Status::ok) closed = true;
+      else if (s != Status::timeout) throw Error(queue_error("close", p.error(), s));
+    }
+    std::size_t len = 0;
+    Status s = c.try_dequeue(buf, &len);
+    if (s == Status::closed) drained = true;
+    else if (s != Status::empty) throw Error(queue_error("dequeue at the end", c.error(), s));
+    stall.idle("closing");
+  }
+}
+
 // Two queues, 0->1 on `t` and 1->0 on `back`: each queue owns its transport's completion
-// queues.
+// queues. No progress threads: each rank drives the transport it is not waiting on from its
+// idle loop (Stall), so the transfer time contains no thread hand-off or time-slicing.
 void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Transport& back,
               Bootstrap& boot, const Clock& clock, QueueRow& row) {
   std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
-  Stall stall(boot, params.timeout_ms);
   const std::uint64_t total = params.warmup + params.round_trips;
   std::vector<double> samples;
   EndSummary mine;
   // Queue 0->1 first, then 1->0: both setups are collective.
   std::unique_ptr<Producer> p;
   std::unique_ptr<Consumer> c;
-  if (boot.rank() == 0) {
-    p = producer(t, boot, 1, o);
-    c = consumer(back, boot, 1, o);
+  const bool rank0 = boot.rank() == 0;
+  Transport& mine_out = rank0 ? t : back;  // the transport of this rank's producer
+  Transport& mine_in = rank0 ? back : t;   // ... and of its consumer
+  Stall put_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_in);
+  Stall get_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_out);
+  if (rank0) {
+    p = flow::make_producer(t, boot, 1, o);
+    c = flow::make_consumer(back, boot, 1, o);
     samples.reserve(params.round_trips);
     boot.barrier();
     for (std::uint64_t i = 0; i < total; ++i) {
       std::uint64_t t0 = clock.now();
-      put(*p, buf, i, stall, clock, nullptr);
+      put(*p, buf, i, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
-      if (!get(*c, buf, i, stall, clock, nullptr)) throw Error("queue bench: echo queue closed early");
+      if (!get(*c, buf, i, get_stall, clock, nullptr)) throw Error("queue bench: echo queue closed early");
       if (i >= params.warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
     }
-    close_queue(*p, params.timeout_ms);
   } else {
-    c = consumer(t, boot, 0, o);
-    p = producer(back, boot, 0, o);
+    c = flow::make_consumer(t, boot, 0, o);
+    p = flow::make_producer(back, boot, 0, o);
     boot.barrier();
-    for (std::uint64_t i = 0; get(*c, buf, i, stall, clock, nullptr); ++i) {
-      put(*p, buf, i, stall, clock, nullptr);
+    for (std::uint64_t i = 0; get(*c, buf, i, get_stall, clock, nullptr); ++i) {
+      put(*p, buf, i, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
     }
-    close_queue(*p, params.timeout_ms);
   }
-  while (boot.rank() == 0 && get(*c, buf, total, stall, clock, nullptr)) {
-  }
+  close_both(*p, *c, buf, get_stall);
   EndSummary a = summary_of(p->stats()), b = summary_of(c->stats());
   mine = {0, a.items, a.data + b.data, a.transfer + b.transfer, a.space + b.space, a.full, b.empty};
   if (o.socket) {
@@ -262,14 +292,36 @@ void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Tr
   if (boot.rank() == 0) row.transfer = summarize(samples);
 }
 
-// The raw write ping-pong of the same provider and size, on its own transport.
-void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot, QueueRow& row) {
+// The references of one item size, measured once and attached to every row of that size.
+struct References {
+  LatencyStats raw_pingpong;
+  bool raw_pingpong_measured = false;
+  double raw_stream_mbps = 0, raw_stream_msgs_per_s = 0;
+  double spsc_items_per_s = 0;
+  LatencyStats cacheline;
+  bool cacheline_measured = false;
+
+  void apply(QueueRow& row) const {
+    row.raw_write = raw_pingpong;
+    row.raw_write_measured = raw_pingpong_measured;
+    row.raw_stream_mbps = raw_stream_mbps;
+    row.raw_stream_msgs_per_s = raw_stream_msgs_per_s;
+    row.spsc_items_per_s = spsc_items_per_s;
+    row.cacheline = cacheline;
+    row.cacheline_measured = cacheline_measured;
+  }
+};
+
+// The raw bench (run_raw) on its own transport, same provider and size: the write ping-pong
+// (one-way) in ping-pong mode, the streaming write bandwidth (as many writes as the queue
+// moves items, the raw bench's default window) in throughput mode. Collective.
+void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot, References& ref) {
   RawParams rp;
   rp.op = Op::write;
   rp.sizes = {size};
-  rp.iterations = params.round_trips;
-  rp.warmup = params.warmup;
-  rp.test = RawTest::latency;
+  rp.iterations = params.pingpong ? params.round_trips : params.items;
+  rp.warmup = params.pingpong ? params.warmup : std::min<std::uint64_t>(params.items / 10, 1000);
+  rp.test = params.pingpong ? RawTest::latency : RawTest::bandwidth;
   rp.cpu = params.cpu;
   rp.timeout_ms = params.timeout_ms;
   rp.progress = params.progress;
@@ -284,9 +336,31 @@ void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot,
   auto t = open_transport(to);
   t->connect(boot);
   RawResult r = run_raw(rp, *t, boot);
-  if (boot.rank() == 0 && !r.rows.empty()) {
-    row.raw_write = r.rows.front().latency;
-    row.raw_write_measured = true;
+  if (boot.rank() != 0 || r.rows.empty()) return;
+  if (params.pingpong) {
+    ref.raw_pingpong = r.rows.front().latency;
+    ref.raw_pingpong_measured = true;
+  } else {
+    ref.raw_stream_mbps = r.rows.front().mbps;
+    ref.raw_stream_msgs_per_s = r.rows.front().msgs_per_s;
+  }
+}
+
+// The two-core hardware references: rank 0 runs both threads on the two ranks' CPUs while
+// rank 1 sleeps in a barrier. Collective.
+void core_references(const QueueParams& params, std::size_t size, Bootstrap& boot,
+                     const Clock& clock, int cpu0, int cpu1, References& ref) {
+  if (boot.rank() == 0) {
+    if (params.pingpong) {
+      ref.cacheline = cacheline_pingpong(params.round_trips, params.warmup, cpu0, cpu1, clock);
+      ref.cacheline_measured = true;
+    } else {
+      ref.spsc_items_per_s =
+          spsc_ring_items_per_s(params.items, size, params.capacity, cpu0, cpu1, clock);
+    }
+    boot.barrier();
+  } else {
+    boot.barrier([] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
   }
 }
 
@@ -310,6 +384,16 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   result.env.cpu_target = from_blob<Cpu>(cpus[1]).cpu;
   result.env.pinned = result.env.cpu_initiator >= 0 && result.env.cpu_target >= 0;
 
+  std::map<std::size_t, References> refs;
+  for (std::size_t size : params.sizes) {
+    References& ref = refs[size];
+    if (params.pingpong) raw_reference(params, size, boot, ref);
+    if (params.reference) {
+      if (!params.pingpong) raw_reference(params, size, boot, ref);
+      core_references(params, size, boot, clock, result.env.cpu_initiator,
+                      result.env.cpu_target, ref);
+    }
+  }
   for (const QueueDesign& d : params.designs)
     for (std::size_t size : params.sizes) {
       QueueOptions o = queue_options(d, size, params.capacity);
@@ -320,11 +404,6 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       to.node = boot.local_address();
       to.thread_safe = o.active_producer || o.active_consumer;
       QueueRow row;
-      if (params.pingpong && !o.socket) {
-        Capabilities c = probe_transport(to);
-        if (needs_progress_thread(params.progress, c, true)) to.thread_safe = true;
-      }
-      row.progress_threads = params.pingpong && !o.socket && to.thread_safe;
       row.design = d;
       row.item_bytes = size;
       std::string why;
@@ -348,26 +427,23 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       {
         auto t = open_transport(to);
         if (!o.socket) t->connect(boot);
-        if (params.pingpong) {
-          auto back = open_transport(to);
-          if (!o.socket) back->connect(boot);
-          {
-            // Each rank waits on one queue's transport while its peer needs the other one
-            // progressed (space and transfer reads): manual-progress providers get threads.
-            std::optional<ProgressEngine> e1, e2;
-            if (!o.socket && to.thread_safe) {
-              e1.emplace(*t, -1);
-              e2.emplace(*back, -1);
-            }
+        // make_producer / make_consumer refuse on both ranks at the same collective step
+        // (a refusal found during setup travels in the hello), so both land here together.
+        try {
+          if (params.pingpong) {
+            auto back = open_transport(to);
+            if (!o.socket) back->connect(boot);
             pingpong(params, o, *t, *back, boot, clock, row);
+            settle(boot, *back, o);
+          } else {
+            throughput(params, o, *t, boot, clock, row);
           }
-          settle(boot, *back, o);
-        } else {
-          throughput(params, o, *t, boot, clock, row);
+        } catch (const UsageError& e) {
+          row.unsupported = e.what();
         }
         settle(boot, *t, o);
       }
-      if (params.pingpong) raw_reference(params, size, boot, row);
+      refs[size].apply(row);
       if (boot.rank() == 0) result.rows.push_back(row);
     }
   return result;
@@ -449,6 +525,36 @@ void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& ro
                   static_cast<unsigned long long>(row.empty));
   }
   out << line;
+  if (row.unsupported.empty() && r.params.reference) {
+    std::string refs;
+    char part[160];
+    if (r.params.pingpong) {
+      if (row.cacheline_measured) {
+        std::snprintf(part, sizeof part, "cache-line ping-pong p50 %.3f us (transfer %.2fx)",
+                      row.cacheline.p50 / 1e3, row.transfer.p50 / row.cacheline.p50);
+        refs += part;
+      }
+      if (row.raw_write_measured) {
+        std::snprintf(part, sizeof part, "%sraw write p50 %.3f us (transfer %.2fx)",
+                      refs.empty() ? "" : "; ", row.raw_write.p50 / 1e3,
+                      row.transfer.p50 / row.raw_write.p50);
+        refs += part;
+      }
+    } else {
+      if (row.raw_stream_mbps > 0) {
+        std::snprintf(part, sizeof part, "raw write stream %.2f MB/s (queue %.2fx)",
+                      row.raw_stream_mbps, row.mbps / row.raw_stream_mbps);
+        refs += part;
+      }
+      if (row.spsc_items_per_s > 0) {
+        std::snprintf(part, sizeof part, "%sSPSC ring %.4f Mitem/s (queue %.3fx)",
+                      refs.empty() ? "" : "; ", row.spsc_items_per_s / 1e6,
+                      row.items_per_s / row.spsc_items_per_s);
+        refs += part;
+      }
+    }
+    if (!refs.empty()) out << "  " << std::string(32, ' ') << "   vs " << refs << "\n";
+  }
   if (row.unsupported.empty() && r.params.latency && !r.params.pingpong) {
     std::snprintf(line, sizeof line,
                   "  %-32s   enqueue p50 %.0f p99 %.0f max %.0f ns, dequeue p50 %.0f p99 %.0f "
@@ -496,6 +602,18 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
   if (r.params.latency && !r.params.pingpong) {
     j["enqueue_ns"] = latency_json(row.enqueue);
     j["dequeue_ns"] = latency_json(row.dequeue);
+  }
+  if (r.params.reference) {
+    auto num = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    if (r.params.pingpong) {
+      j["reference"] = {{"cacheline_pingpong_ns", row.cacheline_measured
+                                                      ? latency_json(row.cacheline)
+                                                      : nlohmann::json(nullptr)}};
+    } else {
+      j["reference"] = {{"raw_write_stream_MBps", num(row.raw_stream_mbps)},
+                        {"raw_write_stream_msgs_per_s", num(row.raw_stream_msgs_per_s)},
+                        {"spsc_ring_items_per_s", num(row.spsc_items_per_s)}};
+    }
   }
   j["progress_threads"] = row.progress_threads;
   j["pinned"] = e.pinned;

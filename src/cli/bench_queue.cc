@@ -28,6 +28,7 @@ struct QueueFlags : CommonFlags {
   std::uint64_t round_trips = std::uint64_t{1} << 17;
   std::uint64_t warmup = 1000;
   bool latency = false;
+  bool reference = false;
 };
 
 bool is_preset(const std::string& s) { return s == "basic" || s == "batching" || s == "datamover"; }
@@ -92,6 +93,7 @@ Validated validate(const QueueFlags& f) {
   p.round_trips = f.round_trips;
   p.warmup = f.warmup;
   p.latency = f.latency;
+  p.reference = f.reference;
   p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
   if (v.providers.empty()) throw UsageError("no provider given");
@@ -151,6 +153,10 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   app->add_option("--round-trips", f->round_trips, "measured round trips in --pingpong");
   app->add_option("-w,--warmup", f->warmup, "ping-pong round trips not measured");
   app->add_flag("--latency", f->latency, "percentiles of enqueue and dequeue calls");
+  app->add_flag("--reference", f->reference,
+                "also measure, per size and on the same CPUs: throughput: the provider's raw "
+                "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong: a "
+                "bare cache-line ping-pong between the two cores; ratios printed");
 
   return [f, self]() -> int {
     Validated v = validate(*f);

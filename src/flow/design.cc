@@ -3,7 +3,9 @@
 #include <fabflow/bootstrap.h>
 #include <fabflow/flow.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 
 #include "flow/layout.h"
 #include "flow/queue.h"
@@ -162,6 +164,14 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
   std::memcpy(&h, blob.data(), sizeof h);
   if (h.magic != Hello::kMagic || h.version != expect.version)
     throw bad("is not a flow queue end of this version");
+  if (h.refused) {
+    // The peer found the design point unsupported after both ends committed to the exchange:
+    // a refusal on both sides, with its reason (bounded, printable bytes only).
+    std::string why;
+    for (std::byte b : blob.subspan(sizeof h).first(std::min<std::size_t>(blob.size() - sizeof h, 512)))
+      why += std::isprint(static_cast<unsigned char>(b)) ? static_cast<char>(b) : '?';
+    throw UsageError(why.empty() ? "flow: rank " + std::to_string(peer) + " refused the queue" : why);
+  }
   if (h.role == expect.role) throw bad("is a queue end of the same role (both producers or both consumers)");
   if (h.data != expect.data || h.transfer != expect.transfer || h.space != expect.space)
     throw bad("uses a different design point");

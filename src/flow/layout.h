@@ -118,7 +118,8 @@ struct Hello {
   std::uint16_t version = 1;
   std::uint8_t role = 0;  // 0 producer, 1 consumer
   std::uint8_t data = 0, transfer = 0, space = 0;
-  std::uint8_t pad[2] = {};
+  std::uint8_t refused = 0;  // 1: this end cannot run the queue; the key bytes are the reason
+  std::uint8_t pad = 0;
   std::uint64_t capacity = 0, item_bytes = 0, region_bytes = 0;
   std::uint32_t key_len = 0;
   std::uint32_t pad2 = 0;

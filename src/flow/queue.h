@@ -48,6 +48,8 @@ inline constexpr std::uint64_t kCtxRead = 2;
 inline constexpr std::uint64_t kCtxRecv = std::uint64_t{1} << 32;  // | slot or pool cell
 inline constexpr std::size_t kCounterPool = 64;
 inline constexpr std::size_t kPollBatch = 16;
+inline constexpr unsigned kMoverWrites = 4;  // batched writes the data mover keeps in flight
+inline constexpr std::size_t kMoverPipelineBytes = 64 * 1024;  // ... when each carries this much
 
 // A counter that one thread writes and others may read (stats of the data-mover thread).
 // Single writer: the increment is a plain load and store.
@@ -147,7 +149,11 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     const double lazy = s_.options.lazy_refresh;
     refresh_below_ = static_cast<std::uint64_t>(lazy * static_cast<double>(L_.capacity));
     if (refresh_below_ == 0) refresh_below_ = 1;
+    refresh_gap_ = std::max<std::uint64_t>(1, refresh_below_ / 4);
     active_ = s_.options.active_producer;
+    // The data mover's whole job is moving batches: it keeps several coalesced writes in
+    // flight so the fabric never idles between one write's completion and the next post.
+    if (active_) max_inflight_ = kMoverWrites;
     if (active_) mover_ = std::thread([this] { run_mover(); });
   }
   ~ProducerImpl() override {
@@ -175,7 +181,11 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
                   std::to_string(L_.item_bytes));
     if (B::check_peer_sometimes() != Status::ok) return Status::failed;
     if (!room()) {
+      // Inline: try to make room now. Active: room comes from the data mover, which usually
+      // shares this thread's core (it inherits its affinity): give it the core before saying
+      // full, or a caller spinning on try_enqueue starves it for a whole time slice.
       if (!active_) pump(true);
+      else std::this_thread::yield();
       if (failed()) return Status::failed;
       if (!room()) {
         stats_.full++;
@@ -201,21 +211,22 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
 
   Status flush(std::chrono::milliseconds timeout) noexcept override {
     if (failed()) return Status::failed;
-    return wait_until(timeout, [&] { return done_pub_.load(std::memory_order_acquire) >= staged_; });
+    // Flushing needs nothing from the consumer: no head refresh (`need` false).
+    return wait_until(timeout, false, [&] { return done_pub_.load(std::memory_order_acquire) >= staged_; });
   }
 
   Status close(std::chrono::milliseconds timeout) noexcept override {
     if (failed()) return Status::failed;
     if (closed_) return Status::closed;
     if (!closing_) {
-      Status st = wait_until(timeout, [&] { return room(); });
+      Status st = wait_until(timeout, true, [&] { return room(); });
       if (st != Status::ok) return st;
       write_slot(B::slot(staged_), staged_, nullptr, 0, kFlagClose);
       stage_done();
       closing_ = true;
       closing_pub_.store(true, std::memory_order_release);
     }
-    Status st = wait_until(timeout, [&] { return head_view() >= staged_; });
+    Status st = wait_until(timeout, true, [&] { return head_view() >= staged_; });
     if (st == Status::ok) closed_ = true;
     return st;
   }
@@ -257,13 +268,18 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
   }
 
+  // `need`: the wait is for space, so refresh the consumer's head even above the lazy threshold.
   template <class Pred>
-  Status wait_until(std::chrono::milliseconds timeout, Pred&& done) noexcept {
+  Status wait_until(std::chrono::milliseconds timeout, bool need, Pred&& done) noexcept {
+    // The common flush is done after one round: read no clock for it.
+    if (!active_) pump(need);
+    if (failed()) return Status::failed;
+    if (done()) return Status::ok;
     const auto deadline = Clock::now() + timeout;
     auto next_check = Clock::now();
     Backoff backoff;
     for (;;) {
-      if (!active_) pump(true);
+      if (!active_) pump(need);
       if (failed()) return Status::failed;
       if (done()) return Status::ok;
       const auto now = Clock::now();
@@ -276,13 +292,22 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
   }
 
+  // The data mover: pumps while there is work, yields the core while waiting for a completion,
+  // a head read or room (the owner thread usually shares the core), and sleeps only when it
+  // has had nothing at all to do for a while (no staged item, nothing in flight), so a stream
+  // never waits on a timer.
   void run_mover() noexcept {
     unsigned idle = 0;
     while (!stop_.load(std::memory_order_acquire) && !failed()) {
-      if (pump(false)) {
+      const bool moved = pump(false);
+      const bool outstanding = inflight_ > 0 || read_pending_ ||
+                               staged_pub_.load(std::memory_order_acquire) != sent_ ||
+                               closing_pub_.load(std::memory_order_acquire);
+      if (moved || outstanding) {
         idle = 0;
-      } else if (++idle > 64) {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        if (!moved) std::this_thread::yield();
+      } else if (++idle > 4096) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
       } else {
         std::this_thread::yield();
       }
@@ -316,13 +341,24 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       if (notified_ != sent_ && !notify_tail()) return false;
     }
     if constexpr (S == SpaceNotify::pull) {
-      const bool closing = closing_pub_.load(std::memory_order_acquire);
-      const std::uint64_t free_slots = L_.capacity - (staged - head_known_);
-      if (need || free_slots < refresh_below_ || (closing && head_known_ < staged)) {
-        if (!read_head()) return false;
+      // At most one head read in flight; reap_tx takes in its result. Never waited for here,
+      // so the data path keeps moving while the read crosses the fabric.
+      if (read_pending_) {
+        if (!read_in_time()) return false;
+      } else {
+        // Lazy refresh: early (below the threshold) at most once per refresh_gap_ staged
+        // items, so a consumer that stays behind is not also asked after every item; at once
+        // when out of room, when the caller needs room, or to finish a close.
+        const bool closing = closing_pub_.load(std::memory_order_acquire);
+        const std::uint64_t free_slots = L_.capacity - (staged - head_known_);
+        const bool early = free_slots < refresh_below_ && staged - refreshed_at_ >= refresh_gap_;
+        if (need || free_slots == 0 || early || (closing && head_known_ < staged)) {
+          refreshed_at_ = staged;
+          if (!post_head_read()) return false;
+        }
       }
     }
-    if (!inflight_ && (T != TransferNotify::push || notified_ == sent_))
+    if (inflight_ == 0 && (T != TransferNotify::push || notified_ == sent_))
       done_pub_.store(sent_, std::memory_order_release);
     if (active_) head_pub_.store(head_known_, std::memory_order_release);
     return sent_ != before_sent || head_known_ != before_head;
@@ -331,14 +367,18 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   bool move_data(std::uint64_t staged) noexcept {
     while (sent_ < staged) {
       if (s_.options.batching) {
-        if (inflight_) return true;
+        if (inflight_ >= max_inflight_) return true;
         const std::uint64_t wrap = L_.capacity - sent_ % L_.capacity;
         const std::uint64_t n = std::min<std::uint64_t>(staged - sent_, wrap);
         const std::size_t bytes = (n - 1) * L_.stride + slot_used(slot_len(sent_ + n - 1));
+        // Every write costs the provider a fixed overhead (about 40 us on tcp here), so a write
+        // joins one already in flight only when it is big enough to be worth it; small items
+        // keep coalescing meanwhile.
+        if (inflight_ > 0 && bytes < kMoverPipelineBytes) return true;
         Status st = post_data(sent_, bytes, kSignal, n);
         if (st == Status::again) return true;
         if (st != Status::ok) return fail_transport();
-        inflight_ = true;
+        ++inflight_;
         sent_ += n;
       } else {
         const std::size_t bytes = slot_used(slot_len(sent_));
@@ -386,30 +426,26 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return true;
   }
 
-  bool read_head() noexcept {
-    read_done_ = false;
-    std::byte* landing = B::cell(kLandingCell);
-    Status st = B::post_retry([&] {
-      return t_.post_read(s_.peer, landing, 8, desc_, s_.remote, L_.cell(kOwnCell), kCtxRead, kSignal);
-    });
-    if (st != Status::ok) return st == Status::failed && failed() ? false : fail_transport();
+  bool post_head_read() noexcept {
+    Status st = t_.post_read(s_.peer, B::cell(kLandingCell), 8, desc_, s_.remote,
+                             L_.cell(kOwnCell), kCtxRead, kSignal);
+    if (st == Status::again) return true;  // the transport is busy: the next round retries
+    if (st != Status::ok) return fail_transport();
+    read_pending_ = true;
+    read_posted_ = Clock::now();
+    read_polls_ = 0;
     space_ops_.inc();
-    const auto deadline = Clock::now() + s_.options.peer_timeout;
-    auto next_check = Clock::now();
-    while (!read_done_) {
-      if (!reap_tx()) return false;
-      const auto now = Clock::now();
-      if (now >= next_check) {
-        if (!active_ && B::check_peer() != Status::ok) return false;
-        next_check = now + std::chrono::milliseconds(1);
-      }
-      if (now > deadline) {
-        fail("flow: the consumer's head counter could not be read within " +
-             std::to_string(s_.options.peer_timeout.count()) + " ms");
-        return false;
-      }
-    }
-    return take_head(load_acquire(landing));
+    return reap_tx();  // providers that complete at once (local) need no second round
+  }
+
+  // A head read that stays unanswered beyond peer_timeout fails the queue (clock read every
+  // 64 rounds).
+  bool read_in_time() noexcept {
+    if ((++read_polls_ & 63u) != 0) return true;
+    if (Clock::now() - read_posted_ <= s_.options.peer_timeout) return true;
+    fail("flow: the consumer's head counter could not be read within " +
+         std::to_string(s_.options.peer_timeout.count()) + " ms");
+    return false;
   }
 
   // Range-checks a head value the consumer wrote or sent: it can never pass what was sent.
@@ -430,8 +466,11 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       int n = t_.poll_tx(c);
       if (n < 0) return fail_transport();
       for (int i = 0; i < n; ++i) {
-        if (c[i].context == kCtxData) inflight_ = false;
-        if (c[i].context == kCtxRead) read_done_ = true;
+        if (c[i].context == kCtxData && inflight_ > 0) --inflight_;
+        if (c[i].context == kCtxRead && read_pending_) {
+          read_pending_ = false;
+          if (!take_head(load_acquire(B::cell(kLandingCell)))) return false;
+        }
       }
       if (n < static_cast<int>(kPollBatch)) return true;
     }
@@ -461,6 +500,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   }
 
   std::uint64_t refresh_below_ = 1;
+  std::uint64_t refresh_gap_ = 1;
+  std::uint64_t refreshed_at_ = 0;  // staged count at the last head refresh (pump's thread)
   bool active_ = false;
   // Owner thread.
   std::uint64_t staged_ = 0;
@@ -476,8 +517,11 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::uint64_t notified_ = 0;
   std::uint64_t ops_ = 0;
   std::uint64_t tail_value_ = 0;
-  bool inflight_ = false;
-  bool read_done_ = false;
+  unsigned inflight_ = 0;      // batched writes awaiting their completion
+  unsigned max_inflight_ = 1;  // batching: 1 (the thesis' batching queue); data mover: more
+  bool read_pending_ = false;  // a head read is in flight (space pull)
+  unsigned read_polls_ = 0;
+  Clock::time_point read_posted_{};
   Counter data_ops_, transfer_ops_, space_ops_;
   // Between the two.
   std::atomic<std::uint64_t> staged_pub_{0};
@@ -583,6 +627,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
+  enum class Read : std::uint8_t { none, tail, slots };
+
   void consume_slot() noexcept {
     const std::uint64_t index = head_++;
     if constexpr (D == DataFlow::push2) {
@@ -622,41 +668,57 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   // Makes the slot at head_ available locally and valid: Status::ok, empty or failed.
+  // Never waits for the fabric: a read (tail counter or slots) is posted and its completion
+  // reaped by a later call, so try_dequeue stays non-blocking and a thread that waits on
+  // several queues keeps driving all of them.
   Status advance() noexcept {
-    if constexpr (T == TransferNotify::watermark) {
-      if constexpr (D == DataFlow::pull) {
-        if (local_state() == SlotState::valid) return Status::ok;
-        const std::uint64_t n = s_.options.batching ? std::min<std::uint64_t>(kBatchRead, L_.capacity) : 1;
-        if (!read_slots(n)) return Status::failed;
-      } else {
-        if constexpr (D == DataFlow::push2) {
-          if (!drain_rx()) return Status::failed;
-        } else {
-          t_.progress();
-        }
+    if (pending_ != Read::none) {
+      if (Status st = reap_read(); st != Status::ok) return st;
+    }
+    if constexpr (T == TransferNotify::imm || T == TransferNotify::event || D == DataFlow::push2) {
+      if (!drain_rx()) return Status::failed;
+    }
+    if constexpr (T == TransferNotify::push) {
+      if (head_ == tail_known_) {
+        t_.progress();
+        if (!take_tail(load_acquire(B::cell(kPeerCell)))) return Status::failed;
       }
-    } else {
-      if constexpr (T == TransferNotify::imm || T == TransferNotify::event) {
-        if (!drain_rx()) return Status::failed;
-      } else {
-        if constexpr (D == DataFlow::push2) {
-          if (!drain_rx()) return Status::failed;
-        }
-        if (head_ == tail_known_) {
-          if (!refresh_tail()) return Status::failed;
-        }
+    } else if constexpr (T == TransferNotify::pull) {
+      if (head_ == tail_known_ && pending_ == Read::none) {
+        if (Status st = start_read(Read::tail, B::cell(kLandingCell), 8, L_.cell(kOwnCell));
+            st != Status::ok)
+          return st;
       }
+    }
+    if constexpr (T != TransferNotify::watermark) {
       if (head_ == tail_known_) return Status::empty;
-      if constexpr (D == DataFlow::pull) {
-        if (local_state() != SlotState::valid) {
-          const std::uint64_t n = s_.options.batching ? tail_known_ - head_ : 1;
-          if (!read_slots(n)) return Status::failed;
-        }
-      } else if constexpr (T == TransferNotify::push || T == TransferNotify::pull) {
+    }
+    SlotState st = local_state();
+    if constexpr (D == DataFlow::pull) {
+      if (st == SlotState::absent) {
+        if (pending_ != Read::none) return Status::empty;
+        std::uint64_t n = 1;
+        if (s_.options.batching)
+          n = T == TransferNotify::watermark ? std::min<std::uint64_t>(kBatchRead, L_.capacity)
+                                             : tail_known_ - head_;
+        const std::uint64_t wrap = L_.capacity - head_ % L_.capacity;
+        n = std::max<std::uint64_t>(1, std::min(n, wrap));
+        const std::size_t off = L_.slot(head_);
+        if (Status rs = start_read(Read::slots, base_ + off, n * L_.stride, off); rs != Status::ok)
+          return rs;
+        st = local_state();
+      }
+    } else if constexpr (D == DataFlow::push1) {
+      // Inbound writes land only while this end drives progress, but a slot that is already
+      // valid needs no fabric call: progress when the slot is absent, and every 16 items so
+      // the producer's reads of our counters are served while we are busy.
+      if (st == SlotState::absent) {
+        t_.progress();
+        st = local_state();
+      } else if ((++valid_polls_ & 15u) == 0) {
         t_.progress();
       }
     }
-    const SlotState st = local_state();
     if (st == SlotState::valid) return Status::ok;
     if (st == SlotState::bad) {
       fail("flow: slot " + std::to_string(head_) + " carries length " + std::to_string(cur_len_) +
@@ -683,57 +745,54 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     return true;
   }
 
-  bool refresh_tail() noexcept {
-    if constexpr (T == TransferNotify::push) {
+  // Posts the one read this end keeps in flight (the producer's tail counter into the landing
+  // cell, or slots into the local ring) and reaps once: Status::ok when it completed already
+  // (the local transport completes at post time), empty while it is in flight, failed.
+  Status start_read(Read what, std::byte* dst, std::size_t len, std::size_t remote_off) noexcept {
+    Status st = t_.post_read(s_.peer, dst, len, desc_, s_.remote, remote_off, kCtxRead, kSignal);
+    if (st == Status::again) {
       t_.progress();
-      return take_tail(load_acquire(B::cell(kPeerCell)));
-    } else if constexpr (T == TransferNotify::pull) {
-      std::byte* landing = B::cell(kLandingCell);
-      if (!read_sync(landing, 8, L_.cell(kOwnCell))) return false;
-      stats_.transfer_ops++;
-      return take_tail(load_acquire(landing));
-    } else {
-      return true;
+      return Status::empty;
     }
+    if (st != Status::ok) {
+      fail_transport();
+      return Status::failed;
+    }
+    pending_ = what;
+    read_posted_ = Clock::now();
+    read_polls_ = 0;
+    if (what == Read::tail) stats_.transfer_ops++;
+    else stats_.data_ops++;
+    return reap_read();
   }
 
-  // Pull data flow: reads n slots from head_ (not past the ring's end) into the local ring.
-  bool read_slots(std::uint64_t n) noexcept {
-    const std::uint64_t wrap = L_.capacity - head_ % L_.capacity;
-    if (n > wrap) n = wrap;
-    if (n == 0) n = 1;
-    const std::size_t off = L_.slot(head_);
-    if (!read_sync(base_ + off, n * L_.stride, off)) return false;
-    stats_.data_ops++;
-    return true;
-  }
-
-  bool read_sync(std::byte* dst, std::size_t len, std::size_t remote_off) noexcept {
-    read_done_ = false;
-    Status st = B::post_retry([&] {
-      return t_.post_read(s_.peer, dst, len, desc_, s_.remote, remote_off, kCtxRead, kSignal);
-    });
-    if (st != Status::ok) return failed() ? false : fail_transport();
-    const auto deadline = Clock::now() + s_.options.peer_timeout;
-    auto next_check = Clock::now();
+  // Reaps the read in flight: ok once it completed (a tail value taken in and range-checked),
+  // empty while it is pending, failed after peer_timeout or on a transport error.
+  Status reap_read() noexcept {
     Completion c[kPollBatch];
-    while (!read_done_) {
+    bool done = false;
+    for (;;) {
       int n = t_.poll_tx(c);
-      if (n < 0) return fail_transport();
-      for (int i = 0; i < n; ++i)
-        if (c[i].context == kCtxRead) read_done_ = true;
-      const auto now = Clock::now();
-      if (now >= next_check) {
-        if (B::check_peer() != Status::ok) return false;
-        next_check = now + std::chrono::milliseconds(1);
+      if (n < 0) {
+        fail_transport();
+        return Status::failed;
       }
-      if (now > deadline) {
+      for (int i = 0; i < n; ++i)
+        if (c[i].context == kCtxRead) done = true;
+      if (n < static_cast<int>(kPollBatch)) break;
+    }
+    if (!done) {
+      if ((++read_polls_ & 63u) == 0 && Clock::now() - read_posted_ > s_.options.peer_timeout) {
         fail("flow: a read from the producer did not complete within " +
              std::to_string(s_.options.peer_timeout.count()) + " ms");
-        return false;
+        return Status::failed;
       }
+      return Status::empty;
     }
-    return true;
+    const Read what = pending_;
+    pending_ = Read::none;
+    if (what == Read::tail && !take_tail(load_acquire(B::cell(kLandingCell)))) return Status::failed;
+    return Status::ok;
   }
 
   // Reaps receive completions: push2 data receives (counted as items for event), writes with
@@ -768,6 +827,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   static constexpr std::uint64_t kBatchRead = 16;
+  Read pending_ = Read::none;  // the one read in flight
+  unsigned read_polls_ = 0;
+  Clock::time_point read_posted_{};
+  unsigned valid_polls_ = 0;
   std::uint64_t head_ = 0;
   std::uint64_t tail_known_ = 0;
   std::uint64_t head_sent_ = 0;
@@ -777,7 +840,6 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   std::uint32_t cur_flags_ = 0;
   bool peeked_ = false;
   bool closed_ = false;
-  bool read_done_ = false;
   QueueStats stats_;
 };
 

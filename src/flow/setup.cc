@@ -15,7 +15,16 @@ Shared setup_end(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o,
                  std::size_t pool, const std::function<void(Shared&)>& before_exchange) {
   Shared s{t, boot, peer, o, Layout::make(effective_capacity(o), o.item_bytes, pool), {}, {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);
-  if (before_exchange) before_exchange(s);
+  // A refusal found while preparing (too many receives to keep posted) still takes part in
+  // the all-gather, so both ends refuse together instead of one waiting for the other.
+  std::string refusal;
+  if (before_exchange) {
+    try {
+      before_exchange(s);
+    } catch (const UsageError& e) {
+      refusal = e.what();
+    }
+  }
   Hello h;
   h.role = static_cast<std::uint8_t>(role);
   h.data = static_cast<std::uint8_t>(o.design.data);
@@ -24,8 +33,16 @@ Shared setup_end(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o,
   h.capacity = o.capacity;
   h.item_bytes = o.item_bytes;
   h.region_bytes = s.layout.region_bytes;
-  auto key = t.export_key(*s.mr);
+  h.refused = refusal.empty() ? 0 : 1;
+  std::vector<std::byte> key;
+  if (refusal.empty()) {
+    key = t.export_key(*s.mr);
+  } else {
+    const auto* p = reinterpret_cast<const std::byte*>(refusal.data());
+    key.assign(p, p + refusal.size());
+  }
   auto all = boot.allgather(encode_hello(h, key));
+  if (!refusal.empty()) throw UsageError(refusal);
   if (all.size() <= static_cast<std::size_t>(peer))
     throw PeerError(peer, "flow: the bootstrap all-gather returned no blob for rank " + std::to_string(peer));
   auto peer_key = decode_hello(all[static_cast<std::size_t>(peer)], peer, h);

@@ -228,9 +228,13 @@ class SocketProducer final : public Producer {
     if (closed_) return Status::closed;
     if (failed_) return Status::failed;
     auto deadline = Clock::now() + timeout;
-    std::uint32_t marker = kSocketEndOfStream;
-    if (Status s = wait_room(kHeader, timeout, true); s != Status::ok) return s;
-    put(&marker, kHeader);
+    // A close that timed out may be called again: the marker is staged only once.
+    if (!marker_staged_) {
+      std::uint32_t marker = kSocketEndOfStream;
+      if (Status s = wait_room(kHeader, timeout, true); s != Status::ok) return s;
+      put(&marker, kHeader);
+      marker_staged_ = true;
+    }
     if (Status s = drain(deadline); s != Status::ok) return s;
     closed_ = true;
     if (::shutdown(fd_.get(), SHUT_WR) != 0) return fail("shutdown", errno);
@@ -357,6 +361,7 @@ class SocketProducer final : public Producer {
   std::uint64_t tail_ = 0;          // bytes framed
   std::size_t reserved_ = kNone;
   bool closed_ = false;
+  bool marker_staged_ = false;  // close() put the end-of-stream frame into the buffer
   bool failed_ = false;
   QueueStats stats_;
   std::string error_;

@@ -1,0 +1,128 @@
+// Hardware references for intra-host queues (issue 4): what two pinned cores can do with no
+// library in between. Both run as two threads of this process pinned to the two CPUs the
+// bench ranks use; cache coherence does not care whether the threads share an address space,
+// so this is the same cost two processes mapping one segment would pay.
+//   - cache-line ping-pong: each side stores a sequence number into its own cache line and
+//     spins on the other's; one-way time is half the round trip;
+//   - minimal SPSC ring: Lamport's single-producer single-consumer ring with cached indices
+//     (the textbook shared-memory queue), slots of item_bytes copied in and out, capacity slots.
+#include <fabflow/bench.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "common/affinity.h"
+
+namespace fabflow {
+namespace {
+
+constexpr std::size_t kLine = 64;
+
+struct alignas(kLine) Line {
+  std::atomic<std::uint64_t> v{0};
+};
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Runs `a` on this thread pinned to cpu_a and `b` on a new thread pinned to cpu_b, then
+// restores this thread's pinning (cpu_a is the caller's own CPU in the bench).
+template <class A, class B>
+void on_two_cores(int cpu_a, int cpu_b, A&& a, B&& b) {
+  std::thread other([&] {
+    if (cpu_b >= 0) pin_current_thread(cpu_b);
+    b();
+  });
+  if (cpu_a >= 0) pin_current_thread(cpu_a);
+  a();
+  other.join();
+}
+
+}  // namespace
+
+LatencyStats cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
+                                int cpu_b, const Clock& clock) {
+  auto lines = std::make_unique<Line[]>(2);  // [0] ping, written by a; [1] pong, written by b
+  Line& ping = lines[0];
+  Line& pong = lines[1];
+  const std::uint64_t total = warmup + round_trips;
+  std::vector<double> samples;
+  samples.reserve(round_trips);
+  on_two_cores(
+      cpu_a, cpu_b,
+      [&] {
+        for (std::uint64_t i = 1; i <= total; ++i) {
+          const std::uint64_t t0 = clock.now();
+          ping.v.store(i, std::memory_order_release);
+          while (pong.v.load(std::memory_order_acquire) != i) cpu_relax();
+          if (i > warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
+        }
+      },
+      [&] {
+        for (std::uint64_t i = 1; i <= total; ++i) {
+          while (ping.v.load(std::memory_order_acquire) != i) cpu_relax();
+          pong.v.store(i, std::memory_order_release);
+        }
+      });
+  return summarize(samples);
+}
+
+double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
+                             int cpu_producer, int cpu_consumer, const Clock& clock) {
+  // Indices on their own lines; each side caches the other's index and re-reads it only when
+  // the cached value says full (producer) or empty (consumer).
+  struct alignas(kLine) Indices {
+    Line head;  // written by the consumer
+    Line tail;  // written by the producer
+  };
+  auto idx = std::make_unique<Indices>();
+  const std::size_t stride = (item_bytes + kLine - 1) / kLine * kLine;
+  std::unique_ptr<std::byte[]> ring(new (std::align_val_t{kLine}) std::byte[capacity * stride]);
+  std::memset(ring.get(), 0, capacity * stride);
+  std::uint64_t first = 0, last = 0, bad = 0;
+  on_two_cores(
+      cpu_producer, cpu_consumer,
+      [&] {
+        std::vector<std::byte> item(item_bytes, std::byte{0x5a});
+        std::uint64_t head_seen = 0;
+        for (std::uint64_t i = 0; i < items; ++i) {
+          while (i - head_seen >= capacity) {
+            head_seen = idx->head.v.load(std::memory_order_acquire);
+            if (i - head_seen >= capacity) cpu_relax();
+          }
+          if (item_bytes >= 8) std::memcpy(item.data(), &i, 8);
+          std::memcpy(&ring[(i % capacity) * stride], item.data(), item_bytes);
+          idx->tail.v.store(i + 1, std::memory_order_release);
+        }
+      },
+      [&] {
+        std::vector<std::byte> out(item_bytes);
+        std::uint64_t tail_seen = 0;
+        for (std::uint64_t i = 0; i < items; ++i) {
+          while (i >= tail_seen) {
+            tail_seen = idx->tail.v.load(std::memory_order_acquire);
+            if (i >= tail_seen) cpu_relax();
+          }
+          std::memcpy(out.data(), &ring[(i % capacity) * stride], item_bytes);
+          idx->head.v.store(i + 1, std::memory_order_release);
+          std::uint64_t got = i;
+          if (item_bytes >= 8) std::memcpy(&got, out.data(), 8);
+          bad += got != i;
+          last = clock.now();
+          if (i == 0) first = last;
+        }
+      });
+  if (bad) throw Error("SPSC ring reference: " + std::to_string(bad) + " items out of order");
+  const double seconds = clock.to_ns(last - first) / 1e9;
+  // Timed like the queue: on the consumer, first to last item (items - 1 intervals).
+  return seconds > 0 ? static_cast<double>(items - 1) / seconds : 0;
+}
+
+}  // namespace fabflow
