@@ -226,6 +226,8 @@ struct RrParams {
   ProgressMode progress = ProgressMode::automatic;  // raw reference only
   int cpu = -1;                         // the CPU this rank's main thread is pinned to
   bool pin = true;                      // pin extra threads next to it
+  std::vector<int> cpus;                // CPUs of the host this rank may use (empty: ask the OS
+                                        // now; pass it in when the caller already pinned itself)
   bool always_yield = false;            // idle waits yield the CPU (ranks sharing CPUs, tests)
   std::uint64_t timeout_ms = 2000;      // no progress for this long: fail
 };

@@ -255,7 +255,7 @@ struct RankSummary {
 
 int cpu_of_thread(const RrParams& p, unsigned i) {
   if (!p.pin || p.cpu < 0) return -1;
-  auto cpus = allowed_cpus();
+  const std::vector<int>& cpus = p.cpus;
   if (cpus.empty()) return -1;
   auto it = std::find(cpus.begin(), cpus.end(), p.cpu);
   std::size_t base = it == cpus.end() ? 0 : static_cast<std::size_t>(it - cpus.begin());
@@ -289,7 +289,7 @@ class Config {
     // More spinning threads on this host than CPUs: waits yield so the peer can run.
     const unsigned spinning = static_cast<unsigned>(p.requesters) * (p.threads + (model == rr::Model::dispatcher)) +
                               static_cast<unsigned>(p.responders);
-    yield_ = p.always_yield || spinning > std::max<std::size_t>(allowed_cpus().size(), 1);
+    yield_ = p.always_yield || spinning > std::max<std::size_t>(p.cpus.size(), 1);
   }
 
   RankSummary run(const TransportOptions& to) {
@@ -370,8 +370,9 @@ class Config {
     RankSummary s;
     std::vector<WorkerResult> results(p_.threads);
     if (model_ == rr::Model::private_connections) {
-      // Thread i owns lane i; thread 0 also watches the bootstrap (this thread only joins).
-      run_threads(p_.threads, 1, [&](unsigned i) {
+      // Thread i owns lane i; thread 0 also watches the bootstrap. This thread only joins, so
+      // thread 0 takes its CPU.
+      run_threads(p_.threads, 0, [&](unsigned i) {
         PrivatePort port(*lane[i].requester);
         results[i] = drive(port, setup(i, i == 0 ? &boot_ : nullptr));
         close(*lane[i].requester);
@@ -626,8 +627,11 @@ void validate(const RrParams& p, const Bootstrap& boot) {
 
 }  // namespace
 
-RrResult run_rr(const RrParams& params, Bootstrap& boot) {
-  validate(params, boot);
+RrResult run_rr(const RrParams& given, Bootstrap& boot) {
+  validate(given, boot);
+  RrParams params = given;
+  // A thread's own affinity, once pinned, is one CPU: the host's set must come from before.
+  if (params.cpus.empty()) params.cpus = allowed_cpus();
   Clock clock;
   RrResult result;
   result.params = params;

@@ -147,6 +147,7 @@ int run_rank(const RrFlags& flags, const Validated& v) {
     RrParams params = v.params;
     params.provider = v.providers.front();
     params.pin = !flags.no_pin;
+    params.cpus = allowed_cpus();  // before pinning narrows this thread's view to one CPU
     if (!flags.no_pin) {
       params.cpu = cpu_for_local_rank(boot->local_rank());
       if (!pin_current_thread(params.cpu)) params.cpu = -1;
