@@ -14,9 +14,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const Provider kShm{"shm", EndpointType::rdm};
-const Provider kTcp{"tcp", EndpointType::msg};
-
 struct Case {
   const char* design;
   Provider provider;
