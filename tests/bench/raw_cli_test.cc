@@ -1,6 +1,7 @@
 // Multi-process tests of `fabflow bench raw` and `fabflow info` through the CLI: every
 // operation on shm, tcp msg and tcp rdm; JSON fields; and every bad input giving one error
 // line and a non-zero exit within 10 s.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -174,16 +175,32 @@ int rank_of(pid_t pid) {
   return -1;
 }
 
+// Entries of /dev/shm that libfabric's shm provider made for fabflow process `pid`.
+std::vector<std::string> shm_regions_of(pid_t pid) {
+  std::vector<std::string> out;
+  const std::string prefix = "fabflow_" + std::to_string(pid) + "_";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string_view(e->d_name).starts_with(prefix)) out.emplace_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+// One rank is SIGKILLed mid-run: one error line, a bounded time, and no shm region of either
+// rank left in /dev/shm (the launcher removes the killed rank's).
 void kill_rank_mid_run(int victim) {
+  std::vector<pid_t> ranks;
   CliResult r = run_cli(
       {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"},
-      30s, {}, [victim](pid_t launcher) {
+      30s, {}, [victim, &ranks](pid_t launcher) {
         // Wait until both ranks run, then kill one of them.
         for (int i = 0; i < 200; ++i) {
           std::this_thread::sleep_for(20ms);
           for (pid_t child : testing::children_of(launcher))
             if (rank_of(child) == victim) {
               std::this_thread::sleep_for(500ms);
+              ranks = testing::children_of(launcher);
               kill(child, SIGKILL);
               return;
             }
@@ -195,6 +212,8 @@ void kill_rank_mid_run(int victim) {
   auto err = lines(r.err);
   ASSERT_EQ(err.size(), 1u) << r.err;
   EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  EXPECT_EQ(ranks.size(), 2u);
+  for (pid_t pid : ranks) EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{}) << "rank pid " << pid;
 }
 
 TEST(RawCliBadInput, TargetKilledMidRun) { kill_rank_mid_run(1); }
