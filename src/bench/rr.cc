@@ -627,7 +627,8 @@ void validate(const RrParams& p, const Bootstrap& boot) {
 
 }  // namespace
 
-RrResult run_rr(const RrParams& given, Bootstrap& boot) {
+RrResult run_rr(const RrParams& given, Bootstrap& boot,
+                const std::function<void(const RrResult&, const RrRow&)>& on_row) {
   validate(given, boot);
   RrParams params = given;
   // A thread's own affinity, once pinned, is one CPU: the host's set must come from before.
@@ -689,7 +690,9 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot) {
           RankSummary mine = config.run(to);
           collect(params, boot, mine, config.samples, row);
         }
-        if (boot.rank() == 0) result.rows.push_back(row);
+        if (boot.rank() != 0) continue;
+        result.rows.push_back(row);
+        if (on_row && !params.reference) on_row(result, row);
       }
   if (params.reference) {  // collective: every rank takes part
     RrRow ref;
@@ -697,6 +700,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot) {
     for (auto& row : result.rows) {
       row.raw_measured = ref.raw_measured;
       row.raw_write_rtt = ref.raw_write_rtt;
+      if (on_row) on_row(result, row);  // with the reference only now complete
     }
   }
   return result;
