@@ -6,6 +6,7 @@
 #include <fabflow/transport.h>
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -265,8 +266,10 @@ struct RrResult {
 
 // Collective over requesters + responders ranks of `boot`. Every (pattern, model, size) gets
 // fresh transports; a combination the provider cannot run yields a row with `unsupported`.
-// Throws UsageError for inconsistent parameters, Error / PeerError on failure.
-RrResult run_rr(const RrParams& params, Bootstrap& boot);
+// Throws UsageError for inconsistent parameters, Error / PeerError on failure. `on_row`, when
+// given, sees each row on rank 0 as soon as it is complete (long runs report as they go).
+RrResult run_rr(const RrParams& params, Bootstrap& boot,
+                const std::function<void(const RrResult&, const RrRow&)>& on_row = {});
 
 void print_rr_header(std::ostream& out, const RrResult& result);
 void print_rr_row(std::ostream& out, const RrResult& result, const RrRow& row);

@@ -172,6 +172,11 @@ class DispatcherRequester {
   Status hand_over(unsigned w, unsigned k, int responder, std::size_t len) noexcept;
   // Non-blocking: the response once the dispatcher delivered it; release it after use.
   std::optional<std::span<const std::byte>> response(unsigned w, unsigned k) noexcept;
+  // A worker that would rather sleep than spin (more threads than CPUs): read doorbell(w),
+  // check its responses, and if none is there wait_doorbell(w, value read). The dispatcher
+  // rings a worker's bell after delivering to it, and every bell on abort() or failure.
+  std::uint32_t doorbell(unsigned w) const noexcept;
+  void wait_doorbell(unsigned w, std::uint32_t seen) const noexcept;
   void release(unsigned w, unsigned k) noexcept;
 
   // Dispatcher side: one round of posting handed-over requests, delivering responses and
@@ -179,7 +184,7 @@ class DispatcherRequester {
   Status run_once() noexcept;
   // True once the channel failed or abort() was called: workers stop waiting.
   bool failed() const noexcept;
-  void abort() noexcept { failed_.store(true, std::memory_order_release); }
+  void abort() noexcept;
   const std::string& error() const noexcept { return inner_.error(); }
 
  private:
@@ -187,7 +192,10 @@ class DispatcherRequester {
   Slot& slot(unsigned w, unsigned k) noexcept;
   Requester& inner_;
   unsigned per_worker_;
+  void ring(unsigned w) noexcept;
   std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> bells_;  // one per worker
+  unsigned workers_;
   std::atomic<bool> failed_{false};
 };
 

@@ -133,7 +133,8 @@ class PrivatePort {
 
 class DispatchPort {
  public:
-  DispatchPort(rr::DispatcherRequester& d, unsigned worker) : d_(d), w_(worker) {}
+  // sleep: wait on the doorbell instead of spinning (more threads than CPUs).
+  DispatchPort(rr::DispatcherRequester& d, unsigned worker, bool sleep) : d_(d), w_(worker), sleep_(sleep) {}
   unsigned depth() const { return d_.slots_per_worker(); }
   std::span<std::byte> buffer(unsigned k) { return d_.request_buffer(w_, k); }
   Status submit(unsigned k, int responder, std::size_t len) {
@@ -142,15 +143,19 @@ class DispatchPort {
     return s;
   }
   bool poll(unsigned* k, std::span<const std::byte>* data) {
-    if (d_.failed()) throw Error("rr bench: the dispatcher failed: " + d_.error());
-    for (std::size_t i = 0; i < pending_.size(); ++i)
-      if (auto r = d_.response(w_, pending_[i])) {
-        *k = pending_[i];
-        *data = *r;
-        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-        return true;
-      }
-    return false;
+    for (;;) {
+      std::uint32_t bell = d_.doorbell(w_);
+      if (d_.failed()) throw Error("rr bench: the dispatcher failed: " + d_.error());
+      for (std::size_t i = 0; i < pending_.size(); ++i)
+        if (auto r = d_.response(w_, pending_[i])) {
+          *k = pending_[i];
+          *data = *r;
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+          return true;
+        }
+      if (!sleep_ || pending_.empty()) return false;
+      d_.wait_doorbell(w_, bell);  // the dispatcher rings after delivering, and on failure
+    }
   }
   void release(unsigned k) { d_.release(w_, k); }
   void prepare() {}
@@ -158,6 +163,7 @@ class DispatchPort {
  private:
   rr::DispatcherRequester& d_;
   unsigned w_;
+  bool sleep_;
   std::vector<unsigned> pending_;
 };
 
@@ -398,7 +404,7 @@ class Config {
             std::atomic<unsigned>& n;
             ~Done() { --n; }
           } done{running};
-          DispatchPort port(d, i);
+          DispatchPort port(d, i, yield_);
           try {
             results[i] = drive(port, setup(i, nullptr));
           } catch (...) {
@@ -627,7 +633,8 @@ void validate(const RrParams& p, const Bootstrap& boot) {
 
 }  // namespace
 
-RrResult run_rr(const RrParams& given, Bootstrap& boot) {
+RrResult run_rr(const RrParams& given, Bootstrap& boot,
+                const std::function<void(const RrResult&, const RrRow&)>& on_row) {
   validate(given, boot);
   RrParams params = given;
   // A thread's own affinity, once pinned, is one CPU: the host's set must come from before.
@@ -689,7 +696,9 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot) {
           RankSummary mine = config.run(to);
           collect(params, boot, mine, config.samples, row);
         }
-        if (boot.rank() == 0) result.rows.push_back(row);
+        if (boot.rank() != 0) continue;
+        result.rows.push_back(row);
+        if (on_row && !params.reference) on_row(result, row);
       }
   if (params.reference) {  // collective: every rank takes part
     RrRow ref;
@@ -697,6 +706,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot) {
     for (auto& row : result.rows) {
       row.raw_measured = ref.raw_measured;
       row.raw_write_rtt = ref.raw_write_rtt;
+      if (on_row) on_row(result, row);  // with the reference only now complete
     }
   }
   return result;

@@ -152,26 +152,29 @@ int run_rank(const RrFlags& flags, const Validated& v) {
       params.cpu = cpu_for_local_rank(boot->local_rank());
       if (!pin_current_thread(params.cpu)) params.cpu = -1;
     }
-    bool header = false;
+    bool header = false, unpinned = false;
     for (unsigned pct : v.empty_pcts) {
       params.empty_mailboxes_pct = pct;
-      RrResult result = run_rr(params, *boot);
-      if (boot->rank() != 0) continue;
-      result.env.fabflow_version = FABFLOW_VERSION;
-      result.env.libfabric_version = libfabric_version();
-      result.env.build_type = FABFLOW_BUILD_TYPE;
-      result.env.sanitizer = FABFLOW_SANITIZER;
-      result.env.launcher = BootstrapConfig::detect_launcher();
-      if (!flags.json && !header) print_rr_header(std::cout, result);
-      header = true;
-      if (!flags.json && v.empty_pcts.size() > 1) std::cout << "  -- empty mailboxes " << pct << "%\n";
-      for (const auto& row : result.rows) {
-        if (flags.json) print_rr_json(std::cout, result, row);
-        else print_rr_row(std::cout, result, row);
-      }
-      if (flags.json && !result.env.pinned)
-        std::cerr << "fabflow: warning: threads are not pinned: numbers may be far off\n";
+      bool step_shown = false;
+      run_rr(params, *boot, [&](const RrResult& partial, const RrRow& row) {
+        RrResult r = partial;  // the environment fields only the CLI knows
+        r.env.fabflow_version = FABFLOW_VERSION;
+        r.env.libfabric_version = libfabric_version();
+        r.env.build_type = FABFLOW_BUILD_TYPE;
+        r.env.sanitizer = FABFLOW_SANITIZER;
+        r.env.launcher = BootstrapConfig::detect_launcher();
+        unpinned = !r.env.pinned;
+        if (!flags.json && !header) print_rr_header(std::cout, r);
+        header = true;
+        if (!flags.json && v.empty_pcts.size() > 1 && !step_shown)
+          std::cout << "  -- empty mailboxes " << pct << "%\n";
+        step_shown = true;
+        if (flags.json) print_rr_json(std::cout, r, row);
+        else print_rr_row(std::cout, r, row);
+      });
     }
+    if (flags.json && unpinned)
+      std::cerr << "fabflow: warning: threads are not pinned: numbers may be far off\n";
     boot->barrier();
     return 0;
   } catch (const std::exception& e) {

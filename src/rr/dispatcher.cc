@@ -21,10 +21,11 @@ struct DispatcherRequester::Slot {
 };
 
 DispatcherRequester::DispatcherRequester(Requester& inner, unsigned workers)
-    : inner_(inner), per_worker_(workers ? inner.slots() / workers : 0) {
+    : inner_(inner), per_worker_(workers ? inner.slots() / workers : 0), workers_(workers) {
   if (workers == 0 || per_worker_ == 0)
     throw UsageError("rr: a dispatcher needs at least one slot per worker");
   slots_ = std::make_unique<Slot[]>(inner.slots());
+  bells_ = std::make_unique<std::atomic<std::uint32_t>[]>(workers);
 }
 
 DispatcherRequester::~DispatcherRequester() = default;
@@ -59,6 +60,24 @@ void DispatcherRequester::release(unsigned w, unsigned k) noexcept {
 
 bool DispatcherRequester::failed() const noexcept { return failed_.load(std::memory_order_acquire); }
 
+std::uint32_t DispatcherRequester::doorbell(unsigned w) const noexcept {
+  return bells_[w].load(std::memory_order_acquire);
+}
+
+void DispatcherRequester::wait_doorbell(unsigned w, std::uint32_t seen) const noexcept {
+  bells_[w].wait(seen, std::memory_order_acquire);
+}
+
+void DispatcherRequester::ring(unsigned w) noexcept {
+  bells_[w].fetch_add(1, std::memory_order_release);
+  bells_[w].notify_one();
+}
+
+void DispatcherRequester::abort() noexcept {
+  failed_.store(true, std::memory_order_release);
+  for (unsigned w = 0; w < workers_; ++w) ring(w);
+}
+
 Status DispatcherRequester::run_once() noexcept {
   bool moved = false;
   const unsigned n = inner_.slots();
@@ -83,10 +102,11 @@ Status DispatcherRequester::run_once() noexcept {
     Slot& s = slots_[r.slot];  // the channel checked that this slot was in flight
     s.response = r;
     s.state.store(kAnswered, std::memory_order_release);
+    ring(r.slot / per_worker_);
     moved = true;
   }
   if (!inner_.error().empty()) {
-    failed_.store(true, std::memory_order_release);
+    abort();
     return Status::failed;
   }
   return moved ? Status::ok : Status::empty;
