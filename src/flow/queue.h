@@ -158,6 +158,13 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   ~ProducerImpl() override {
     stop_.store(true, std::memory_order_release);
     if (mover_.joinable()) mover_.join();
+    // A head read or batched write still in flight would land in (or read from) the region
+    // freed next: reap them first, bounded by peer_timeout.
+    const auto deadline = Clock::now() + s_.options.peer_timeout;
+    while ((read_pending_ || inflight_ > 0) && !failed() && Clock::now() < deadline) {
+      t_.progress();
+      reap_tx();
+    }
   }
 
   Status try_enqueue(std::span<const std::byte> item) noexcept override {
@@ -564,6 +571,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B::t_;
 
  public:
+  // A read still in flight would land in the region freed next: reap it first, bounded by
+  // peer_timeout (reap_read fails the queue then).
+  ~ConsumerImpl() override {
+    while (pending_ != Read::none && !failed() && reap_read() == Status::empty) t_.progress();
+  }
+
   ConsumerImpl(Tr& t, Shared s) : B(t, std::move(s)) {
     notify_every_ = static_cast<std::uint64_t>(s_.options.lazy_refresh * static_cast<double>(L_.capacity));
     if (notify_every_ == 0) notify_every_ = 1;
