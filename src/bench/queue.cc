@@ -403,6 +403,10 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       to.ops = o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o);
       to.node = boot.local_address();
       to.thread_safe = o.active_producer || o.active_consumer;
+      // A push2 consumer keeps a receive posted per ring slot (its producer at most 64 for
+      // pushed counters): size the receive queue for the ring rather than refusing the point.
+      if (!o.socket && o.design.data == flow::DataFlow::push2)
+        to.rx_depth = std::max(to.rx_depth, o.capacity);
       QueueRow row;
       row.design = d;
       row.item_bytes = size;

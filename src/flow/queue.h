@@ -159,6 +159,13 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   ~ProducerImpl() override {
     stop_.store(true, std::memory_order_release);
     if (mover_.joinable()) mover_.join();
+    // A head read or batched write still in flight would land in (or read from) the region
+    // freed next: reap them first, bounded by peer_timeout.
+    const auto deadline = Clock::now() + s_.options.peer_timeout;
+    while ((read_pending_ || inflight_ > 0) && !failed() && Clock::now() < deadline) {
+      t_.progress();
+      reap_tx();
+    }
   }
 
   Status try_enqueue(std::span<const std::byte> item) noexcept override {
@@ -181,11 +188,11 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
                   std::to_string(L_.item_bytes));
     if (B::check_peer_sometimes() != Status::ok) return Status::failed;
     if (!room()) {
-      // Inline: try to make room now. Active: room comes from the data mover, which usually
-      // shares this thread's core (it inherits its affinity): give it the core before saying
-      // full, or a caller spinning on try_enqueue starves it for a whole time slice.
-      if (!active_) pump(true);
-      else std::this_thread::yield();
+      // Try to make room now. Active: the owner helps the data mover (one pump round when
+      // the mover is not in one), so a mover that the scheduler keeps off the core, which it
+      // usually shares with this thread, does not stall the stream; if the mover is busy,
+      // give it the core before saying full.
+      help(true);
       if (failed()) return Status::failed;
       if (!room()) {
         stats_.full++;
@@ -272,14 +279,14 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   template <class Pred>
   Status wait_until(std::chrono::milliseconds timeout, bool need, Pred&& done) noexcept {
     // The common flush is done after one round: read no clock for it.
-    if (!active_) pump(need);
+    help(need);
     if (failed()) return Status::failed;
     if (done()) return Status::ok;
     const auto deadline = Clock::now() + timeout;
     auto next_check = Clock::now();
     Backoff backoff;
     for (;;) {
-      if (!active_) pump(need);
+      help(need);
       if (failed()) return Status::failed;
       if (done()) return Status::ok;
       const auto now = Clock::now();
@@ -292,6 +299,29 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
   }
 
+  // The owner thread's share of the data path: inline, one pump round; active, one round if
+  // the data mover is not in one (else the core goes to the mover).
+  void help(bool need) noexcept {
+    bool moved, outstanding;
+    if (!active_) pump(need);
+    else if (!try_pump(need, &moved, &outstanding)) std::this_thread::yield();
+  }
+
+  // Active producer: one pump round unless the other thread (mover or owner) is in one; false
+  // then, at once. The flag's acquire / release hands the transport and the pump state from
+  // one thread to the other, so the transport still sees one thread at a time. *moved: what
+  // pump() returned; *outstanding: work is pending (in-flight writes or reads, staged items
+  // not yet sent, a close), read under the same exclusion.
+  bool try_pump(bool need, bool* moved, bool* outstanding) noexcept {
+    if (pumping_.exchange(true, std::memory_order_acquire)) return false;
+    *moved = pump(need);
+    *outstanding = inflight_ > 0 || read_pending_ ||
+                   staged_pub_.load(std::memory_order_acquire) != sent_ ||
+                   closing_pub_.load(std::memory_order_acquire);
+    pumping_.store(false, std::memory_order_release);
+    return true;
+  }
+
   // The data mover: pumps while there is work, yields the core while waiting for a completion,
   // a head read or room (the owner thread usually shares the core), and sleeps only when it
   // has had nothing at all to do for a while (no staged item, nothing in flight), so a stream
@@ -299,10 +329,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   void run_mover() noexcept {
     unsigned idle = 0;
     while (!stop_.load(std::memory_order_acquire) && !failed()) {
-      const bool moved = pump(false);
-      const bool outstanding = inflight_ > 0 || read_pending_ ||
-                               staged_pub_.load(std::memory_order_acquire) != sent_ ||
-                               closing_pub_.load(std::memory_order_acquire);
+      bool moved = false, outstanding = true;  // the owner is pumping: work is going on
+      try_pump(false, &moved, &outstanding);
       if (moved || outstanding) {
         idle = 0;
         if (!moved) std::this_thread::yield();
@@ -529,6 +557,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::atomic<std::uint64_t> done_pub_{0};
   std::atomic<bool> closing_pub_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> pumping_{false};  // active: a thread is in pump()
   std::thread mover_;
 };
 
@@ -547,6 +576,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B::t_;
 
  public:
+  // A read still in flight would land in the region freed next: reap it first, bounded by
+  // peer_timeout (reap_read fails the queue then).
+  ~ConsumerImpl() override {
+    while (pending_ != Read::none && !failed() && reap_read() == Status::empty) t_.progress();
+  }
+
   ConsumerImpl(Tr& t, Shared s) : B(t, std::move(s)) {
     notify_every_ = static_cast<std::uint64_t>(s_.options.lazy_refresh * static_cast<double>(L_.capacity));
     if (notify_every_ == 0) notify_every_ = 1;

@@ -90,6 +90,33 @@ TEST(QueueCli, PingPongReportsTransferTimeAndRawReference) {
   EXPECT_LE(j["transfer_ns"]["p50"].get<double>(), j["transfer_ns"]["max"].get<double>());
 }
 
+// --reference: the raw streaming write bandwidth and the SPSC ring in throughput mode, the
+// cache-line ping-pong in ping-pong mode, all measured (positive) in the same run.
+TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
+  CliResult t = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design",
+                         "push1-watermark-pull", "--items", "5000", "--reference", "--json"},
+                        60s);
+  ASSERT_FALSE(t.timed_out) << t.err;
+  ASSERT_EQ(t.status, 0) << t.err;
+  auto out = lines(t.out);
+  ASSERT_EQ(out.size(), 1u) << t.out;
+  auto j = nlohmann::json::parse(out[0]);
+  for (const char* k : {"raw_write_stream_MBps", "raw_write_stream_msgs_per_s", "spsc_ring_items_per_s"})
+    EXPECT_GT(j["reference"][k].get<double>(), 0) << k;
+
+  CliResult p = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design",
+                         "push1-watermark-pull", "--pingpong", "--round-trips", "500", "-w", "50",
+                         "--reference", "--json"},
+                        60s);
+  ASSERT_FALSE(p.timed_out) << p.err;
+  ASSERT_EQ(p.status, 0) << p.err;
+  out = lines(p.out);
+  ASSERT_EQ(out.size(), 1u) << p.out;
+  j = nlohmann::json::parse(out[0]);
+  EXPECT_GT(j["reference"]["cacheline_pingpong_ns"]["p50"].get<double>(), 0);
+  EXPECT_FALSE(j["progress_threads"].get<bool>());
+}
+
 TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
   const std::vector<std::vector<std::string>> cases = {
       {"--design", "push3-watermark-pull"},
