@@ -161,21 +161,7 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     Validated v = validate(*f);
     if (started_by_launcher()) return run_rank(*f, v);
-    for (const auto& p : v.providers) {
-      TransportOptions o;
-      o.provider = p;
-      o.endpoint = v.params.endpoint;
-      probe_transport(o);  // an unknown provider is a usage error before anything starts
-    }
-    std::string why;
-    if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
-    int status = 0;
-    for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
-      LaunchConfig lc = self_launch(self, f->netns, {"--launched-provider", v.providers[i]});
-      if (i > 0 && !f->json) std::cout << "\n" << std::flush;
-      status = launch_local(lc);
-    }
-    return status;
+    return launch_each_provider(self, *f, v.providers, v.params.endpoint);
   };
 }
 

@@ -184,16 +184,31 @@ int run_rank(const RrFlags& flags, const Validated& v) {
 }
 
 // Under --callgrind every rank runs inside valgrind and dumps its counts into a fresh folder.
-void wrap_in_callgrind(LaunchConfig& lc, std::string* dir) {
-  char tmpl[] = "/tmp/fabflow-callgrind-XXXXXX";
-  if (!mkdtemp(tmpl)) throw Error("--callgrind: cannot create a folder in /tmp");
-  *dir = tmpl;
+// A private folder in /tmp for the ranks' callgrind output, removed on every way out.
+struct CallgrindDir {
+  explicit CallgrindDir(bool wanted) {
+    if (!wanted) return;
+    char tmpl[] = "/tmp/fabflow-callgrind-XXXXXX";
+    if (!mkdtemp(tmpl)) throw Error("--callgrind: cannot create a folder in /tmp");
+    path = tmpl;
+  }
+  ~CallgrindDir() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove_all(path, ignored);
+  }
+  CallgrindDir(const CallgrindDir&) = delete;
+  CallgrindDir& operator=(const CallgrindDir&) = delete;
+  std::string path;
+};
+
+// Runs every rank under callgrind, writing its counts into `dir`.
+void wrap_in_callgrind(LaunchConfig& lc, const std::string& dir) {
   const char* valgrind = "/usr/bin/valgrind";
   if (access(valgrind, X_OK) != 0) throw UsageError("--callgrind needs valgrind (scripts/setup.sh installs it)");
   std::vector<std::string> pre = {valgrind, "--tool=callgrind", "--quiet",
-                                  "--callgrind-out-file=" + *dir + "/cg.%p"};
+                                  "--callgrind-out-file=" + dir + "/cg.%p"};
   lc.argv.insert(lc.argv.begin(), pre.begin(), pre.end());
-  lc.argv.insert(lc.argv.end(), {"--callgrind-dir", *dir});
+  lc.argv.insert(lc.argv.end(), {"--callgrind-dir", dir});
 }
 
 }  // namespace
@@ -229,25 +244,11 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     Validated v = validate(*f);
     if (started_by_launcher()) return run_rank(*f, v);
-    for (const auto& p : v.providers) {
-      TransportOptions o;
-      o.provider = p;
-      o.endpoint = v.params.endpoint;
-      probe_transport(o);  // an unknown provider is a usage error before anything starts
-    }
-    std::string why;
-    if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
-    int status = 0;
-    for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
-      LaunchConfig lc = self_launch(self, f->netns, {"--launched-provider", v.providers[i]});
+    CallgrindDir dir(f->callgrind);
+    return launch_each_provider(self, *f, v.providers, v.params.endpoint, [&](LaunchConfig& lc) {
       lc.nprocs = v.params.requesters + v.params.responders;
-      std::string dir;
-      if (f->callgrind) wrap_in_callgrind(lc, &dir);
-      if (i > 0 && !f->json) std::cout << "\n" << std::flush;
-      status = launch_local(lc);
-      if (!dir.empty()) std::filesystem::remove_all(dir);
-    }
-    return status;
+      if (f->callgrind) wrap_in_callgrind(lc, dir.path);
+    });
   };
 }
 

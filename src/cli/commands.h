@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fabflow/launcher.h>
+#include <fabflow/transport.h>
 
 #include <CLI/CLI.hpp>
 
@@ -44,6 +45,14 @@ std::vector<std::string> split(const std::string& s, char sep);
 // LaunchConfig for two ranks running this executable with this invocation's arguments plus
 // `extra` (the launched rank's own choices).
 LaunchConfig self_launch(const Invocation& self, bool netns, std::vector<std::string> extra);
+
+// The launcher side of a bench subcommand: probes every provider first (an unknown one is a
+// usage error before anything starts) and checks --netns, then launches the ranks once per
+// provider, in order, until a launch fails; `prepare` may adjust each launch (more ranks, a
+// wrapper). Returns the exit status of the last launch.
+int launch_each_provider(const Invocation& self, const CommonFlags& f,
+                         const std::vector<std::string>& providers, EndpointType endpoint,
+                         const std::function<void(LaunchConfig&)>& prepare = {});
 
 Runner add_info(CLI::App& app);
 Runner add_bench_raw(CLI::App& bench, const Invocation& self);

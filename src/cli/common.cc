@@ -1,6 +1,10 @@
 // Pieces shared by the `bench` subcommands.
 #include <unistd.h>
 
+#include <fabflow/status.h>
+#include <fabflow/transport.h>
+
+#include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -41,6 +45,27 @@ LaunchConfig self_launch(const Invocation& self, bool netns, std::vector<std::st
   if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
   lc.argv.insert(lc.argv.end(), extra.begin(), extra.end());
   return lc;
+}
+
+int launch_each_provider(const Invocation& self, const CommonFlags& f,
+                         const std::vector<std::string>& providers, EndpointType endpoint,
+                         const std::function<void(LaunchConfig&)>& prepare) {
+  for (const auto& p : providers) {
+    TransportOptions o;
+    o.provider = p;
+    o.endpoint = endpoint;
+    probe_transport(o);  // an unknown provider is a usage error before anything starts
+  }
+  std::string why;
+  if (f.netns && !netns_available(&why)) throw UsageError("--netns: " + why);
+  int status = 0;
+  for (std::size_t i = 0; i < providers.size() && status == 0; ++i) {
+    LaunchConfig lc = self_launch(self, f.netns, {"--launched-provider", providers[i]});
+    if (prepare) prepare(lc);
+    if (i > 0 && !f.json) std::cout << "\n" << std::flush;
+    status = launch_local(lc);
+  }
+  return status;
 }
 
 }  // namespace fabflow::cli

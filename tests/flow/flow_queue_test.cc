@@ -88,7 +88,7 @@ TEST_P(FlowConformance, FifoExactlyOnceWithContents) {
   const auto& pt = GetParam();
   auto o = conformance_options(pt.design);
   Result r;
-  const std::size_t n = env_count("FABFLOW_FLOW_ITEMS", 20000);
+  const std::size_t n = env_count("FABFLOW_FLOW_ITEMS", 100000);
   auto err = stream(pt.provider, o, {n, 11, true}, &r);
   ASSERT_EQ(err, "");
   // One data operation per item (plus the end-of-stream marker) without batching.
