@@ -121,7 +121,9 @@ TEST(FlowSocket, FifoExactlyOnceRandomSizesAndPauses) {
     ASSERT_EQ(item.size(), item_len(seq, kMax)) << "item " << seq;
     fill(want.data(), item.size(), seq);
     ASSERT_EQ(std::memcmp(item.data(), want.data(), item.size()), 0) << "item " << seq;
-    if (seq % 2 == 1) ASSERT_EQ(q.consumer->release(), Status::ok);
+    if (seq % 2 == 1) {
+      ASSERT_EQ(q.consumer->release(), Status::ok);
+    }
     ++seq;
     if (rng() % 1000 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
   }
