@@ -299,7 +299,7 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
   auto o = conformance_options(GetParam().design);
   o.peer_timeout = 300ms;
   std::atomic<std::int64_t> elapsed_ms{-1};
-  std::atomic<bool> consumer_done{false};
+  std::atomic<bool> consumer_done{false}, first_item{false};
   auto boots = make_thread_bootstraps(2);
   std::string error;
   std::thread producer([&] {
@@ -309,8 +309,11 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
     std::byte b[4] = {};
     prod->enqueue(b, 1s);
     prod->flush(1s);
-    // Keep the provider progressing (shm connects lazily) so the first item lands, then vanish.
-    for (auto end = std::chrono::steady_clock::now() + 50ms; std::chrono::steady_clock::now() < end;) t->progress();
+    // Keep the provider progressing (shm connects lazily; pull designs read from this side)
+    // until the consumer has the first item, then vanish.
+    for (auto end = std::chrono::steady_clock::now() + 5s;
+         !first_item.load() && !consumer_done.load() && std::chrono::steady_clock::now() < end;)
+      t->progress();
     boots[0]->abort("test: producer vanishes");
     // The rank is gone for the bootstrap; its transport (shared provider state in this one
     // process, which the consumer's reads may still touch) stays until the consumer gave up.
@@ -324,6 +327,7 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
     std::size_t len = 0;
     Status st = cons->dequeue(buf, &len, 5s);
     if (st != Status::ok) error = "first item: " + cons->error();
+    first_item = true;
     auto start = std::chrono::steady_clock::now();
     st = cons->dequeue(buf, &len, 10s);
     elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
