@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "flow/layout.h"
+#include "support/ranks.h"
 
 namespace fabflow::flow::test {
 
@@ -70,29 +71,10 @@ inline std::string point_name(const ::testing::TestParamInfo<Point>& info) {
   return label(info.param.design, info.param.provider);
 }
 
-// Runs body(rank, transport, boot) on two threads, each with its own connected transport;
-// both end in a barrier that drives progress. Returns the first failure.
+// Runs body(rank, transport, boot) on two threads (testing::run_ranks).
 inline std::string run_pair(const TransportOptions& opts,
                             const std::function<void(int, Transport&, Bootstrap&)>& body) {
-  auto boots = make_thread_bootstraps(2);
-  std::array<std::string, 2> errors;
-  std::array<std::thread, 2> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads[static_cast<std::size_t>(r)] = std::thread([&, r] {
-      auto& boot = *boots[static_cast<std::size_t>(r)];
-      try {
-        auto t = open_transport(opts);
-        t->connect(boot);
-        body(r, *t, boot);
-        boot.barrier([&] { t->progress(); });
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
-        boot.abort(e.what());
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  return errors[0].empty() ? errors[1] : errors[0];
+  return fabflow::testing::run_ranks(2, opts, body);
 }
 
 // Item i of a stream seeded with `seed`: its length and bytes follow from (seed, i) alone.

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "rr/frame.h"
+#include "support/ranks.h"
 
 namespace fabflow::rr {
 namespace {
@@ -28,26 +29,7 @@ TransportOptions topts(const char* provider, const ChannelOptions& o) {
 // Runs body(rank, transport, boot) on n threads, each with its own connected transport.
 std::string run_ranks(int n, const TransportOptions& to,
                       const std::function<void(int, Transport&, Bootstrap&)>& body) {
-  auto boots = make_thread_bootstraps(n);
-  std::vector<std::string> errors(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      auto& boot = *boots[static_cast<std::size_t>(r)];
-      try {
-        auto t = open_transport(to);
-        t->connect(boot);
-        body(r, *t, boot);
-        boot.barrier([&] { t->progress(); });
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
-        boot.abort(e.what());
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (!e.empty()) return e;
-  return "";
+  return fabflow::testing::run_ranks(n, to, body);
 }
 
 // A responder handler that answers with the request's first 8 bytes and its own index.

@@ -15,6 +15,7 @@
 #include <numeric>
 #include <thread>
 
+#include "support/ranks.h"
 #include "transport/dispatch.h"
 #include "transport/local/local_transport.h"
 
@@ -23,29 +24,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Runs `body(rank, transport, boot)` on two threads; returns the first failure message.
+// Runs `body(rank, transport, boot)` on two threads over local; returns the first failure message.
 std::string run_pair(const std::function<void(int, Transport&, Bootstrap&)>& body,
                      TransportOptions opts = {}) {
   opts.provider = "local";
-  auto boots = make_thread_bootstraps(2);
-  std::array<std::string, 2> errors;
-  std::array<std::thread, 2> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads[static_cast<std::size_t>(r)] = std::thread([&, r] {
-      auto& boot = *boots[static_cast<std::size_t>(r)];
-      try {
-        auto t = open_transport(opts);
-        t->connect(boot);
-        body(r, *t, boot);
-        boot.barrier();
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
-        boot.abort(e.what());
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  return errors[0].empty() ? errors[1] : errors[0];
+  return testing::run_ranks(2, opts, body);
 }
 
 Completion wait_one(Transport& t, bool rx) {

@@ -1,0 +1,33 @@
+#include "support/ranks.h"
+
+#include <exception>
+#include <thread>
+#include <vector>
+
+namespace fabflow::testing {
+
+std::string run_ranks(int n, const TransportOptions& options,
+                      const std::function<void(int, Transport&, Bootstrap&)>& body) {
+  auto boots = make_thread_bootstraps(n);
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto& boot = *boots[static_cast<std::size_t>(r)];
+      try {
+        auto t = open_transport(options);
+        t->connect(boot);
+        body(r, *t, boot);
+        boot.barrier([&] { t->progress(); });
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
+        boot.abort(e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) return e;
+  return "";
+}
+
+}  // namespace fabflow::testing
