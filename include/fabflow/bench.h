@@ -133,11 +133,15 @@ struct QueueParams {
   std::vector<QueueDesign> designs;
   std::vector<std::size_t> sizes{64};   // item_bytes; every item is this long
   std::uint64_t items = 1u << 20;       // throughput mode: items per (design, size)
-  std::size_t capacity = 1024;          // S
+  // S; 0: automatic (queue_capacity): 1024 items, but a ring of at most 4 MiB for large items.
+  std::size_t capacity = 0;
   bool pingpong = false;                // transfer time instead of throughput
   std::uint64_t round_trips = 1u << 17; // ping-pong mode, after warm-up
   std::uint64_t warmup = 1000;          // ping-pong round trips not measured
   bool latency = false;                 // throughput mode: also time every enqueue / dequeue
+  // Zero-copy API (reserve / commit, peek / release; only the 8-byte sequence number is
+  // written and read) instead of try_enqueue / try_dequeue copying whole items.
+  bool zero_copy = true;
   // References measured in the same run, once per item size, on the same two CPUs:
   // throughput mode: the provider's raw streaming write bandwidth (run_raw) and a minimal SPSC
   // shared-memory ring; ping-pong mode: a bare cache-line ping-pong (the raw write ping-pong
@@ -152,6 +156,7 @@ struct QueueRow {
   QueueDesign design;
   std::string provider;
   std::size_t item_bytes = 0;
+  std::size_t capacity = 0;             // S used for this row
   std::string unsupported;              // non-empty: refused, nothing measured
   std::uint64_t items = 0;              // items (throughput) or round trips (ping-pong)
   double seconds = 0;                   // consumer: first to last item
@@ -185,6 +190,12 @@ struct QueueResult {
 // a design the provider cannot run yields a row with `unsupported` set. Throws Error /
 // PeerError on failure.
 QueueResult run_queue(const QueueParams& params, Bootstrap& boot);
+
+// The capacity S a queue of `item_bytes` items gets: params.capacity when set, else 1024
+// items capped at a 4 MiB ring (at least 16 items). Where the provider's "fabric" is a CPU
+// copy (shm, tcp and local here), a ring that stays in the cache is what keeps large items
+// fast: 1024 x 64 KB = 64 MiB per side does not.
+std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) noexcept;
 
 // Hardware references between two pinned cores (two threads of this process; cpu < 0:
 // unpinned), src/bench/local_reference.cc. Half the round trip of a cache line bounced between

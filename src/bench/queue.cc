@@ -101,14 +101,27 @@ EndSummary summary_of(const flow::QueueStats& s) {
   return {0, s.items, s.data_ops, s.transfer_ops, s.space_ops, s.full, s.empty};
 }
 
-// Spins on try_enqueue; the sequence number rides in the first 8 bytes when there is room.
-void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, Stall& stall,
-         const Clock& clock, std::vector<double>* samples) {
-  if (buf.size() >= 8) std::memcpy(buf.data(), &seq, 8);
+// Spins until the producer takes item `seq`; the sequence number rides in the first 8 bytes
+// when there is room. Copy API: try_enqueue of `buf`. Zero-copy API: reserve / commit, writing
+// only the sequence number into the slot (the raw write stream does not touch its payload
+// either).
+void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy,
+         Stall& stall, const Clock& clock, std::vector<double>* samples) {
+  if (!zero_copy && buf.size() >= 8) std::memcpy(buf.data(), &seq, 8);
   stall.reset();
   for (;;) {
     std::uint64_t t0 = samples ? clock.now() : 0;
-    Status s = p.try_enqueue(buf);
+    Status s;
+    if (zero_copy) {
+      std::span<std::byte> slot;
+      s = p.reserve(buf.size(), &slot);
+      if (s == Status::ok) {
+        if (slot.size() >= 8) std::memcpy(slot.data(), &seq, 8);
+        s = p.commit();
+      }
+    } else {
+      s = p.try_enqueue(buf);
+    }
     if (s == Status::ok) {
       if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
       return;
@@ -118,21 +131,33 @@ void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, Stall& sta
   }
 }
 
-// Spins on try_dequeue; false at end of stream. Checks order where the item carries it.
-bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, Stall& stall,
-         const Clock& clock, std::vector<double>* samples) {
+// Spins until item `seq` arrives; false at end of stream. Checks length and order. Copy API:
+// try_dequeue into `buf`; zero-copy API: peek / release, reading the item in place.
+bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy,
+         Stall& stall, const Clock& clock, std::vector<double>* samples) {
   stall.reset();
   for (;;) {
     std::size_t len = 0;
     std::uint64_t t0 = samples ? clock.now() : 0;
-    Status s = c.try_dequeue(buf, &len);
+    std::uint64_t got = seq;
+    Status s;
+    if (zero_copy) {
+      std::span<const std::byte> item;
+      s = c.peek(&item);
+      if (s == Status::ok) {
+        len = item.size();
+        if (len >= 8) std::memcpy(&got, item.data(), 8);
+        s = c.release();
+      }
+    } else {
+      s = c.try_dequeue(buf, &len);
+      if (s == Status::ok && len >= 8) std::memcpy(&got, buf.data(), 8);
+    }
     if (s == Status::ok) {
       if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
       if (len != buf.size()) throw Error("queue bench: item " + std::to_string(seq) + " has " +
                                          std::to_string(len) + " bytes, expected " +
                                          std::to_string(buf.size()));
-      std::uint64_t got = seq;
-      if (len >= 8) std::memcpy(&got, buf.data(), 8);
       if (got != seq)
         throw Error("queue bench: item " + std::to_string(seq) + " arrived as " + std::to_string(got));
       return true;
@@ -172,7 +197,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
     auto p = flow::make_producer(t, boot, 1, o);
     boot.barrier();
     for (std::uint64_t i = 0; i < params.items; ++i)
-      put(*p, buf, i, stall, clock, params.latency ? &samples : nullptr);
+      put(*p, buf, i, params.zero_copy, stall, clock, params.latency ? &samples : nullptr);
     close_queue(*p, params.timeout_ms);
     mine = summary_of(p->stats());
     settle(boot, t, o);
@@ -180,7 +205,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
     auto c = flow::make_consumer(t, boot, 0, o);
     boot.barrier();
     std::uint64_t first = 0, last = 0, n = 0;
-    while (get(*c, buf, n, stall, clock, params.latency ? &samples : nullptr)) {
+    while (get(*c, buf, n, params.zero_copy, stall, clock, params.latency ? &samples : nullptr)) {
       last = clock.now();
       if (n++ == 0) first = last;
     }
@@ -254,17 +279,17 @@ void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Tr
     boot.barrier();
     for (std::uint64_t i = 0; i < total; ++i) {
       std::uint64_t t0 = clock.now();
-      put(*p, buf, i, put_stall, clock, nullptr);
+      put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
-      if (!get(*c, buf, i, get_stall, clock, nullptr)) throw Error("queue bench: echo queue closed early");
+      if (!get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr)) throw Error("queue bench: echo queue closed early");
       if (i >= params.warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
     }
   } else {
     c = flow::make_consumer(t, boot, 0, o);
     p = flow::make_producer(back, boot, 0, o);
     boot.barrier();
-    for (std::uint64_t i = 0; get(*c, buf, i, get_stall, clock, nullptr); ++i) {
-      put(*p, buf, i, put_stall, clock, nullptr);
+    for (std::uint64_t i = 0; get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr); ++i) {
+      put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
     }
   }
@@ -356,7 +381,7 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
       ref.cacheline_measured = true;
     } else {
       ref.spsc_items_per_s =
-          spsc_ring_items_per_s(params.items, size, params.capacity, cpu0, cpu1, clock);
+          spsc_ring_items_per_s(params.items, size, queue_capacity(params, size), cpu0, cpu1, clock);
     }
     boot.barrier();
   } else {
@@ -365,6 +390,12 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
 }
 
 }  // namespace
+
+std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) noexcept {
+  if (params.capacity != 0) return params.capacity;
+  constexpr std::size_t kRingBytes = std::size_t{4} << 20;
+  return std::clamp<std::size_t>(kRingBytes / std::max<std::size_t>(item_bytes, 1), 16, 1024);
+}
 
 QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   if (boot.size() != 2)
@@ -396,7 +427,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   }
   for (const QueueDesign& d : params.designs)
     for (std::size_t size : params.sizes) {
-      QueueOptions o = queue_options(d, size, params.capacity);
+      QueueOptions o = queue_options(d, size, queue_capacity(params, size));
       TransportOptions to;
       to.provider = params.provider;
       to.endpoint = params.endpoint;
@@ -410,6 +441,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       QueueRow row;
       row.design = d;
       row.item_bytes = size;
+      row.capacity = o.capacity;
       std::string why;
       Capabilities caps;
       try {
@@ -477,7 +509,10 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
       << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
       << c.fabric << "  domain " << c.domain << "\n"
       << "# inject_size " << c.inject_size << "  cq_data_size " << c.cq_data_size
-      << "  capacity " << p.capacity << " items  "
+      << "  capacity "
+      << (p.capacity ? std::to_string(p.capacity) + " items" : std::string("auto (1024 items, ring <= 4 MiB)"))
+      << "  api " << (p.zero_copy ? "zero-copy (reserve/commit, peek/release)" : "copy (try_enqueue/try_dequeue)")
+      << "\n# "
       << (p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
                            std::to_string(p.warmup)
                      : "throughput " + std::to_string(p.items) + " items")
@@ -580,7 +615,8 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
       {"provider", row.provider},
       {"endpoint", std::string(to_string(e.caps.endpoint))},
       {"item_bytes", row.item_bytes},
-      {"capacity", r.params.capacity},
+      {"capacity", row.capacity},
+      {"api", r.params.zero_copy ? "zero-copy" : "copy"},
   };
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <iostream>
 #include <sstream>
 
@@ -23,12 +24,13 @@ struct QueueFlags : CommonFlags {
   std::string designs = "socket";
   std::string preset = "basic";
   std::uint64_t items = std::uint64_t{1} << 20;
-  std::size_t capacity = 1024;
+  std::string capacity = "auto";
   bool pingpong = false;
   std::uint64_t round_trips = std::uint64_t{1} << 17;
   std::uint64_t warmup = 1000;
   bool latency = false;
   bool reference = false;
+  std::string api = "zero-copy";
 };
 
 bool is_preset(const std::string& s) { return s == "basic" || s == "batching" || s == "datamover"; }
@@ -79,20 +81,29 @@ Validated validate(const QueueFlags& f) {
     if (s == 0 || s > (std::size_t{1} << 24))
       throw UsageError("item size " + std::to_string(s) + " is outside 1..16M");
   if (f.items < 2) throw UsageError("--items must be at least 2");
-  if (f.capacity == 0 || f.capacity > (std::size_t{1} << 24))
-    throw UsageError("--capacity must be in 1..16777216");
+  p.capacity = 0;
+  if (f.capacity != "auto") {
+    std::uint64_t n = 0;
+    const char* end = f.capacity.data() + f.capacity.size();
+    auto [ptr, ec] = std::from_chars(f.capacity.data(), end, n);
+    if (ec != std::errc{} || ptr != end || n == 0 || n > (std::uint64_t{1} << 24))
+      throw UsageError("--capacity must be auto or in 1..16777216, got '" + f.capacity + "'");
+    p.capacity = static_cast<std::size_t>(n);
+  }
   for (std::size_t s : p.sizes)
-    if (f.capacity * s > (std::size_t{1} << 32))
+    if (queue_capacity(p, s) * s > (std::size_t{1} << 32))
       throw UsageError("--capacity x item size above 4 GiB");
   if (f.round_trips == 0) throw UsageError("--round-trips must be at least 1");
   if (f.timeout_ms < 100) throw UsageError("--timeout must be at least 100 ms");
   if (f.latency && f.pingpong) throw UsageError("--latency and --pingpong are separate modes");
   p.items = f.items;
-  p.capacity = f.capacity;
   p.pingpong = f.pingpong;
   p.round_trips = f.round_trips;
   p.warmup = f.warmup;
   p.latency = f.latency;
+  if (f.api != "copy" && f.api != "zero-copy")
+    throw UsageError("unknown --api '" + f.api + "' (use copy or zero-copy)");
+  p.zero_copy = f.api == "zero-copy";
   p.reference = f.reference;
   p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -148,11 +159,15 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
                   "or basic|batching|datamover (push1-watermark-pull with that preset)");
   app->add_option("--preset", f->preset, "preset for named design points: basic, batching, datamover");
   app->add_option("--items", f->items, "items per design and size (throughput)");
-  app->add_option("--capacity", f->capacity, "queue capacity S in items");
+  app->add_option("--capacity", f->capacity,
+                  "queue capacity S in items, or auto (default): 1024 items, at most a 4 MiB ring");
   app->add_flag("--pingpong", f->pingpong, "transfer time: half the round trip over two queues");
   app->add_option("--round-trips", f->round_trips, "measured round trips in --pingpong");
   app->add_option("-w,--warmup", f->warmup, "ping-pong round trips not measured");
   app->add_flag("--latency", f->latency, "percentiles of enqueue and dequeue calls");
+  app->add_option("--api", f->api,
+                  "copy: try_enqueue / try_dequeue copy every item; zero-copy: reserve / commit "
+                  "and peek / release, touching only the 8-byte sequence number in place");
   app->add_flag("--reference", f->reference,
                 "also measure, per size and on the same CPUs: throughput: the provider's raw "
                 "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong: a "

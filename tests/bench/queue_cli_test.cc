@@ -117,6 +117,34 @@ TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
   EXPECT_FALSE(j["progress_threads"].get<bool>());
 }
 
+// Both APIs move every item in order (the bench checks the sequence number of each); the
+// automatic capacity keeps a ring of large items within 4 MiB; each row says what it used.
+TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
+  for (const char* api : {"copy", "zero-copy"}) {
+    CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design",
+                           "socket,datamover", "-S", "64,64K", "--items", "3000", "--api", api,
+                           "--json"},
+                          60s);
+    ASSERT_FALSE(r.timed_out) << api << ": " << r.err;
+    ASSERT_EQ(r.status, 0) << api << ": " << r.err;
+    auto out = lines(r.out);
+    ASSERT_EQ(out.size(), 4u) << r.out;
+    for (const auto& line : out) {
+      auto j = nlohmann::json::parse(line);
+      EXPECT_EQ(j["api"], api);
+      EXPECT_EQ(j["items"], 3000);
+      EXPECT_EQ(j["capacity"], j["item_bytes"] == 64 ? 1024 : 64) << line;
+    }
+  }
+  CliResult fixed = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "socket",
+                             "-S", "64K", "--items", "100", "--capacity", "8", "--json"},
+                            60s);
+  ASSERT_EQ(fixed.status, 0) << fixed.err;
+  auto j = nlohmann::json::parse(lines(fixed.out).at(0));
+  EXPECT_EQ(j["capacity"], 8);
+  EXPECT_EQ(j["api"], "zero-copy");
+}
+
 TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
   const std::vector<std::vector<std::string>> cases = {
       {"--design", "push3-watermark-pull"},
@@ -124,6 +152,8 @@ TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
       {"--design", "socket", "--items", "1"},
       {"--design", "socket", "-S", "0"},
       {"--design", "socket", "--capacity", "0"},
+      {"--design", "socket", "--capacity", "12x"},
+      {"--design", "socket", "--api", "dma"},
       {"--design", "socket", "-p", "nosuchprovider"},
   };
   for (const auto& extra : cases) {
