@@ -142,6 +142,7 @@ struct QueueParams {
   // Zero-copy API (reserve / commit, peek / release; only the 8-byte sequence number is
   // written and read) instead of try_enqueue / try_dequeue copying whole items.
   bool zero_copy = true;
+  bool active_consumer = false;         // QueueOptions::active_consumer on every design point
   // References measured in the same run, once per item size, on the same two CPUs:
   // throughput mode: the provider's raw streaming write bandwidth (run_raw) and a minimal SPSC
   // shared-memory ring; ping-pong mode: a bare cache-line ping-pong (the raw write ping-pong

@@ -64,7 +64,7 @@ std::string queue_error(const char* end, const std::string& why, Status s) {
          (why.empty() ? "" : ": " + why);
 }
 
-QueueOptions queue_options(const QueueDesign& d, std::size_t item_bytes, std::size_t capacity) {
+QueueOptions queue_options(const QueueParams& params, const QueueDesign& d, std::size_t item_bytes) {
   QueueOptions o;
   if (d.design == "socket") {
     o.socket = true;
@@ -72,8 +72,9 @@ QueueOptions queue_options(const QueueDesign& d, std::size_t item_bytes, std::si
     auto design = flow::Design::parse(d.design);
     if (!design) throw UsageError("unknown design '" + d.design + "'");
     o = QueueOptions::preset(d.preset, *design);
+    o.active_consumer = params.active_consumer;
   }
-  o.capacity = capacity;
+  o.capacity = queue_capacity(params, item_bytes);
   o.item_bytes = item_bytes;
   return o;
 }
@@ -427,7 +428,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   }
   for (const QueueDesign& d : params.designs)
     for (std::size_t size : params.sizes) {
-      QueueOptions o = queue_options(d, size, queue_capacity(params, size));
+      QueueOptions o = queue_options(params, d, size);
       TransportOptions to;
       to.provider = params.provider;
       to.endpoint = params.endpoint;
@@ -511,6 +512,7 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
       << "# inject_size " << c.inject_size << "  cq_data_size " << c.cq_data_size
       << "  capacity "
       << (p.capacity ? std::to_string(p.capacity) + " items" : std::string("auto (1024 items, ring <= 4 MiB)"))
+      << (p.active_consumer ? "  active consumer" : "")
       << "  api " << (p.zero_copy ? "zero-copy (reserve/commit, peek/release)" : "copy (try_enqueue/try_dequeue)")
       << "\n# "
       << (p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
@@ -617,6 +619,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
       {"item_bytes", row.item_bytes},
       {"capacity", row.capacity},
       {"api", r.params.zero_copy ? "zero-copy" : "copy"},
+      {"active_consumer", r.params.active_consumer && row.design.design != "socket"},
   };
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;

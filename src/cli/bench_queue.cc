@@ -31,6 +31,7 @@ struct QueueFlags : CommonFlags {
   bool latency = false;
   bool reference = false;
   std::string api = "zero-copy";
+  bool active_consumer = false;
 };
 
 bool is_preset(const std::string& s) { return s == "basic" || s == "batching" || s == "datamover"; }
@@ -104,6 +105,7 @@ Validated validate(const QueueFlags& f) {
   if (f.api != "copy" && f.api != "zero-copy")
     throw UsageError("unknown --api '" + f.api + "' (use copy or zero-copy)");
   p.zero_copy = f.api == "zero-copy";
+  p.active_consumer = f.active_consumer;
   p.reference = f.reference;
   p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -165,6 +167,9 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   app->add_option("--round-trips", f->round_trips, "measured round trips in --pingpong");
   app->add_option("-w,--warmup", f->warmup, "ping-pong round trips not measured");
   app->add_flag("--latency", f->latency, "percentiles of enqueue and dequeue calls");
+  app->add_flag("--active-consumer", f->active_consumer,
+                "a helper thread on the consumer side validates (pull designs: reads) items ahead "
+                "of the dequeuing thread (not for socket)");
   app->add_option("--api", f->api,
                   "copy: try_enqueue / try_dequeue copy every item; zero-copy: reserve / commit "
                   "and peek / release, touching only the 8-byte sequence number in place");

@@ -129,9 +129,6 @@ std::string why_unsupported(const Capabilities& caps, const QueueOptions& o) {
   if (o.separate_notify_endpoint)
     return "flow: separate_notify_endpoint is refused: notifications share the data endpoint "
            "in this implementation";
-  if (o.active_consumer)
-    return "flow: active_consumer is refused: the consumer drives its notifications from its "
-           "own dequeue calls in this implementation";
   if (o.batching && d.data == DataFlow::push2)
     return "flow: " + name + " cannot batch: push2 moves one item per message into one posted receive";
   for (Op op : required_ops(o)) {

@@ -119,6 +119,45 @@ class EndBase {
   std::byte* slot(std::uint64_t index) const noexcept { return base_ + L_.slot(index); }
   std::byte* cell(int i) const noexcept { return base_ + L_.cell(i); }
 
+  // Active ends (data mover, active consumer): the helper thread and the owner thread take
+  // turns in the end's pump rounds. `round(&moved, &outstanding)` runs one round unless the
+  // other thread is in one (false then, at once). The flag's acquire / release hands the
+  // transport and the pump state from one thread to the other, so the transport still sees
+  // one thread at a time.
+  template <class Round>
+  bool try_round(Round&& round) noexcept {
+    if (pumping_.exchange(true, std::memory_order_acquire)) return false;
+    round();
+    pumping_.store(false, std::memory_order_release);
+    return true;
+  }
+  // Starts the helper thread: it runs `try_pump(&moved, &outstanding)` while there is work,
+  // yields the core while waiting (for a completion, a read, room or items: the owner thread
+  // usually shares the core), and sleeps only when it has had nothing at all to do for a
+  // while, so a stream never waits on a timer. It inherits the creating thread's affinity.
+  template <class TryPump>
+  void start_helper(TryPump try_pump) {
+    helper_ = std::thread([this, try_pump] {
+      unsigned idle = 0;
+      while (!stop_.load(std::memory_order_acquire) && !failed()) {
+        bool moved = false, outstanding = true;  // the owner is pumping: work is going on
+        try_pump(&moved, &outstanding);
+        if (moved || outstanding) {
+          idle = 0;
+          if (!moved) std::this_thread::yield();
+        } else if (++idle > 4096) {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    });
+  }
+  void stop_helper() noexcept {
+    stop_.store(true, std::memory_order_release);
+    if (helper_.joinable()) helper_.join();
+  }
+
   Tr& t_;
   Shared s_;
   const Layout& L_;
@@ -128,6 +167,9 @@ class EndBase {
   std::atomic<bool> failing_{false};
   std::atomic<bool> failed_{false};
   unsigned calls_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> pumping_{false};  // active: a thread is in a pump round
+  std::thread helper_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -154,11 +196,12 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     // The data mover's whole job is moving batches: it keeps several coalesced writes in
     // flight so the fabric never idles between one write's completion and the next post.
     if (active_) max_inflight_ = kMoverWrites;
-    if (active_) mover_ = std::thread([this] { run_mover(); });
+    if (active_) B::start_helper([this](bool* moved, bool* outstanding) {
+      return try_pump(false, moved, outstanding);
+    });
   }
   ~ProducerImpl() override {
-    stop_.store(true, std::memory_order_release);
-    if (mover_.joinable()) mover_.join();
+    B::stop_helper();
     // A head read or batched write still in flight would land in (or read from) the region
     // freed next: reap them first, bounded by peer_timeout.
     const auto deadline = Clock::now() + s_.options.peer_timeout;
@@ -307,39 +350,16 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     else if (!try_pump(need, &moved, &outstanding)) std::this_thread::yield();
   }
 
-  // Active producer: one pump round unless the other thread (mover or owner) is in one; false
-  // then, at once. The flag's acquire / release hands the transport and the pump state from
-  // one thread to the other, so the transport still sees one thread at a time. *moved: what
-  // pump() returned; *outstanding: work is pending (in-flight writes or reads, staged items
-  // not yet sent, a close), read under the same exclusion.
+  // Active producer: one pump round unless the other thread (mover or owner) is in one.
+  // *moved: what pump() returned; *outstanding: work is pending (in-flight writes or reads,
+  // staged items not yet sent, a close), read under the same exclusion.
   bool try_pump(bool need, bool* moved, bool* outstanding) noexcept {
-    if (pumping_.exchange(true, std::memory_order_acquire)) return false;
-    *moved = pump(need);
-    *outstanding = inflight_ > 0 || read_pending_ ||
-                   staged_pub_.load(std::memory_order_acquire) != sent_ ||
-                   closing_pub_.load(std::memory_order_acquire);
-    pumping_.store(false, std::memory_order_release);
-    return true;
-  }
-
-  // The data mover: pumps while there is work, yields the core while waiting for a completion,
-  // a head read or room (the owner thread usually shares the core), and sleeps only when it
-  // has had nothing at all to do for a while (no staged item, nothing in flight), so a stream
-  // never waits on a timer.
-  void run_mover() noexcept {
-    unsigned idle = 0;
-    while (!stop_.load(std::memory_order_acquire) && !failed()) {
-      bool moved = false, outstanding = true;  // the owner is pumping: work is going on
-      try_pump(false, &moved, &outstanding);
-      if (moved || outstanding) {
-        idle = 0;
-        if (!moved) std::this_thread::yield();
-      } else if (++idle > 4096) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    return B::try_round([&] {
+      *moved = pump(need);
+      *outstanding = inflight_ > 0 || read_pending_ ||
+                     staged_pub_.load(std::memory_order_acquire) != sent_ ||
+                     closing_pub_.load(std::memory_order_acquire);
+    });
   }
 
   // One round of the data path: reap completions, take in space notifications, move staged
@@ -556,14 +576,16 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::atomic<std::uint64_t> head_pub_{0};
   std::atomic<std::uint64_t> done_pub_{0};
   std::atomic<bool> closing_pub_{false};
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> pumping_{false};  // active: a thread is in pump()
-  std::thread mover_;
 };
 
 // ---------------------------------------------------------------------------------------------
-// Consumer: one thread. Finds the slot at its head, validates header and trailer, hands out
-// the payload, and tells the producer about freed space.
+// Consumer. The owner thread peeks at and releases the slot at head_. The pump makes slots
+// valid ahead of it at next_: it posts reads (pull data, pull transfer notifications), takes
+// in transfer notifications, drives progress, re-posts receives (push2) and tells the
+// producer about freed space. Passive (the default): the owner runs the pump from its own
+// calls and next_ == head_. Active consumer: a helper thread runs it, validating up to a
+// ring ahead of the owner and publishing how far (ready_pub_); the owner then touches only
+// local memory, or runs one pump round itself when the helper is not in one.
 template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
 class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B = EndBase<Tr>;
@@ -576,16 +598,20 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B::t_;
 
  public:
-  // A read still in flight would land in the region freed next: reap it first, bounded by
-  // peer_timeout (reap_read fails the queue then).
-  ~ConsumerImpl() override {
-    while (pending_ != Read::none && !failed() && reap_read() == Status::empty) t_.progress();
-  }
-
   ConsumerImpl(Tr& t, Shared s) : B(t, std::move(s)) {
     notify_every_ = static_cast<std::uint64_t>(s_.options.lazy_refresh * static_cast<double>(L_.capacity));
     if (notify_every_ == 0) notify_every_ = 1;
     if (notify_every_ > L_.capacity) notify_every_ = L_.capacity;
+    active_ = s_.options.active_consumer;
+    if (active_) B::start_helper([this](bool* moved, bool* outstanding) {
+      return try_pump(moved, outstanding);
+    });
+  }
+  // A read still in flight would land in the region freed next: reap it first, bounded by
+  // peer_timeout (reap_read fails the queue then).
+  ~ConsumerImpl() override {
+    B::stop_helper();
+    while (pending_ != Read::none && !failed() && reap_read() == Status::empty) t_.progress();
   }
 
   Status try_dequeue(std::span<std::byte> out, std::size_t* len) noexcept override {
@@ -621,19 +647,26 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   Status peek(std::span<const std::byte>* item) noexcept override {
     if (failed()) return Status::failed;
     if (closed_) {
-      t_.progress();
-      if (head_ != head_sent_) notify_head(true);
+      // Keep serving the producer's last head update (the helper does that when active).
+      if (!active_) {
+        t_.progress();
+        if (seen_ != head_sent_) notify_head(true);
+      }
       return failed() ? Status::failed : Status::closed;
     }
     if (!peeked_) {
       if (B::check_peer_sometimes() != Status::ok) return Status::failed;
-      Status st = advance();
+      Status st = active_ ? ready() : advance();
       if (st != Status::ok) {
         if (st == Status::empty) {
           stats_.empty++;
-          if (head_ != head_sent_) notify_head(true);
+          if (!active_ && seen_ != head_sent_) notify_head(true);
         }
         return failed() ? Status::failed : st;
+      }
+      if (!active_) {
+        cur_len_ = pump_len_;
+        cur_flags_ = pump_flags_;
       }
       peeked_ = true;
     }
@@ -641,7 +674,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       peeked_ = false;
       closed_ = true;
       consume_slot();
-      notify_head(true);
+      if (!active_) notify_head(true);
       return failed() ? Status::failed : Status::closed;
     }
     *item = std::span<const std::byte>(B::slot(head_) + kSlotHeader, cur_len_);
@@ -654,35 +687,111 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     peeked_ = false;
     consume_slot();
     stats_.items++;
-    notify_head(false);
+    if (!active_) notify_head(false);
     return failed() ? Status::failed : Status::ok;
   }
 
-  const QueueStats& stats() const noexcept override { return stats_; }
+  const QueueStats& stats() const noexcept override {
+    snapshot_ = stats_;
+    snapshot_.data_ops = data_ops_.get();
+    snapshot_.transfer_ops = transfer_ops_.get();
+    snapshot_.space_ops = space_ops_.get();
+    return snapshot_;
+  }
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
   enum class Read : std::uint8_t { none, tail, slots };
 
-  void consume_slot() noexcept {
-    const std::uint64_t index = head_++;
-    if constexpr (D == DataFlow::push2) {
-      const std::size_t off = L_.slot(index);
-      Status st = B::post_retry([&] {
-        return t_.post_recv(s_.peer, base_ + off, L_.stride, desc_, kCtxRecv + index % L_.capacity);
-      });
-      if (st != Status::ok) fail_transport();
+  // Active: the slot at head_ is ready once the helper has validated it; if not yet, run one
+  // pump round here when the helper is not in one, else give it the core.
+  Status ready() noexcept {
+    if (head_ == ready_pub_.load(std::memory_order_acquire)) {
+      bool moved, outstanding;
+      if (!try_pump(&moved, &outstanding)) std::this_thread::yield();
+      if (failed()) return Status::failed;
+      if (head_ == ready_pub_.load(std::memory_order_acquire)) return Status::empty;
     }
-    if constexpr (S == SpaceNotify::pull) store_release(B::cell(kOwnCell), head_);
+    // Validated by the pump, and the producer cannot reuse the slot before we release it.
+    if (check_slot(B::slot(head_), head_, L_.item_bytes, &cur_len_, &cur_flags_) != SlotState::valid) {
+      fail("flow: slot " + std::to_string(head_) + " changed after it was validated");
+      return Status::failed;
+    }
+    return Status::ok;
   }
 
-  // Space notification: push / push2 every notify_every_ items, or now when `force`.
+  // The owner is done with the slot at head_.
+  void consume_slot() noexcept {
+    ++head_;
+    if (active_) {
+      head_pub_.store(head_, std::memory_order_release);
+      return;
+    }
+    next_ = head_;
+    if (retire(seen_)) ++seen_;
+    else B::fail("flow: could not re-post a receive: " + t_.last_error());
+  }
+
+  // Pump: slot `index` was consumed. push2: re-post its receive; space pull: publish the
+  // head for the producer's reads. False when the transport did not take the receive (the
+  // caller retries; passive ends retry here, bounded by peer_timeout).
+  bool retire(std::uint64_t index) noexcept {
+    if constexpr (D == DataFlow::push2) {
+      auto post = [&] {
+        return t_.post_recv(s_.peer, base_ + L_.slot(index), L_.stride, desc_,
+                            kCtxRecv + index % L_.capacity);
+      };
+      // The helper thread must not ask the bootstrap (one thread only): it retries next round.
+      Status st = active_ ? post() : B::post_retry(post);
+      if (st == Status::again) return false;
+      if (st != Status::ok) {
+        fail_transport();
+        return false;
+      }
+    }
+    if constexpr (S == SpaceNotify::pull) store_release(B::cell(kOwnCell), index + 1);
+    return true;
+  }
+
+  // Active: one pump round unless the other thread is in one. *moved: a slot was validated or
+  // released; *outstanding: a read is in flight or releases are not yet taken in.
+  bool try_pump(bool* moved, bool* outstanding) noexcept {
+    return B::try_round([&] {
+      *moved = pump();
+      *outstanding = pending_ != Read::none ||
+                     head_pub_.load(std::memory_order_acquire) != seen_ ||
+                     (S != SpaceNotify::pull && seen_ != head_sent_);
+    });
+  }
+
+  // Active: takes in the owner's releases, validates slots ahead (at most a ring beyond the
+  // owner's head, never past an end-of-stream slot) and notifies space: every notify_every_
+  // items, or at once when no new slot arrived this round (the producer may be waiting).
+  bool pump() noexcept {
+    if (failed()) return false;
+    const std::uint64_t before_next = next_, before_seen = seen_;
+    const std::uint64_t released = head_pub_.load(std::memory_order_acquire);
+    while (seen_ < released && retire(seen_)) ++seen_;
+    if (failed()) return false;
+    while (!close_seen_ && next_ - seen_ < L_.capacity) {
+      if (advance() != Status::ok) break;
+      if (pump_flags_ & kFlagClose) close_seen_ = true;
+      ready_pub_.store(++next_, std::memory_order_release);
+    }
+    if (failed()) return false;
+    notify_head(next_ == before_next && seen_ != head_sent_);
+    return next_ != before_next || seen_ != before_seen;
+  }
+
+  // Space notification of the pump's head: push / push2 every notify_every_ items, or now
+  // when `force`.
   void notify_head(bool force) noexcept {
     if constexpr (S == SpaceNotify::pull) {
       return;
     } else {
-      if (!force && head_ - head_sent_ < notify_every_) return;
-      head_value_ = head_;
+      if (!force && seen_ - head_sent_ < notify_every_) return;
+      if (seen_ == head_sent_) return;
+      head_value_ = seen_;
       Status st;
       if constexpr (S == SpaceNotify::push) {
         st = t_.post_write(s_.peer, &head_value_, 8, nullptr, s_.remote, L_.cell(kPeerCell), kCtxData, kInject);
@@ -697,12 +806,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         fail_transport();
         return;
       }
-      head_sent_ = head_;
-      stats_.space_ops++;
+      head_sent_ = seen_;
+      space_ops_.inc();
     }
   }
 
-  // Makes the slot at head_ available locally and valid: Status::ok, empty or failed.
+  // Makes the slot at next_ available locally and valid: Status::ok, empty or failed.
   // Never waits for the fabric: a read (tail counter or slots) is posted and its completion
   // reaped by a later call, so try_dequeue stays non-blocking and a thread that waits on
   // several queues keeps driving all of them.
@@ -714,19 +823,19 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (!drain_rx()) return Status::failed;
     }
     if constexpr (T == TransferNotify::push) {
-      if (head_ == tail_known_) {
+      if (next_ == tail_known_) {
         t_.progress();
         if (!take_tail(load_acquire(B::cell(kPeerCell)))) return Status::failed;
       }
     } else if constexpr (T == TransferNotify::pull) {
-      if (head_ == tail_known_ && pending_ == Read::none) {
+      if (next_ == tail_known_ && pending_ == Read::none) {
         if (Status st = start_read(Read::tail, B::cell(kLandingCell), 8, L_.cell(kOwnCell));
             st != Status::ok)
           return st;
       }
     }
     if constexpr (T != TransferNotify::watermark) {
-      if (head_ == tail_known_) return Status::empty;
+      if (next_ == tail_known_) return Status::empty;
     }
     SlotState st = local_state();
     if constexpr (D == DataFlow::pull) {
@@ -735,10 +844,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         std::uint64_t n = 1;
         if (s_.options.batching)
           n = T == TransferNotify::watermark ? std::min<std::uint64_t>(kBatchRead, L_.capacity)
-                                             : tail_known_ - head_;
-        const std::uint64_t wrap = L_.capacity - head_ % L_.capacity;
-        n = std::max<std::uint64_t>(1, std::min(n, wrap));
-        const std::size_t off = L_.slot(head_);
+                                             : tail_known_ - next_;
+        // Within the ring's end and within the slots the owner has released.
+        const std::uint64_t wrap = L_.capacity - next_ % L_.capacity;
+        const std::uint64_t room = L_.capacity - (next_ - seen_);
+        n = std::max<std::uint64_t>(1, std::min({n, wrap, room}));
+        const std::size_t off = L_.slot(next_);
         if (Status rs = start_read(Read::slots, base_ + off, n * L_.stride, off); rs != Status::ok)
           return rs;
         st = local_state();
@@ -756,8 +867,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
     if (st == SlotState::valid) return Status::ok;
     if (st == SlotState::bad) {
-      fail("flow: slot " + std::to_string(head_) + " carries length " + std::to_string(cur_len_) +
-           " / flags " + std::to_string(cur_flags_) + " beyond item_bytes " +
+      fail("flow: slot " + std::to_string(next_) + " carries length " + std::to_string(pump_len_) +
+           " / flags " + std::to_string(pump_flags_) + " beyond item_bytes " +
            std::to_string(L_.item_bytes) + " (protocol violation by the producer)");
       return Status::failed;
     }
@@ -765,15 +876,16 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   SlotState local_state() noexcept {
-    return check_slot(B::slot(head_), head_, L_.item_bytes, &cur_len_, &cur_flags_);
+    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_);
   }
 
-  // Range-checks a tail value: the producer can never be more than capacity ahead of head.
+  // Range-checks a tail value: the producer can never be more than capacity ahead of the
+  // head it can know of (seen_: what the pump has published or sent).
   bool take_tail(std::uint64_t v) noexcept {
     if (v <= tail_known_) return true;
-    if (v - head_ > L_.capacity) {
+    if (v - seen_ > L_.capacity) {
       fail("flow: the producer's tail counter " + std::to_string(v) + " is out of range (head " +
-           std::to_string(head_) + ", capacity " + std::to_string(L_.capacity) + ", protocol violation)");
+           std::to_string(seen_) + ", capacity " + std::to_string(L_.capacity) + ", protocol violation)");
       return false;
     }
     tail_known_ = v;
@@ -796,8 +908,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     pending_ = what;
     read_posted_ = Clock::now();
     read_polls_ = 0;
-    if (what == Read::tail) stats_.transfer_ops++;
-    else stats_.data_ops++;
+    if (what == Read::tail) transfer_ops_.inc();
+    else data_ops_.inc();
     return reap_read();
   }
 
@@ -862,20 +974,33 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   static constexpr std::uint64_t kBatchRead = 16;
-  Read pending_ = Read::none;  // the one read in flight
-  unsigned read_polls_ = 0;
-  Clock::time_point read_posted_{};
-  unsigned valid_polls_ = 0;
-  std::uint64_t head_ = 0;
-  std::uint64_t tail_known_ = 0;
-  std::uint64_t head_sent_ = 0;
-  std::uint64_t head_value_ = 0;
-  std::uint64_t notify_every_ = 1;
-  std::uint32_t cur_len_ = 0;
+  bool active_ = false;
+  // Owner thread.
+  std::uint64_t head_ = 0;          // slots released
+  std::uint32_t cur_len_ = 0;       // the peeked slot's length and flags
   std::uint32_t cur_flags_ = 0;
   bool peeked_ = false;
   bool closed_ = false;
   QueueStats stats_;
+  mutable QueueStats snapshot_;
+  // Pump (the owner thread when passive, the helper or the owner in turn when active).
+  std::uint64_t next_ = 0;          // the slot being made valid; passive: == head_
+  std::uint64_t seen_ = 0;          // releases taken in (and published or sent); passive: == head_
+  std::uint64_t tail_known_ = 0;
+  std::uint64_t head_sent_ = 0;
+  std::uint64_t head_value_ = 0;
+  std::uint64_t notify_every_ = 1;
+  std::uint32_t pump_len_ = 0;      // length and flags of the slot at next_ (local_state)
+  std::uint32_t pump_flags_ = 0;
+  bool close_seen_ = false;         // active: validation stops at the end-of-stream slot
+  Read pending_ = Read::none;       // the one read in flight
+  unsigned read_polls_ = 0;
+  Clock::time_point read_posted_{};
+  unsigned valid_polls_ = 0;
+  Counter data_ops_, transfer_ops_, space_ops_;
+  // Between the two (active).
+  std::atomic<std::uint64_t> ready_pub_{0};  // slots below this are valid
+  std::atomic<std::uint64_t> head_pub_{0};   // the owner's head_
 };
 
 }  // namespace fabflow::flow::detail

@@ -82,7 +82,12 @@ QueueOptions conformance_options(const Design& d) {
   return o;
 }
 
-class FlowConformance : public ::testing::TestWithParam<Point> {};
+class FlowConformance : public ::testing::TestWithParam<Point> {
+ protected:
+  void full_empty_and_end_of_stream(bool active);
+};
+
+void full_empty_and_end_of_stream_body(const Point& pt, bool active);
 
 TEST_P(FlowConformance, FifoExactlyOnceWithContents) {
   const auto& pt = GetParam();
@@ -124,9 +129,33 @@ TEST_P(FlowConformance, BatchingAndDataMover) {
   }
 }
 
-TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
+// The active consumer (a helper thread validating slots ahead of the owner, pulling them on
+// pull designs), alone, with batching, and with a data mover on the other side.
+TEST_P(FlowConformance, ActiveConsumer) {
   const auto& pt = GetParam();
+  for (const char* preset : {"basic", "batching", "datamover"}) {
+    auto o = QueueOptions::preset(preset, pt.design);
+    o.active_consumer = true;
+    o.capacity = 8;
+    o.item_bytes = 100;
+    Result r;
+    const std::size_t n = env_count("FABFLOW_FLOW_PRESET_ITEMS", 2000);
+    auto err = stream(pt.provider, o, {n, 17, true}, &r);
+    ASSERT_EQ(err, "") << preset;
+    EXPECT_EQ(r.consumer.items, n) << preset;
+  }
+}
+
+TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
+  for (bool active : {false, true}) {
+    SCOPED_TRACE(active ? "active consumer" : "passive consumer");
+    full_empty_and_end_of_stream(active);
+  }
+}
+
+void full_empty_and_end_of_stream_body(const Point& pt, bool active) {
   auto o = conformance_options(pt.design);
+  o.active_consumer = active;
   auto err = run_pair(transport_options(pt.provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
     std::vector<std::byte> buf(o.item_bytes, std::byte{7});
     auto progress = [&] { t.progress(); };
@@ -166,6 +195,10 @@ TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
     }
   });
   ASSERT_EQ(err, "");
+}
+
+void FlowConformance::full_empty_and_end_of_stream(bool active) {
+  full_empty_and_end_of_stream_body(GetParam(), active);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, FlowConformance, ::testing::ValuesIn(points(kAll)), point_name);
@@ -294,16 +327,18 @@ INSTANTIATE_TEST_SUITE_P(All, FlowMisbehaving, ::testing::ValuesIn(kAll),
 
 class FlowPeerDeath : public ::testing::TestWithParam<Point> {};
 
-// The consumer waits for items; the producer's rank aborts: failed within peer_timeout.
-TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
-  auto o = conformance_options(GetParam().design);
+// The consumer waits for items; the producer's rank aborts: failed within peer_timeout, with
+// a passive consumer and with an active one (its helper thread keeps pumping meanwhile).
+void consumer_sees_producer_vanish(const Point& point, bool active) {
+  auto o = conformance_options(point.design);
+  o.active_consumer = active;
   o.peer_timeout = 300ms;
   std::atomic<std::int64_t> elapsed_ms{-1};
   std::atomic<bool> consumer_done{false}, first_item{false};
   auto boots = make_thread_bootstraps(2);
   std::string error;
   std::thread producer([&] {
-    auto t = open_transport(transport_options(GetParam().provider, o));
+    auto t = open_transport(transport_options(point.provider, o));
     t->connect(*boots[0]);
     auto prod = make_producer(*t, *boots[0], 1, o);
     std::byte b[4] = {};
@@ -320,7 +355,7 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
     while (!consumer_done.load()) std::this_thread::sleep_for(1ms);
   });
   std::thread consumer([&] {
-    auto t = open_transport(transport_options(GetParam().provider, o));
+    auto t = open_transport(transport_options(point.provider, o));
     t->connect(*boots[1]);
     auto cons = make_consumer(*t, *boots[1], 0, o);
     std::vector<std::byte> buf(o.item_bytes);
@@ -341,6 +376,9 @@ TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
   ASSERT_EQ(error, "");
   EXPECT_LE(elapsed_ms.load(), 50 + 300 + 200);
 }
+
+TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) { consumer_sees_producer_vanish(GetParam(), false); }
+TEST_P(FlowPeerDeath, ActiveConsumerSeesProducerVanish) { consumer_sees_producer_vanish(GetParam(), true); }
 
 // The producer is full; the consumer's rank aborts: failed within peer_timeout.
 TEST_P(FlowPeerDeath, ProducerSeesConsumerVanish) {

@@ -40,6 +40,8 @@ inline TransportOptions transport_options(const Provider& p, const QueueOptions&
   t.endpoint = p.endpoint;
   t.ops = required_ops(o);
   if (t.ops.empty()) t.ops.push_back(Op::send);
+  // A helper thread pumps while the test's own thread may drive progress (barriers).
+  t.thread_safe = o.active_producer || o.active_consumer;
   return t;
 }
 
