@@ -23,10 +23,10 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
-# The flow conformance streams (10^5 items per design point and transport) run one at a time:
-# each is two busy-polling threads, and two of them at once on a 2-core machine take ten
-# times as long as both in turn.
-serial='FlowConformance.FifoExactly'
+# The flow conformance streams (10^5 items per design point and transport) and the active
+# consumer streams run one at a time: each is two or three busy-polling threads, and two of
+# them at once on a 2-core machine take ten times as long as both in turn.
+serial='FlowConformance.(FifoExactly|ActiveConsumer)'
 run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial"
 echo "== build: flow conformance streams, one at a time"
 (cd build && ctest --output-on-failure -j 1 -R "$serial")
