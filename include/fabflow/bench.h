@@ -201,11 +201,13 @@ std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) no
 // Hardware references between two pinned cores (two threads of this process; cpu < 0:
 // unpinned), src/bench/local_reference.cc. Half the round trip of a cache line bounced between
 // the cores; items/s of Lamport's SPSC ring with cached indices, timed on the consumer from
-// first to last item.
+// first to last item; zero_copy: only the 8-byte sequence number is written and read in place
+// (as bench queue's zero-copy API), else every item is copied in and out.
 LatencyStats cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
                                 int cpu_b, const Clock& clock);
 double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
-                             int cpu_producer, int cpu_consumer, const Clock& clock);
+                             bool zero_copy, int cpu_producer, int cpu_consumer,
+                             const Clock& clock);
 
 void print_queue_header(std::ostream& out, const QueueResult& result);
 void print_queue_row(std::ostream& out, const QueueResult& result, const QueueRow& row);

@@ -75,7 +75,8 @@ LatencyStats cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup,
 }
 
 double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
-                             int cpu_producer, int cpu_consumer, const Clock& clock) {
+                             bool zero_copy, int cpu_producer, int cpu_consumer,
+                             const Clock& clock) {
   // Indices on their own lines; each side caches the other's index and re-reads it only when
   // the cached value says full (producer) or empty (consumer).
   struct alignas(kLine) Indices {
@@ -101,8 +102,13 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
             head_seen = idx->head.v.load(std::memory_order_acquire);
             if (i - head_seen >= capacity) cpu_relax();
           }
-          if (item_bytes >= 8) std::memcpy(item.data(), &i, 8);
-          std::memcpy(&ring[(i % capacity) * stride], item.data(), item_bytes);
+          std::byte* slot = &ring[(i % capacity) * stride];
+          if (zero_copy) {
+            if (item_bytes >= 8) std::memcpy(slot, &i, 8);
+          } else {
+            if (item_bytes >= 8) std::memcpy(item.data(), &i, 8);
+            std::memcpy(slot, item.data(), item_bytes);
+          }
           idx->tail.v.store(i + 1, std::memory_order_release);
         }
       },
@@ -114,10 +120,15 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
             tail_seen = idx->tail.v.load(std::memory_order_acquire);
             if (i >= tail_seen) cpu_relax();
           }
-          std::memcpy(out.data(), &ring[(i % capacity) * stride], item_bytes);
-          idx->head.v.store(i + 1, std::memory_order_release);
+          const std::byte* slot = &ring[(i % capacity) * stride];
           std::uint64_t got = i;
-          if (item_bytes >= 8) std::memcpy(&got, out.data(), 8);
+          if (zero_copy) {
+            if (item_bytes >= 8) std::memcpy(&got, slot, 8);
+          } else {
+            std::memcpy(out.data(), slot, item_bytes);
+            if (item_bytes >= 8) std::memcpy(&got, out.data(), 8);
+          }
+          idx->head.v.store(i + 1, std::memory_order_release);
           bad += got != i;
           last = clock.now();
           if (i == 0) first = last;

@@ -382,7 +382,8 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
       ref.cacheline_measured = true;
     } else {
       ref.spsc_items_per_s =
-          spsc_ring_items_per_s(params.items, size, queue_capacity(params, size), cpu0, cpu1, clock);
+          spsc_ring_items_per_s(params.items, size, queue_capacity(params, size),
+                                params.zero_copy, cpu0, cpu1, clock);
     }
     boot.barrier();
   } else {
