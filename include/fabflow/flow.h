@@ -69,7 +69,7 @@ struct QueueOptions {
                                           // free space (or items) falls below this fraction
   std::size_t recv_pool = 0;              // push2: receives kept posted (0: capacity)
   // Notifications (counter writes, reads and sends) on a second transport, so they never queue
-  // behind data operations (thesis section 4.3). Needs the two-transport make_producer /
+  // behind data operations (thesis section 6.1). Needs the two-transport make_producer /
   // make_consumer; the data transport then carries only the data.
   bool separate_notify_endpoint = false;
   std::chrono::milliseconds peer_timeout{2000};  // a vanished peer is reported within this
