@@ -23,10 +23,11 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
-# The flow conformance streams (10^5 items per design point and transport) and the active
-# consumer streams run one at a time: each is two or three busy-polling threads, and two of
-# them at once on a 2-core machine take ten times as long as both in turn.
-serial='FlowConformance.(FifoExactly|ActiveConsumer)'
+# The flow conformance streams (10^5 items per design point and transport), the active
+# consumer streams and the separate-notify-endpoint streams (3000 items per point) run one at a
+# time: each is two or three busy-polling threads, and two of them at once on a 2-core machine
+# take ten times as long as both in turn.
+serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExactly'
 run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial"
 echo "== build: flow conformance streams, one at a time"
 (cd build && ctest --output-on-failure -j 1 -R "$serial")
@@ -39,5 +40,5 @@ run_tree build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=address
 # whose data lands inside libfabric, outside TSan's view). Flow queues: every design point on
 # local, where both ends' loads and stores (and the data-mover thread) are fabflow's own.
 run_tree build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=thread -- \
-  -R 'Bootstrap|Launcher|Progress|LocalTransport|LocalConcurrent|RrConformance.*dispatcher_.*_shm|FlowConformance.*local_rdm'
+  -R 'Bootstrap|Launcher|Progress|LocalTransport|LocalConcurrent|RrConformance.*dispatcher_.*_shm|FlowConformance.*local_rdm|FlowSeparateNotify.*local_rdm'
 echo "== all test trees passed"

@@ -149,6 +149,9 @@ struct QueueParams {
   // is always measured there).
   bool reference = false;
   ProgressMode progress = ProgressMode::automatic;  // ping-pong progress threads, raw reference
+  // Design points: notifications on a second transport per queue (separate_notify_endpoint)
+  // instead of the data transport. The socket baseline has none and ignores it.
+  bool separate_notify = false;
   int cpu = -1;                         // the CPU this rank is pinned to (-1: unpinned)
   std::uint64_t timeout_ms = 10000;     // no progress for this long: fail
 };

@@ -68,7 +68,10 @@ struct QueueOptions {
   double lazy_refresh = 0.5;              // refresh the peer's counter only when the cached
                                           // free space (or items) falls below this fraction
   std::size_t recv_pool = 0;              // push2: receives kept posted (0: capacity)
-  bool separate_notify_endpoint = false;  // notifications on their own endpoint
+  // Notifications (counter writes, reads and sends) on a second transport, so they never queue
+  // behind data operations (thesis section 6.1). Needs the two-transport make_producer /
+  // make_consumer; the data transport then carries only the data.
+  bool separate_notify_endpoint = false;
   std::chrono::milliseconds peer_timeout{2000};  // a vanished peer is reported within this
 
   // "basic", "batching", "datamover": the thesis' three queues (section 6.4), with `design`.
@@ -130,10 +133,25 @@ std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot,
 std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot,
                                         int producer_rank, const QueueOptions& options);
 
-// The transport operations `options` needs: open the transport with them (TransportOptions::ops).
-std::vector<Op> required_ops(const QueueOptions& options);
+// separate_notify_endpoint: notifications travel over `notify`, a second transport of the same
+// kind (same concrete type; UsageError otherwise), opened with required_notify_ops(options) and
+// connected over `boot` like `data`. Counter cells live in a small region registered on it.
+// The one-transport overloads refuse separate_notify_endpoint with a UsageError.
+std::unique_ptr<Producer> make_producer(Transport& data, Transport& notify, Bootstrap& boot,
+                                        int consumer_rank, const QueueOptions& options);
+std::unique_ptr<Consumer> make_consumer(Transport& data, Transport& notify, Bootstrap& boot,
+                                        int producer_rank, const QueueOptions& options);
 
-// Empty when `transport` can run `options`, else one line saying why not.
+// The transport operations `options` needs: open the transport with them (TransportOptions::ops).
+// With separate_notify_endpoint only those of the data flow; the notifications' are in
+// required_notify_ops (empty without the option).
+std::vector<Op> required_ops(const QueueOptions& options);
+std::vector<Op> required_notify_ops(const QueueOptions& options);
+
+// Empty when `transport` can run `options`, else one line saying why not. The one-capability
+// form asks whether a transport of this kind can carry both data and notifications.
 std::string why_unsupported(const Capabilities& caps, const QueueOptions& options);
+std::string why_unsupported(const Capabilities& data, const Capabilities& notify,
+                            const QueueOptions& options);
 
 }  // namespace fabflow::flow

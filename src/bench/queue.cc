@@ -33,8 +33,9 @@ using flow::QueueOptions;
 // counters or slots, end-of-stream head updates), as any thread serving two queues must.
 class Stall {
  public:
-  Stall(Bootstrap& boot, std::uint64_t timeout_ms, Transport* drive = nullptr)
-      : boot_(boot), timeout_(timeout_ms), drive_(drive) {}
+  Stall(Bootstrap& boot, std::uint64_t timeout_ms, Transport* drive = nullptr,
+        Transport* drive_notify = nullptr)
+      : boot_(boot), timeout_(timeout_ms), drive_(drive), drive_notify_(drive_notify) {}
   // Reads no clock: a wait that succeeds within 1024 spins costs nothing (the ping-pong calls
   // this on every item).
   void reset() noexcept {
@@ -43,6 +44,7 @@ class Stall {
   }
   void idle(const char* what) {
     if (drive_) drive_->progress();
+    if (drive_notify_) drive_notify_->progress();
     if ((++spins_ & 1023) != 0) return;
     if (boot_.peer_failed()) throw PeerError(-1, std::string("queue bench: peer vanished while ") + what);
     const auto now = std::chrono::steady_clock::now();
@@ -55,6 +57,7 @@ class Stall {
   Bootstrap& boot_;
   std::uint64_t timeout_;
   Transport* drive_;
+  Transport* drive_notify_;  // that queue's notify transport (separate_notify_endpoint)
   std::uint64_t spins_ = 0;
   std::chrono::steady_clock::time_point since_{};
 };
@@ -73,6 +76,7 @@ QueueOptions queue_options(const QueueParams& params, const QueueDesign& d, std:
     if (!design) throw UsageError("unknown design '" + d.design + "'");
     o = QueueOptions::preset(d.preset, *design);
     o.active_consumer = params.active_consumer;
+    o.separate_notify_endpoint = params.separate_notify;
   }
   o.capacity = queue_capacity(params, item_bytes);
   o.item_bytes = item_bytes;
@@ -169,10 +173,32 @@ bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_
   }
 }
 
-// Barrier that keeps a fabric transport progressing (a passive peer may depend on it).
-void settle(Bootstrap& boot, Transport& t, const QueueOptions& o) {
-  if (o.socket) boot.barrier();
-  else boot.barrier([&] { t.progress(); });
+// Barrier that keeps a fabric transport (and the queue's notify transport, if any) progressing
+// (a passive peer may depend on it).
+void settle(Bootstrap& boot, Transport& t, const QueueOptions& o, Transport* notify = nullptr) {
+  if (o.socket) {
+    boot.barrier();
+  } else {
+    boot.barrier([&] {
+      t.progress();
+      if (notify) notify->progress();
+    });
+  }
+}
+
+// One queue's transports: data, and notify when the notifications have their own.
+struct QueueTransports {
+  Transport& data;
+  Transport* notify = nullptr;
+};
+
+std::unique_ptr<Producer> producer_on(QueueTransports q, Bootstrap& boot, int peer, const QueueOptions& o) {
+  return q.notify ? flow::make_producer(q.data, *q.notify, boot, peer, o)
+                  : flow::make_producer(q.data, boot, peer, o);
+}
+std::unique_ptr<Consumer> consumer_on(QueueTransports q, Bootstrap& boot, int peer, const QueueOptions& o) {
+  return q.notify ? flow::make_consumer(q.data, *q.notify, boot, peer, o)
+                  : flow::make_consumer(q.data, boot, peer, o);
 }
 
 // Makes the item just enqueued visible to the consumer: with manual-progress providers (tcp)
@@ -187,7 +213,7 @@ void close_queue(Producer& p, std::uint64_t timeout_ms) {
   if (s != Status::ok) throw Error(queue_error("close", p.error(), s));
 }
 
-void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, Bootstrap& boot,
+void throughput(const QueueParams& params, const QueueOptions& o, QueueTransports q, Bootstrap& boot,
                 const Clock& clock, QueueRow& row) {
   std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
   Stall stall(boot, params.timeout_ms);
@@ -195,15 +221,15 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
   if (params.latency) samples.reserve(params.items);
   EndSummary mine;
   if (boot.rank() == 0) {
-    auto p = flow::make_producer(t, boot, 1, o);
+    auto p = producer_on(q, boot, 1, o);
     boot.barrier();
     for (std::uint64_t i = 0; i < params.items; ++i)
       put(*p, buf, i, params.zero_copy, stall, clock, params.latency ? &samples : nullptr);
     close_queue(*p, params.timeout_ms);
     mine = summary_of(p->stats());
-    settle(boot, t, o);
+    settle(boot, q.data, o, q.notify);
   } else {
-    auto c = flow::make_consumer(t, boot, 0, o);
+    auto c = consumer_on(q, boot, 0, o);
     boot.barrier();
     std::uint64_t first = 0, last = 0, n = 0;
     while (get(*c, buf, n, params.zero_copy, stall, clock, params.latency ? &samples : nullptr)) {
@@ -215,7 +241,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, Transport& t, 
                   std::to_string(params.items));
     mine = summary_of(c->stats());
     mine.seconds = clock.to_ns(last - first) / 1e9;
-    settle(boot, t, o);
+    settle(boot, q.data, o, q.notify);
   }
   LatencyStats lat = params.latency ? summarize(samples) : LatencyStats{};
   auto all = boot.allgather(as_blob(mine));
@@ -259,8 +285,8 @@ void close_both(Producer& p, Consumer& c, std::vector<std::byte>& buf, Stall& st
 // Two queues, 0->1 on `t` and 1->0 on `back`: each queue owns its transport's completion
 // queues. No progress threads: each rank drives the transport it is not waiting on from its
 // idle loop (Stall), so the transfer time contains no thread hand-off or time-slicing.
-void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Transport& back,
-              Bootstrap& boot, const Clock& clock, QueueRow& row) {
+void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports t,
+              QueueTransports back, Bootstrap& boot, const Clock& clock, QueueRow& row) {
   std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
   const std::uint64_t total = params.warmup + params.round_trips;
   std::vector<double> samples;
@@ -269,13 +295,13 @@ void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Tr
   std::unique_ptr<Producer> p;
   std::unique_ptr<Consumer> c;
   const bool rank0 = boot.rank() == 0;
-  Transport& mine_out = rank0 ? t : back;  // the transport of this rank's producer
-  Transport& mine_in = rank0 ? back : t;   // ... and of its consumer
-  Stall put_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_in);
-  Stall get_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_out);
+  QueueTransports mine_out = rank0 ? t : back;  // the transports of this rank's producer
+  QueueTransports mine_in = rank0 ? back : t;   // ... and of its consumer
+  Stall put_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_in.data, mine_in.notify);
+  Stall get_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_out.data, mine_out.notify);
   if (rank0) {
-    p = flow::make_producer(t, boot, 1, o);
-    c = flow::make_consumer(back, boot, 1, o);
+    p = producer_on(t, boot, 1, o);
+    c = consumer_on(back, boot, 1, o);
     samples.reserve(params.round_trips);
     boot.barrier();
     for (std::uint64_t i = 0; i < total; ++i) {
@@ -286,8 +312,8 @@ void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Tr
       if (i >= params.warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
     }
   } else {
-    c = flow::make_consumer(t, boot, 0, o);
-    p = flow::make_producer(back, boot, 0, o);
+    c = consumer_on(t, boot, 0, o);
+    p = producer_on(back, boot, 0, o);
     boot.barrier();
     for (std::uint64_t i = 0; get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr); ++i) {
       put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
@@ -301,8 +327,10 @@ void pingpong(const QueueParams& params, const QueueOptions& o, Transport& t, Tr
     boot.barrier();
   } else {
     boot.barrier([&] {
-      t.progress();
-      back.progress();
+      for (QueueTransports x : {t, back}) {
+        x.data.progress();
+        if (x.notify) x.notify->progress();
+      }
     });
   }
   auto all = boot.allgather(as_blob(mine));
@@ -440,6 +468,10 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       // pushed counters): size the receive queue for the ring rather than refusing the point.
       if (!o.socket && o.design.data == flow::DataFlow::push2)
         to.rx_depth = std::max(to.rx_depth, o.capacity);
+      // Separate notifications: a second transport per queue, opened for their operations.
+      const bool separate = o.separate_notify_endpoint;
+      TransportOptions nto = to;
+      if (separate) nto.ops = flow::required_notify_ops(o);
       QueueRow row;
       row.design = d;
       row.item_bytes = size;
@@ -448,7 +480,8 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       Capabilities caps;
       try {
         caps = probe_transport(to);
-        why = flow::why_unsupported(caps, o);
+        why = separate ? flow::why_unsupported(caps, probe_transport(nto), o)
+                       : flow::why_unsupported(caps, o);
         if (why.empty() && size > caps.max_msg_size && !o.socket)
           why = "item size " + std::to_string(size) + " is above " + caps.provider +
                 "'s max_msg_size " + std::to_string(caps.max_msg_size);
@@ -463,23 +496,29 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
         continue;
       }
       {
-        auto t = open_transport(to);
-        if (!o.socket) t->connect(boot);
+        // Opened (and connected, collectively) on both ranks in the same order.
+        auto open = [&](const TransportOptions& opts) {
+          auto x = open_transport(opts);
+          if (!o.socket) x->connect(boot);
+          return x;
+        };
+        auto t = open(to);
+        std::unique_ptr<Transport> tn = separate ? open(nto) : nullptr;
         // make_producer / make_consumer refuse on both ranks at the same collective step
         // (a refusal found during setup travels in the hello), so both land here together.
         try {
           if (params.pingpong) {
-            auto back = open_transport(to);
-            if (!o.socket) back->connect(boot);
-            pingpong(params, o, *t, *back, boot, clock, row);
-            settle(boot, *back, o);
+            auto back = open(to);
+            std::unique_ptr<Transport> backn = separate ? open(nto) : nullptr;
+            pingpong(params, o, {*t, tn.get()}, {*back, backn.get()}, boot, clock, row);
+            settle(boot, *back, o, backn.get());
           } else {
-            throughput(params, o, *t, boot, clock, row);
+            throughput(params, o, {*t, tn.get()}, boot, clock, row);
           }
         } catch (const UsageError& e) {
           row.unsupported = e.what();
         }
-        settle(boot, *t, o);
+        settle(boot, *t, o, tn.get());
       }
       refs[size].apply(row);
       if (boot.rank() == 0) result.rows.push_back(row);
@@ -515,6 +554,8 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
       << (p.capacity ? std::to_string(p.capacity) + " items" : std::string("auto (1024 items, ring <= 4 MiB)"))
       << (p.active_consumer ? "  active consumer" : "")
       << "  api " << (p.zero_copy ? "zero-copy (reserve/commit, peek/release)" : "copy (try_enqueue/try_dequeue)")
+      << "\n# notifications "
+      << (p.separate_notify ? "separate (a second endpoint per queue)" : "shared (the data endpoint)")
       << "\n# "
       << (p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
                            std::to_string(p.warmup)
@@ -621,6 +662,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
       {"capacity", row.capacity},
       {"api", r.params.zero_copy ? "zero-copy" : "copy"},
       {"active_consumer", r.params.active_consumer && row.design.design != "socket"},
+      {"notify_endpoint", r.params.separate_notify ? "separate" : "shared"},
   };
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;

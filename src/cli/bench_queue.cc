@@ -32,6 +32,7 @@ struct QueueFlags : CommonFlags {
   bool reference = false;
   std::string api = "zero-copy";
   bool active_consumer = false;
+  std::string notify_endpoint = "shared";
 };
 
 bool is_preset(const std::string& s) { return s == "basic" || s == "batching" || s == "datamover"; }
@@ -106,6 +107,9 @@ Validated validate(const QueueFlags& f) {
     throw UsageError("unknown --api '" + f.api + "' (use copy or zero-copy)");
   p.zero_copy = f.api == "zero-copy";
   p.active_consumer = f.active_consumer;
+  if (f.notify_endpoint != "shared" && f.notify_endpoint != "separate")
+    throw UsageError("unknown --notify-endpoint '" + f.notify_endpoint + "' (use shared or separate)");
+  p.separate_notify = f.notify_endpoint == "separate";
   p.reference = f.reference;
   p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -173,6 +177,9 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   app->add_option("--api", f->api,
                   "copy: try_enqueue / try_dequeue copy every item; zero-copy: reserve / commit "
                   "and peek / release, touching only the 8-byte sequence number in place");
+  app->add_option("--notify-endpoint", f->notify_endpoint,
+                  "shared (default): notifications share the data endpoint; separate: each queue "
+                  "opens a second endpoint for its counter writes, reads and sends");
   app->add_flag("--reference", f->reference,
                 "also measure, per size and on the same CPUs: throughput: the provider's raw "
                 "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong: a "

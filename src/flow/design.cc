@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <typeinfo>
 
 #include "flow/layout.h"
 #include "flow/queue.h"
@@ -95,26 +96,34 @@ QueueOptions QueueOptions::preset(std::string_view name, Design design) {
                    "' (basic, batching, datamover)");
 }
 
-std::vector<Op> required_ops(const QueueOptions& o) {
-  std::vector<Op> ops;
-  auto add = [&](Op op) {
-    for (Op x : ops)
-      if (x == op) return;
-    ops.push_back(op);
-  };
-  const Design& d = o.design;
-  if (d.data == DataFlow::push1) add(d.transfer == TransferNotify::imm ? Op::writedata : Op::write);
-  if (d.data == DataFlow::push2) add(Op::send);
-  if (d.data == DataFlow::pull) add(Op::read);
-  if (d.transfer == TransferNotify::push) add(Op::write);
-  if (d.transfer == TransferNotify::pull) add(Op::read);
-  if (d.space == SpaceNotify::push) add(Op::write);
-  if (d.space == SpaceNotify::pull) add(Op::read);
-  if (d.space == SpaceNotify::push2) add(Op::send);
-  return ops;
+namespace {
+
+void add_op(std::vector<Op>& ops, Op op) {
+  for (Op x : ops)
+    if (x == op) return;
+  ops.push_back(op);
 }
 
-std::string why_unsupported(const Capabilities& caps, const QueueOptions& o) {
+// The operations that move items.
+void data_ops(const Design& d, std::vector<Op>& ops) {
+  if (d.data == DataFlow::push1) add_op(ops, d.transfer == TransferNotify::imm ? Op::writedata : Op::write);
+  if (d.data == DataFlow::push2) add_op(ops, Op::send);
+  if (d.data == DataFlow::pull) add_op(ops, Op::read);
+}
+
+// The operations of the transfer and space notifications that are not carried by the data.
+void notify_ops(const Design& d, std::vector<Op>& ops) {
+  if (d.transfer == TransferNotify::push) add_op(ops, Op::write);
+  if (d.transfer == TransferNotify::pull) add_op(ops, Op::read);
+  if (d.space == SpaceNotify::push) add_op(ops, Op::write);
+  if (d.space == SpaceNotify::pull) add_op(ops, Op::read);
+  if (d.space == SpaceNotify::push2) add_op(ops, Op::send);
+}
+
+// Checks `o` against the data transport's and the notify transport's capabilities (the same
+// ones without separate_notify_endpoint).
+std::string why_unsupported_on(const Capabilities& data, const Capabilities& notify,
+                               const QueueOptions& o) {
   if (o.socket) return {};
   const Design& d = o.design;
   if (!d.valid()) return "flow: not one of the 33 design points";
@@ -126,33 +135,62 @@ std::string why_unsupported(const Capabilities& caps, const QueueOptions& o) {
   if (o.signal_every == 0) return "flow: signal_every must be at least 1";
   if (!(o.lazy_refresh >= 0.0 && o.lazy_refresh <= 1.0))
     return "flow: lazy_refresh must be in [0, 1]";
-  if (o.separate_notify_endpoint)
-    return "flow: separate_notify_endpoint is refused: notifications share the data endpoint "
-           "in this implementation";
   if (o.batching && d.data == DataFlow::push2)
     return "flow: " + name + " cannot batch: push2 moves one item per message into one posted receive";
-  for (Op op : required_ops(o)) {
-    if (op == Op::writedata) {
-      if (caps.cq_data_size == 0)
-        return "flow: " + name + " needs remote CQ data, " + caps.provider + " has none";
-      if (caps.cq_data_size < 4)
-        return "flow: " + name + " needs 4 bytes of remote CQ data, " + caps.provider + " has " +
-               std::to_string(caps.cq_data_size);
+  const char* where = o.separate_notify_endpoint ? " (notify endpoint)" : "";
+  auto check = [&](const Capabilities& caps, const std::vector<Op>& ops, const char* which) -> std::string {
+    for (Op op : ops) {
+      if (op == Op::writedata) {
+        if (caps.cq_data_size == 0)
+          return "flow: " + name + " needs remote CQ data, " + caps.provider + " has none";
+        if (caps.cq_data_size < 4)
+          return "flow: " + name + " needs 4 bytes of remote CQ data, " + caps.provider + " has " +
+                 std::to_string(caps.cq_data_size);
+      }
+      if (auto why = caps.why_not(op); !why.empty()) return "flow: " + name + which + ": " + why;
     }
-    if (auto why = caps.why_not(op); !why.empty()) return "flow: " + name + ": " + why;
-  }
+    return {};
+  };
+  if (auto why = check(data, required_ops(o), ""); !why.empty()) return why;
+  if (o.separate_notify_endpoint)
+    if (auto why = check(notify, required_notify_ops(o), where); !why.empty()) return why;
   const bool counters = d.transfer == TransferNotify::push || d.space == SpaceNotify::push ||
                         d.space == SpaceNotify::push2;
-  if (counters && caps.inject_size < 8)
-    return "flow: " + name + " injects 8-byte counters, " + caps.provider + " injects " +
-           std::to_string(caps.inject_size) + " bytes";
+  if (counters && notify.inject_size < 8)
+    return "flow: " + name + " injects 8-byte counters, " + notify.provider + where + " injects " +
+           std::to_string(notify.inject_size) + " bytes";
   return {};
+}
+
+}  // namespace
+
+std::vector<Op> required_ops(const QueueOptions& o) {
+  std::vector<Op> ops;
+  data_ops(o.design, ops);
+  if (!o.separate_notify_endpoint) notify_ops(o.design, ops);
+  return ops;
+}
+
+std::vector<Op> required_notify_ops(const QueueOptions& o) {
+  std::vector<Op> ops;
+  if (o.separate_notify_endpoint) notify_ops(o.design, ops);
+  return ops;
+}
+
+std::string why_unsupported(const Capabilities& caps, const QueueOptions& o) {
+  return why_unsupported_on(caps, caps, o);
+}
+
+std::string why_unsupported(const Capabilities& data, const Capabilities& notify,
+                            const QueueOptions& o) {
+  return why_unsupported_on(data, notify, o);
 }
 
 namespace detail {
 
 std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int peer,
-                                        const Hello& expect) {
+                                        const Hello& expect,
+                                        std::span<const std::byte>* notify_key) {
   auto bad = [&](const std::string& why) {
     return PeerError(peer, "flow: rank " + std::to_string(peer) + " " + why);
   };
@@ -175,35 +213,86 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
   if (h.capacity != expect.capacity || h.item_bytes != expect.item_bytes)
     throw bad("uses a different capacity or item size (" + std::to_string(h.capacity) + " x " +
               std::to_string(h.item_bytes) + " bytes)");
-  if (h.key_len != blob.size() - sizeof h) throw bad("sent a queue hello with a bad key length");
-  return blob.subspan(sizeof h);
+  if (h.separate != expect.separate)
+    throw bad(std::string("uses ") + (h.separate ? "a separate" : "a shared") +
+              " notification endpoint, this end " + (expect.separate ? "a separate" : "a shared") +
+              " one");
+  // Both lengths come from the peer: compare their sum in 64 bits, then each against the rest.
+  const std::uint64_t rest = blob.size() - sizeof h;
+  if (std::uint64_t{h.key_len} + h.notify_key_len != rest ||
+      (h.separate ? h.notify_key_len == 0 : h.notify_key_len != 0))
+    throw bad("sent a queue hello with a bad key length");
+  if (notify_key) *notify_key = blob.subspan(sizeof h + h.key_len, h.notify_key_len);
+  return blob.subspan(sizeof h, h.key_len);
 }
 
 }  // namespace detail
 
 namespace {
 
-void check_usage(Transport& transport, Bootstrap& boot, int peer, const QueueOptions& o) {
+void check_peer_rank(Bootstrap& boot, int peer) {
   if (peer < 0 || peer >= boot.size() || peer == boot.rank())
     throw UsageError("flow: peer rank " + std::to_string(peer) + " is not another rank of " +
                      std::to_string(boot.size()));
+}
+
+void check_usage(Transport& transport, Bootstrap& boot, int peer, const QueueOptions& o) {
+  check_peer_rank(boot, peer);
+  if (o.separate_notify_endpoint)
+    throw UsageError("flow: separate_notify_endpoint needs a second transport for the "
+                     "notifications: open one with required_notify_ops(options) and pass it to "
+                     "the make_producer / make_consumer overload that takes (data, notify, ...)");
   if (auto why = why_unsupported(transport.caps(), o); !why.empty()) throw UsageError(why);
+}
+
+void check_usage(Transport& data, Transport& notify, Bootstrap& boot, int peer,
+                 const QueueOptions& o) {
+  check_peer_rank(boot, peer);
+  if (!o.separate_notify_endpoint)
+    throw UsageError("flow: a notify transport was given but separate_notify_endpoint is off");
+  if (&data == &notify)
+    throw UsageError("flow: separate_notify_endpoint needs a second transport, the data "
+                     "transport was given twice");
+  // The queue end is one instantiation over the data transport's concrete type: the notify
+  // transport must be of that type too (static dispatch on both, no virtual call).
+  if (typeid(data) != typeid(notify))
+    throw UsageError("flow: the notify transport (" + std::string(notify.name()) +
+                     ") is not of the data transport's kind (" + std::string(data.name()) + ")");
+  if (auto why = why_unsupported(data.caps(), notify.caps(), o); !why.empty()) throw UsageError(why);
 }
 
 }  // namespace
 
 std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, int consumer_rank,
                                         const QueueOptions& options) {
-  if (options.socket) return make_socket_producer(transport, boot, consumer_rank, options);
+  if (options.socket && !options.separate_notify_endpoint)
+    return make_socket_producer(transport, boot, consumer_rank, options);
   check_usage(transport, boot, consumer_rank, options);
-  return detail::make_producer_impl(transport, boot, consumer_rank, options);
+  return detail::make_producer_impl(transport, transport, boot, consumer_rank, options);
 }
 
 std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, int producer_rank,
                                         const QueueOptions& options) {
-  if (options.socket) return make_socket_consumer(transport, boot, producer_rank, options);
+  if (options.socket && !options.separate_notify_endpoint)
+    return make_socket_consumer(transport, boot, producer_rank, options);
   check_usage(transport, boot, producer_rank, options);
-  return detail::make_consumer_impl(transport, boot, producer_rank, options);
+  return detail::make_consumer_impl(transport, transport, boot, producer_rank, options);
+}
+
+std::unique_ptr<Producer> make_producer(Transport& data, Transport& notify, Bootstrap& boot,
+                                        int consumer_rank, const QueueOptions& options) {
+  if (options.socket)
+    throw UsageError("flow: the socket baseline has no notification endpoint to separate");
+  check_usage(data, notify, boot, consumer_rank, options);
+  return detail::make_producer_impl(data, notify, boot, consumer_rank, options);
+}
+
+std::unique_ptr<Consumer> make_consumer(Transport& data, Transport& notify, Bootstrap& boot,
+                                        int producer_rank, const QueueOptions& options) {
+  if (options.socket)
+    throw UsageError("flow: the socket baseline has no notification endpoint to separate");
+  check_usage(data, notify, boot, producer_rank, options);
+  return detail::make_consumer_impl(data, notify, boot, producer_rank, options);
 }
 
 }  // namespace fabflow::flow

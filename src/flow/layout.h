@@ -44,29 +44,55 @@ inline std::uint64_t meta(std::uint32_t len, std::uint32_t flags) noexcept {
   return std::uint64_t{len} | (std::uint64_t{flags} << 32);
 }
 
-// Geometry of one side's registered region: ring of `capacity` slots, counter cells, then
-// `pool` 8-byte cells for posted receives of counters.
+// Geometry of one side's registered memory: ring of `capacity` slots, counter cells, then
+// `pool` 8-byte cells for posted receives of counters. With one endpoint everything is one
+// region: [ring][cells][pool]. With separate_notify_endpoint the cells live in a second, small
+// region registered on the notify transport: data region [ring] (+ [pool] when the pool holds
+// data-path receives: imm on the consumer), notify region [cells] (+ [pool] when it holds
+// pushed head counters: push2 space on the producer).
 struct Layout {
   std::size_t capacity = 0;
   std::size_t item_bytes = 0;
   std::size_t stride = 0;
   std::size_t ring_bytes = 0;
   std::size_t pool = 0;
-  std::size_t region_bytes = 0;
+  std::size_t region_bytes = 0;   // the data region
+  std::size_t notify_bytes = 0;   // the notify region (0: none, the cells follow the ring)
+  std::size_t cells_base = 0;     // offset of cell 0 in the region that holds the cells
+  std::size_t pool_base = 0;      // offset of pool cell 0 in the region that holds the pool
 
-  static Layout make(std::size_t capacity, std::size_t item_bytes, std::size_t pool) noexcept {
+  static Layout make(std::size_t capacity, std::size_t item_bytes, std::size_t pool,
+                     bool separate = false, bool pool_notify = false) noexcept {
     Layout l;
     l.capacity = capacity;
     l.item_bytes = item_bytes;
     l.stride = slot_used(item_bytes);
     l.ring_bytes = (capacity * l.stride + kCellBytes - 1) / kCellBytes * kCellBytes;
     l.pool = pool;
-    l.region_bytes = l.ring_bytes + kCells * kCellBytes + pool * 8;
+    constexpr std::size_t cells = kCells * kCellBytes;
+    if (!separate) {
+      l.cells_base = l.ring_bytes;
+      l.pool_base = l.ring_bytes + cells;
+      l.region_bytes = l.pool_base + pool * 8;
+    } else if (pool_notify) {
+      l.region_bytes = l.ring_bytes;
+      l.pool_base = cells;
+      l.notify_bytes = cells + pool * 8;
+    } else {
+      l.pool_base = l.ring_bytes;
+      l.region_bytes = l.ring_bytes + pool * 8;
+      l.notify_bytes = cells;
+    }
     return l;
   }
+  bool separate() const noexcept { return notify_bytes != 0; }
   std::size_t slot(std::uint64_t index) const noexcept { return (index % capacity) * stride; }
-  std::size_t cell(int i) const noexcept { return ring_bytes + static_cast<std::size_t>(i) * kCellBytes; }
-  std::size_t pool_cell(std::size_t i) const noexcept { return ring_bytes + kCells * kCellBytes + i * 8; }
+  std::size_t cell(int i) const noexcept { return cells_base + static_cast<std::size_t>(i) * kCellBytes; }
+  std::size_t pool_cell(std::size_t i) const noexcept { return pool_base + i * 8; }
+  // Bytes the peer's regions must at least hold for this end to reach: its ring and cells
+  // (the pool is never reached remotely).
+  std::size_t peer_data_bytes() const noexcept { return separate() ? ring_bytes : cell(kCells); }
+  std::size_t peer_notify_bytes() const noexcept { return separate() ? cell(kCells) : 0; }
 };
 
 // Writes item `index` (sequence index + 1) into `slot`: payload and trailer first, the header
@@ -111,31 +137,38 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
   return SlotState::valid;
 }
 
-// The blob each queue end contributes to the bootstrap all-gather.
+// The blob each queue end contributes to the bootstrap all-gather: the header, the data
+// region's key, then (separate_notify_endpoint) the notify region's key.
 struct Hello {
   static constexpr std::uint32_t kMagic = 0x48514646;  // 'FFQH'
   std::uint32_t magic = kMagic;
-  std::uint16_t version = 1;
+  std::uint16_t version = 2;
   std::uint8_t role = 0;  // 0 producer, 1 consumer
   std::uint8_t data = 0, transfer = 0, space = 0;
-  std::uint8_t refused = 0;  // 1: this end cannot run the queue; the key bytes are the reason
-  std::uint8_t pad = 0;
+  std::uint8_t refused = 0;   // 1: this end cannot run the queue; the key bytes are the reason
+  std::uint8_t separate = 0;  // 1: notifications on a second endpoint (a second key follows)
   std::uint64_t capacity = 0, item_bytes = 0, region_bytes = 0;
   std::uint32_t key_len = 0;
-  std::uint32_t pad2 = 0;
+  std::uint32_t notify_key_len = 0;
 };
 
-inline std::vector<std::byte> encode_hello(Hello h, std::span<const std::byte> key) {
+inline std::vector<std::byte> encode_hello(Hello h, std::span<const std::byte> key,
+                                           std::span<const std::byte> notify_key = {}) {
   h.key_len = static_cast<std::uint32_t>(key.size());
-  std::vector<std::byte> out(sizeof(Hello) + key.size());
+  h.notify_key_len = static_cast<std::uint32_t>(notify_key.size());
+  std::vector<std::byte> out(sizeof(Hello) + key.size() + notify_key.size());
   std::memcpy(out.data(), &h, sizeof h);
   if (!key.empty()) std::memcpy(out.data() + sizeof h, key.data(), key.size());
+  if (!notify_key.empty())
+    std::memcpy(out.data() + sizeof h + key.size(), notify_key.data(), notify_key.size());
   return out;
 }
 
 // Validates the peer's blob against what this end expects; throws PeerError on mismatch and
-// returns the key blob.
+// returns the data key blob (and the notify key blob in *notify_key: empty without
+// separate_notify_endpoint).
 std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int peer,
-                                        const Hello& expect);
+                                        const Hello& expect,
+                                        std::span<const std::byte>* notify_key = nullptr);
 
 }  // namespace fabflow::flow::detail

@@ -3,16 +3,17 @@
 
 namespace fabflow::flow::detail {
 
-std::unique_ptr<Producer> make_producer_impl(Transport& t, Bootstrap& boot, int peer,
-                                             const QueueOptions& o) {
+std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstrap& boot,
+                                             int peer, const QueueOptions& o) {
   const bool space_recvs = o.design.space == SpaceNotify::push2;
   const std::size_t pool =
       space_recvs ? std::min(effective_capacity(o), kCounterPool) : std::size_t{0};
-  Shared s = setup_end(t, boot, peer, o, 0, pool, [&](Shared& sh) {
+  // The pool receives pushed head counters: a notification, on the notify transport.
+  Shared s = setup_end(t, n, boot, peer, o, 0, pool, true, [&](Shared& sh) {
     for (std::size_t i = 0; i < pool; ++i)
-      post_setup_recv(sh, sh.layout.pool_cell(i), 8, kCtxRecv + i);
+      post_setup_recv(sh, true, sh.layout.pool_cell(i), 8, kCtxRecv + i);
   });
-  return build_design<ProducerImpl, Producer>(o.design, t, s, std::make_index_sequence<45>{});
+  return build_design<ProducerImpl, Producer>(o.design, t, n, s, std::make_index_sequence<45>{});
 }
 
 }  // namespace fabflow::flow::detail

@@ -19,29 +19,38 @@ namespace fabflow::flow::detail {
 
 using Clock = std::chrono::steady_clock;
 
-// What setup hands to a queue end: the transport, the region and the peer's region.
-// Move-only (owns the region); used by one thread.
+// What setup hands to a queue end: the transports, the regions and the peer's regions.
+// Without separate_notify_endpoint `notify` is `transport`, there is no notify region and
+// `nremote` is `remote`. Move-only (owns the regions); used by one thread.
 struct Shared {
   Transport& transport;
+  Transport& notify;
   Bootstrap& boot;
   int peer;
   QueueOptions options;
   Layout layout;
   std::unique_ptr<MemoryRegion> mr;
   RemoteMemory remote;
+  std::unique_ptr<MemoryRegion> nmr;  // counter cells (and the head receive pool), separate only
+  RemoteMemory nremote;
 };
 
 std::size_t effective_capacity(const QueueOptions& o) noexcept;
-// Allocates the region, runs `before_exchange` (posting receives), all-gathers the hellos and
-// imports the peer's key. role: 0 producer, 1 consumer. Throws.
-Shared setup_end(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o, int role,
-                 std::size_t pool, const std::function<void(Shared&)>& before_exchange);
-void post_setup_recv(Shared& s, std::size_t offset, std::size_t len, std::uint64_t ctx);
+// Allocates the region(s), runs `before_exchange` (posting receives), all-gathers the hellos
+// and imports the peer's key(s). role: 0 producer, 1 consumer. `n` is the notify transport
+// (`t` itself without separate_notify_endpoint); `pool_notify`: the pool's receives are for
+// notifications (posted on `n`, in the notify region). Throws.
+Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const QueueOptions& o,
+                 int role, std::size_t pool, bool pool_notify,
+                 const std::function<void(Shared&)>& before_exchange);
+// Posts a receive of `len` bytes at `offset` of the data region (notify: of the notify
+// transport's region holding the pool).
+void post_setup_recv(Shared& s, bool notify, std::size_t offset, std::size_t len, std::uint64_t ctx);
 
-std::unique_ptr<Producer> make_producer_impl(Transport& t, Bootstrap& boot, int peer,
-                                             const QueueOptions& o);
-std::unique_ptr<Consumer> make_consumer_impl(Transport& t, Bootstrap& boot, int peer,
-                                             const QueueOptions& o);
+std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstrap& boot,
+                                             int peer, const QueueOptions& o);
+std::unique_ptr<Consumer> make_consumer_impl(Transport& t, Transport& n, Bootstrap& boot,
+                                             int peer, const QueueOptions& o);
 
 inline constexpr std::uint64_t kCtxData = 1;
 inline constexpr std::uint64_t kCtxRead = 2;
@@ -60,12 +69,16 @@ struct Counter {
 };
 
 // State and failure handling shared by both ends. Not copyable; the data-mover thread may call
-// fail() concurrently with the owner thread (the first failure wins).
+// fail() concurrently with the owner thread (the first failure wins). `t_` carries the data,
+// `n_` the notifications: the same transport unless separate_notify_endpoint (then a second one
+// of the same concrete type, so neither costs a virtual call).
 template <class Tr>
 class EndBase {
  public:
-  EndBase(Tr& t, Shared s) : t_(t), s_(std::move(s)), L_(s_.layout), base_(s_.mr->data()),
-                             desc_(s_.mr->desc()) {}
+  EndBase(Tr& t, Tr& n, Shared s)
+      : t_(t), n_(n), s_(std::move(s)), L_(s_.layout), base_(s_.mr->data()), desc_(s_.mr->desc()),
+        nbase_(s_.nmr ? s_.nmr->data() : base_), ndesc_(s_.nmr ? s_.nmr->desc() : desc_),
+        separate_(s_.nmr != nullptr) {}
   EndBase(const EndBase&) = delete;
   EndBase& operator=(const EndBase&) = delete;
 
@@ -117,7 +130,31 @@ class EndBase {
     return st;
   }
   std::byte* slot(std::uint64_t index) const noexcept { return base_ + L_.slot(index); }
-  std::byte* cell(int i) const noexcept { return base_ + L_.cell(i); }
+  std::byte* cell(int i) const noexcept { return nbase_ + L_.cell(i); }
+
+  // The notify endpoint's share of progress where it is its own endpoint (software providers
+  // place inbound RMA only while the target drives progress, and send queued operations only
+  // while the initiator does): at once, or every 16th call on a busy path.
+  void progress_notify() noexcept {
+    if (separate_) n_.progress();
+  }
+  void progress_notify_sometimes() noexcept {
+    if (separate_ && (++notify_polls_ & 15u) == 0) n_.progress();
+  }
+  // An end with nothing to do drives both endpoints where they are two: each may carry what the
+  // other waits for (a push1 consumer waiting for a tail counter on n_ must still progress t_,
+  // or rdm providers never finish connecting the producer's first data write: no data, no tail).
+  void progress_idle() noexcept {
+    if (separate_) {
+      t_.progress();
+      n_.progress();
+    }
+  }
+  // A failed notification operation: the notify transport's error, named as such.
+  bool fail_notify() noexcept {
+    if (!failed()) fail(std::string("flow: ") + (separate_ ? "notify endpoint: " : "") + n_.last_error());
+    return false;
+  }
 
   // Active ends (data mover, active consumer): the helper thread and the owner thread take
   // turns in the end's pump rounds. `round(&moved, &outstanding)` runs one round unless the
@@ -159,10 +196,15 @@ class EndBase {
   }
 
   Tr& t_;
+  Tr& n_;
   Shared s_;
   const Layout& L_;
   std::byte* base_;
   void* desc_;
+  std::byte* nbase_;  // the region holding the counter cells (base_ unless separate)
+  void* ndesc_;
+  bool separate_;
+  unsigned notify_polls_ = 0;
   std::string error_;
   std::atomic<bool> failing_{false};
   std::atomic<bool> failed_{false};
@@ -183,11 +225,12 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   using B::failed;
   using B::fail;
   using B::L_;
+  using B::n_;
   using B::s_;
   using B::t_;
 
  public:
-  ProducerImpl(Tr& t, Shared s) : B(t, std::move(s)) {
+  ProducerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
     const double lazy = s_.options.lazy_refresh;
     refresh_below_ = static_cast<std::uint64_t>(lazy * static_cast<double>(L_.capacity));
     if (refresh_below_ == 0) refresh_below_ = 1;
@@ -207,6 +250,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     const auto deadline = Clock::now() + s_.options.peer_timeout;
     while ((read_pending_ || inflight_ > 0) && !failed() && Clock::now() < deadline) {
       t_.progress();
+      B::progress_notify();
       reap_tx();
     }
   }
@@ -375,12 +419,13 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       if (!reap_rx()) return false;
     }
     if constexpr (S == SpaceNotify::push) {
-      t_.progress();
+      n_.progress();  // the consumer's head write lands in our cell
       if (!take_head(load_acquire(B::cell(kPeerCell)))) return false;
     }
     if constexpr (D == DataFlow::pull) {
       if constexpr (T == TransferNotify::pull) store_release(B::cell(kOwnCell), sent_);
       t_.progress();
+      if constexpr (T == TransferNotify::pull) B::progress_notify();  // tail reads
     } else {
       if (!move_data(staged)) return false;
       if constexpr (T == TransferNotify::pull) store_release(B::cell(kOwnCell), sent_);
@@ -465,20 +510,20 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
 
   bool notify_tail() noexcept {
     tail_value_ = sent_;
-    Status st = t_.post_write(s_.peer, &tail_value_, 8, nullptr, s_.remote, L_.cell(kPeerCell),
+    Status st = n_.post_write(s_.peer, &tail_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell),
                               kCtxData, kInject);
     if (st == Status::again) return true;
-    if (st != Status::ok) return fail_transport();
+    if (st != Status::ok) return B::fail_notify();
     notified_ = sent_;
     transfer_ops_.inc();
     return true;
   }
 
   bool post_head_read() noexcept {
-    Status st = t_.post_read(s_.peer, B::cell(kLandingCell), 8, desc_, s_.remote,
+    Status st = n_.post_read(s_.peer, B::cell(kLandingCell), 8, B::ndesc_, s_.nremote,
                              L_.cell(kOwnCell), kCtxRead, kSignal);
     if (st == Status::again) return true;  // the transport is busy: the next round retries
-    if (st != Status::ok) return fail_transport();
+    if (st != Status::ok) return B::fail_notify();
     read_pending_ = true;
     read_posted_ = Clock::now();
     read_polls_ = 0;
@@ -508,11 +553,17 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return true;
   }
 
+  // Data completions come from t_, the head read's from n_ (the same CQ unless separate).
   bool reap_tx() noexcept {
+    if (!reap_tx_of(t_)) return false;
+    return !B::separate_ || reap_tx_of(n_);
+  }
+
+  bool reap_tx_of(Tr& tr) noexcept {
     Completion c[kPollBatch];
     for (;;) {
-      int n = t_.poll_tx(c);
-      if (n < 0) return fail_transport();
+      int n = tr.poll_tx(c);
+      if (n < 0) return &tr == &t_ ? fail_transport() : B::fail_notify();
       for (int i = 0; i < n; ++i) {
         if (c[i].context == kCtxData && inflight_ > 0) --inflight_;
         if (c[i].context == kCtxRead && read_pending_) {
@@ -524,19 +575,21 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
   }
 
+  // Pushed head counters (space push2): receives on the notify transport, in its region.
   bool reap_rx() noexcept {
     Completion c[kPollBatch];
     for (;;) {
-      int n = t_.poll_rx(c);
-      if (n < 0) return fail_transport();
+      int n = n_.poll_rx(c);
+      if (n < 0) return B::fail_notify();
       for (int i = 0; i < n; ++i) {
         const std::uint64_t idx = c[i].context - kCtxRecv;
         if (idx >= L_.pool) continue;
+        std::byte* cellp = B::nbase_ + L_.pool_cell(idx);
         std::uint64_t v;
-        std::memcpy(&v, base_ + L_.pool_cell(idx), 8);
+        std::memcpy(&v, cellp, 8);
         if (!take_head(v)) return false;
-        Status st = t_.post_recv(s_.peer, base_ + L_.pool_cell(idx), 8, desc_, c[i].context);
-        if (st != Status::ok) return fail_transport();
+        Status st = n_.post_recv(s_.peer, cellp, 8, B::ndesc_, c[i].context);
+        if (st != Status::ok) return B::fail_notify();
       }
       if (n < static_cast<int>(kPollBatch)) return true;
     }
@@ -594,11 +647,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B::failed;
   using B::fail;
   using B::L_;
+  using B::n_;
   using B::s_;
   using B::t_;
 
  public:
-  ConsumerImpl(Tr& t, Shared s) : B(t, std::move(s)) {
+  ConsumerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
     notify_every_ = static_cast<std::uint64_t>(s_.options.lazy_refresh * static_cast<double>(L_.capacity));
     if (notify_every_ == 0) notify_every_ = 1;
     if (notify_every_ > L_.capacity) notify_every_ = L_.capacity;
@@ -611,7 +665,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // peer_timeout (reap_read fails the queue then).
   ~ConsumerImpl() override {
     B::stop_helper();
-    while (pending_ != Read::none && !failed() && reap_read() == Status::empty) t_.progress();
+    while (pending_ != Read::none && !failed() && reap_read() == Status::empty) {
+      t_.progress();
+      B::progress_notify();
+    }
   }
 
   Status try_dequeue(std::span<std::byte> out, std::size_t* len) noexcept override {
@@ -650,6 +707,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       // Keep serving the producer's last head update (the helper does that when active).
       if (!active_) {
         t_.progress();
+        B::progress_notify();
         if (seen_ != head_sent_) notify_head(true);
       }
       return failed() ? Status::failed : Status::closed;
@@ -660,7 +718,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (st != Status::ok) {
         if (st == Status::empty) {
           stats_.empty++;
-          if (!active_ && seen_ != head_sent_) notify_head(true);
+          if (!active_) {
+            B::progress_idle();
+            if (seen_ != head_sent_) notify_head(true);
+          }
         }
         return failed() ? Status::failed : st;
       }
@@ -730,6 +791,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     next_ = head_;
     if (retire(seen_)) ++seen_;
     else B::fail("flow: could not re-post a receive: " + t_.last_error());
+    B::progress_notify_sometimes();  // serve head reads, send queued head updates while busy
   }
 
   // Pump: slot `index` was consumed. push2: re-post its receive; space pull: publish the
@@ -779,6 +841,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       ready_pub_.store(++next_, std::memory_order_release);
     }
     if (failed()) return false;
+    if (next_ == before_next) B::progress_idle();
+    else B::progress_notify_sometimes();
     notify_head(next_ == before_next && seen_ != head_sent_);
     return next_ != before_next || seen_ != before_seen;
   }
@@ -794,16 +858,16 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       head_value_ = seen_;
       Status st;
       if constexpr (S == SpaceNotify::push) {
-        st = t_.post_write(s_.peer, &head_value_, 8, nullptr, s_.remote, L_.cell(kPeerCell), kCtxData, kInject);
+        st = n_.post_write(s_.peer, &head_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell), kCtxData, kInject);
       } else {
-        st = t_.post_send(s_.peer, &head_value_, 8, nullptr, kCtxData, kInject);
+        st = n_.post_send(s_.peer, &head_value_, 8, nullptr, kCtxData, kInject);
       }
       if (st == Status::again) {
-        t_.progress();
+        n_.progress();
         return;
       }
       if (st != Status::ok) {
-        fail_transport();
+        B::fail_notify();
         return;
       }
       head_sent_ = seen_;
@@ -824,7 +888,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
     if constexpr (T == TransferNotify::push) {
       if (next_ == tail_known_) {
-        t_.progress();
+        n_.progress();
         if (!take_tail(load_acquire(B::cell(kPeerCell)))) return Status::failed;
       }
     } else if constexpr (T == TransferNotify::pull) {
@@ -896,13 +960,17 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // cell, or slots into the local ring) and reaps once: Status::ok when it completed already
   // (the local transport completes at post time), empty while it is in flight, failed.
   Status start_read(Read what, std::byte* dst, std::size_t len, std::size_t remote_off) noexcept {
-    Status st = t_.post_read(s_.peer, dst, len, desc_, s_.remote, remote_off, kCtxRead, kSignal);
+    const bool tail = what == Read::tail;  // a notification: over n_, into the notify region
+    Tr& tr = tail ? n_ : t_;
+    Status st = tr.post_read(s_.peer, dst, len, tail ? B::ndesc_ : desc_, tail ? s_.nremote : s_.remote,
+                             remote_off, kCtxRead, kSignal);
     if (st == Status::again) {
-      t_.progress();
+      tr.progress();
       return Status::empty;
     }
     if (st != Status::ok) {
-      fail_transport();
+      if (tail) B::fail_notify();
+      else fail_transport();
       return Status::failed;
     }
     pending_ = what;
@@ -918,10 +986,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   Status reap_read() noexcept {
     Completion c[kPollBatch];
     bool done = false;
+    const bool tail = pending_ == Read::tail;
     for (;;) {
-      int n = t_.poll_tx(c);
+      int n = (tail ? n_ : t_).poll_tx(c);
       if (n < 0) {
-        fail_transport();
+        if (tail) B::fail_notify();
+        else fail_transport();
         return Status::failed;
       }
       for (int i = 0; i < n; ++i)

@@ -11,10 +11,15 @@ std::size_t effective_capacity(const QueueOptions& o) noexcept {
   return std::min(o.capacity, o.recv_pool);
 }
 
-Shared setup_end(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o, int role,
-                 std::size_t pool, const std::function<void(Shared&)>& before_exchange) {
-  Shared s{t, boot, peer, o, Layout::make(effective_capacity(o), o.item_bytes, pool), {}, {}};
+Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const QueueOptions& o,
+                 int role, std::size_t pool, bool pool_notify,
+                 const std::function<void(Shared&)>& before_exchange) {
+  const bool separate = o.separate_notify_endpoint;
+  Shared s{t, n, boot, peer, o,
+           Layout::make(effective_capacity(o), o.item_bytes, pool, separate, pool_notify),
+           {}, {}, {}, {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);
+  if (separate) s.nmr = n.allocate(s.layout.notify_bytes, kAllAccess);
   // A refusal found while preparing (too many receives to keep posted) still takes part in
   // the all-gather, so both ends refuse together instead of one waiting for the other.
   std::string refusal;
@@ -30,36 +35,51 @@ Shared setup_end(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o,
   h.data = static_cast<std::uint8_t>(o.design.data);
   h.transfer = static_cast<std::uint8_t>(o.design.transfer);
   h.space = static_cast<std::uint8_t>(o.design.space);
+  h.separate = separate ? 1 : 0;
   h.capacity = o.capacity;
   h.item_bytes = o.item_bytes;
   h.region_bytes = s.layout.region_bytes;
   h.refused = refusal.empty() ? 0 : 1;
-  std::vector<std::byte> key;
+  std::vector<std::byte> key, nkey;
   if (refusal.empty()) {
     key = t.export_key(*s.mr);
+    if (separate) nkey = n.export_key(*s.nmr);
   } else {
     const auto* p = reinterpret_cast<const std::byte*>(refusal.data());
     key.assign(p, p + refusal.size());
   }
-  auto all = boot.allgather(encode_hello(h, key));
+  auto all = boot.allgather(encode_hello(h, key, nkey));
   if (!refusal.empty()) throw UsageError(refusal);
   if (all.size() <= static_cast<std::size_t>(peer))
     throw PeerError(peer, "flow: the bootstrap all-gather returned no blob for rank " + std::to_string(peer));
-  auto peer_key = decode_hello(all[static_cast<std::size_t>(peer)], peer, h);
+  std::span<const std::byte> peer_nkey;
+  auto peer_key = decode_hello(all[static_cast<std::size_t>(peer)], peer, h, &peer_nkey);
+  auto too_small = [&](const char* which, std::uint64_t got, std::size_t need) {
+    return PeerError(peer, "flow: rank " + std::to_string(peer) + " registered a" + which +
+                               " region of " + std::to_string(got) + " bytes, the queue needs " +
+                               std::to_string(need));
+  };
   s.remote = t.import_key(peer, peer_key);
-  if (s.remote.length < s.layout.cell(kCells))
-    throw PeerError(peer, "flow: rank " + std::to_string(peer) + " registered a region of " +
-                              std::to_string(s.remote.length) + " bytes, the queue needs " +
-                              std::to_string(s.layout.cell(kCells)));
+  if (s.remote.length < s.layout.peer_data_bytes())
+    throw too_small("", s.remote.length, s.layout.peer_data_bytes());
+  if (separate) {
+    s.nremote = n.import_key(peer, peer_nkey);
+    if (s.nremote.length < s.layout.peer_notify_bytes())
+      throw too_small(" notify", s.nremote.length, s.layout.peer_notify_bytes());
+  } else {
+    s.nremote = s.remote;
+  }
   return s;
 }
 
-void post_setup_recv(Shared& s, std::size_t offset, std::size_t len, std::uint64_t ctx) {
-  Status st = s.transport.post_recv(s.peer, s.mr->data() + offset, len, s.mr->desc(), ctx);
+void post_setup_recv(Shared& s, bool notify, std::size_t offset, std::size_t len, std::uint64_t ctx) {
+  Transport& t = notify ? s.notify : s.transport;
+  MemoryRegion& mr = notify && s.nmr ? *s.nmr : *s.mr;
+  Status st = t.post_recv(s.peer, mr.data() + offset, len, mr.desc(), ctx);
   if (st == Status::again)
     throw UsageError("flow: " + s.options.design.name() + " keeps receives posted beyond the "
                      "transport's receive queue; lower capacity or recv_pool, or raise rx_depth");
-  if (st != Status::ok) throw Error("flow: posting a receive: " + s.transport.last_error());
+  if (st != Status::ok) throw Error("flow: posting a receive: " + t.last_error());
 }
 
 }  // namespace fabflow::flow::detail

@@ -145,6 +145,41 @@ TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
   EXPECT_EQ(j["api"], "zero-copy");
 }
 
+// --notify-endpoint separate: the design points run with their notifications on a second
+// endpoint per queue (throughput and ping-pong), every row says which.
+TEST(QueueCli, SeparateNotifyEndpointIsMeasuredAndReported) {
+  CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design",
+                         "push1-push-pull,pull-pull-push2,push1-imm-pull", "-S", "64", "--items",
+                         "3000", "--notify-endpoint", "separate", "--json"},
+                        60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 3u) << r.out;
+  for (const auto& line : out) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["notify_endpoint"], "separate") << line;
+    ASSERT_FALSE(j.contains("unsupported")) << line;
+    expect_measured(j, 3000);
+    EXPECT_GT(j["ops_per_item"]["space_notify"].get<double>(), 0.0) << line;
+  }
+  CliResult p = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-push-push",
+                         "--pingpong", "--round-trips", "300", "-w", "30", "--notify-endpoint",
+                         "separate", "--json"},
+                        60s);
+  ASSERT_FALSE(p.timed_out) << p.err;
+  ASSERT_EQ(p.status, 0) << p.err;
+  auto j = nlohmann::json::parse(lines(p.out).at(0));
+  EXPECT_EQ(j["notify_endpoint"], "separate");
+  EXPECT_GT(j["transfer_ns"]["p50"].get<double>(), 0);
+  // The default is shared, in the human header too.
+  CliResult h = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-push-push",
+                         "--items", "1000"},
+                        60s);
+  ASSERT_EQ(h.status, 0) << h.err;
+  EXPECT_NE(h.out.find("# notifications shared"), std::string::npos) << h.out;
+}
+
 TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
   const std::vector<std::vector<std::string>> cases = {
       {"--design", "push3-watermark-pull"},
@@ -154,6 +189,7 @@ TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
       {"--design", "socket", "--capacity", "0"},
       {"--design", "socket", "--capacity", "12x"},
       {"--design", "socket", "--api", "dma"},
+      {"--design", "socket", "--notify-endpoint", "both"},
       {"--design", "socket", "-p", "nosuchprovider"},
   };
   for (const auto& extra : cases) {

@@ -3,6 +3,7 @@
 
 #include <fabflow/flow.h>
 
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -80,8 +81,20 @@ TEST(FlowDesign, WhyUnsupported) {
   EXPECT_EQ(why_unsupported(caps, o), "flow: push1-imm-pull needs remote CQ data, toy has none");
   caps.cq_data_size = 8;
   EXPECT_EQ(why_unsupported(caps, o), "");
+  // separate_notify_endpoint is supported; the notifications' operations and inject size are
+  // checked against the notify transport's capabilities.
   o.separate_notify_endpoint = true;
-  EXPECT_NE(why_unsupported(caps, o).find("separate_notify_endpoint"), std::string::npos);
+  EXPECT_EQ(why_unsupported(caps, o), "");
+  o.design = *Design::parse("push1-push-pull");
+  Capabilities no_rma = caps;
+  no_rma.rma = false;
+  EXPECT_EQ(why_unsupported(caps, caps, o), "");
+  EXPECT_NE(why_unsupported(caps, no_rma, o).find("(notify endpoint)"), std::string::npos)
+      << why_unsupported(caps, no_rma, o);
+  Capabilities small_inject = caps;
+  small_inject.inject_size = 4;
+  EXPECT_NE(why_unsupported(caps, small_inject, o).find("8-byte counters"), std::string::npos);
+  o.design = *Design::parse("push1-imm-pull");
   o.separate_notify_endpoint = false;
   o.capacity = 0;
   EXPECT_NE(why_unsupported(caps, o).find("capacity"), std::string::npos);
@@ -104,6 +117,15 @@ TEST(FlowDesign, RequiredOps) {
   EXPECT_EQ(ops, (std::vector<Op>{Op::writedata, Op::send}));
   o.design = *Design::parse("pull-pull-pull");
   EXPECT_EQ(required_ops(o), (std::vector<Op>{Op::read}));
+  EXPECT_TRUE(required_notify_ops(o).empty());
+  // Separate: the data transport gets the data flow's operations, the notify transport the rest.
+  o.separate_notify_endpoint = true;
+  o.design = *Design::parse("push1-imm-push2");
+  EXPECT_EQ(required_ops(o), (std::vector<Op>{Op::writedata}));
+  EXPECT_EQ(required_notify_ops(o), (std::vector<Op>{Op::send}));
+  o.design = *Design::parse("push2-push-pull");
+  EXPECT_EQ(required_ops(o), (std::vector<Op>{Op::send}));
+  EXPECT_EQ(required_notify_ops(o), (std::vector<Op>{Op::write, Op::read}));
 }
 
 TEST(FlowSlot, LayoutGeometry) {
@@ -114,6 +136,19 @@ TEST(FlowSlot, LayoutGeometry) {
   EXPECT_EQ(l.ring_bytes % detail::kCellBytes, 0u);
   EXPECT_GE(l.ring_bytes, 8 * l.stride);
   EXPECT_EQ(l.pool_cell(3) + 8, l.region_bytes);
+  EXPECT_EQ(l.notify_bytes, 0u);
+  EXPECT_EQ(l.peer_data_bytes(), l.cell(detail::kCells));
+  // Separate: cells (and a notification pool) at the start of the notify region.
+  auto n = detail::Layout::make(8, 100, 4, true, true);
+  EXPECT_EQ(n.region_bytes, n.ring_bytes);
+  EXPECT_EQ(n.cell(0), 0u);
+  EXPECT_EQ(n.pool_cell(3) + 8, n.notify_bytes);
+  EXPECT_EQ(n.peer_data_bytes(), n.ring_bytes);
+  EXPECT_EQ(n.peer_notify_bytes(), detail::kCells * detail::kCellBytes);
+  // ... or a data pool (imm receives) after the ring, the cells alone in the notify region.
+  auto d = detail::Layout::make(8, 100, 4, true, false);
+  EXPECT_EQ(d.pool_cell(3) + 8, d.region_bytes);
+  EXPECT_EQ(d.notify_bytes, detail::kCells * detail::kCellBytes);
   EXPECT_EQ(detail::slot_used(0), 32u);
   EXPECT_EQ(detail::slot_used(1), 40u);
 }
@@ -157,6 +192,36 @@ TEST(FlowSlot, HelloMismatchIsAPeerError) {
   theirs.role = 0;
   EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
   EXPECT_THROW(detail::decode_hello(std::span<const std::byte>(blob.data(), 10), 1, mine), PeerError);
+}
+
+TEST(FlowSlot, HelloWithANotifyKey) {
+  detail::Hello mine;
+  mine.role = 0;
+  mine.separate = 1;
+  detail::Hello theirs = mine;
+  theirs.role = 1;
+  std::vector<std::byte> key(4, std::byte{1}), nkey(3, std::byte{2});
+  auto blob = detail::encode_hello(theirs, key, nkey);
+  std::span<const std::byte> got_nkey;
+  EXPECT_EQ(detail::decode_hello(blob, 1, mine, &got_nkey).size(), 4u);
+  ASSERT_EQ(got_nkey.size(), 3u);
+  EXPECT_EQ(got_nkey[0], std::byte{2});
+  // The peer without a notify key, or shared while this end is separate: a PeerError.
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
+  theirs.separate = 0;
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
+  // Lengths that do not add up to the blob (untrusted, u32 each).
+  theirs.separate = 1;
+  blob = detail::encode_hello(theirs, key, nkey);
+  detail::Hello forged;
+  std::memcpy(&forged, blob.data(), sizeof forged);
+  forged.notify_key_len = 0xffffffffu;
+  std::memcpy(blob.data(), &forged, sizeof forged);
+  EXPECT_THROW(detail::decode_hello(blob, 1, mine, &got_nkey), PeerError);
+  forged.notify_key_len = 3;
+  forged.key_len = 0xfffffffeu;
+  std::memcpy(blob.data(), &forged, sizeof forged);
+  EXPECT_THROW(detail::decode_hello(blob, 1, mine, &got_nkey), PeerError);
 }
 
 }  // namespace

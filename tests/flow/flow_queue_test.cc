@@ -16,64 +16,6 @@ namespace {
 using namespace std::chrono_literals;
 
 
-struct Stream {
-  std::size_t items = 0;
-  std::uint64_t seed = 1;
-  bool pauses = true;
-};
-
-struct Result {
-  QueueStats producer, consumer;
-};
-
-// Streams `s.items` items from rank 0 to rank 1 and checks every one; then close / closed.
-std::string stream(const Provider& p, const QueueOptions& o, const Stream& s, Result* res = nullptr) {
-  return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
-    std::mt19937_64 rng(s.seed * 7 + static_cast<std::uint64_t>(rank));
-    std::vector<std::byte> buf(o.item_bytes), want(o.item_bytes);
-    auto pause = [&] {
-      if (s.pauses && (rng() & 255) == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
-    };
-    if (rank == 0) {
-      auto prod = make_producer(t, boot, 1, o);
-      for (std::uint64_t i = 0; i < s.items; ++i) {
-        const std::size_t len = item_len(s.seed, i, o.item_bytes);
-        fill_item(s.seed, i, buf.data(), len);
-        Status st = prod->enqueue({buf.data(), len}, 5s);
-        if (st != Status::ok)
-          throw Error("enqueue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + prod->error());
-        pause();
-      }
-      Status st = prod->close(5s);
-      if (st != Status::ok) throw Error("close: " + std::string(to_string(st)) + " " + prod->error());
-      if (prod->stats().items != s.items) throw Error("producer counted " + std::to_string(prod->stats().items));
-      if (res) res->producer = prod->stats();
-      boot.barrier([&] { t.progress(); });
-    } else {
-      auto cons = make_consumer(t, boot, 0, o);
-      for (std::uint64_t i = 0; i < s.items; ++i) {
-        std::size_t len = 0;
-        Status st = cons->dequeue(buf, &len, 5s);
-        if (st != Status::ok)
-          throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + cons->error());
-        const std::size_t expect = item_len(s.seed, i, o.item_bytes);
-        if (len != expect)
-          throw Error("item " + std::to_string(i) + " has " + std::to_string(len) + " bytes, want " + std::to_string(expect));
-        fill_item(s.seed, i, want.data(), len);
-        if (std::memcmp(buf.data(), want.data(), len) != 0) throw Error("item " + std::to_string(i) + " corrupted");
-        pause();
-      }
-      std::size_t len = 0;
-      Status st = cons->dequeue(buf, &len, 5s);
-      if (st != Status::closed) throw Error("after the last item: " + std::string(to_string(st)) + " " + cons->error());
-      if (cons->try_dequeue(buf, &len) != Status::closed) throw Error("closed is not sticky");
-      if (cons->stats().items != s.items) throw Error("consumer counted " + std::to_string(cons->stats().items));
-      if (res) res->consumer = cons->stats();
-      boot.barrier([&] { t.progress(); });
-    }
-  });
-}
-
 QueueOptions conformance_options(const Design& d) {
   QueueOptions o;
   o.design = d;

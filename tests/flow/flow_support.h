@@ -9,8 +9,11 @@
 
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <functional>
 #include <random>
 #include <string>
@@ -43,6 +46,33 @@ inline TransportOptions transport_options(const Provider& p, const QueueOptions&
   // A helper thread pumps while the test's own thread may drive progress (barriers).
   t.thread_safe = o.active_producer || o.active_consumer;
   return t;
+}
+
+// The second transport of a queue with separate_notify_endpoint: same provider, the
+// notifications' operations.
+inline TransportOptions notify_transport_options(const Provider& p, const QueueOptions& o) {
+  TransportOptions t = transport_options(p, o);
+  t.ops = required_notify_ops(o);
+  return t;
+}
+
+// Opens and connects (collectively over `boot`) the notify transport of `o`; null when the
+// notifications share the data transport.
+inline std::unique_ptr<Transport> open_notify(const Provider& p, const QueueOptions& o, Bootstrap& boot) {
+  if (!o.separate_notify_endpoint || o.socket) return nullptr;
+  auto n = open_transport(notify_transport_options(p, o));
+  n->connect(boot);
+  return n;
+}
+
+// make_producer / make_consumer over one transport, or two when `notify` is set.
+inline std::unique_ptr<Producer> producer_on(Transport& t, Transport* notify, Bootstrap& boot,
+                                             int peer, const QueueOptions& o) {
+  return notify ? make_producer(t, *notify, boot, peer, o) : make_producer(t, boot, peer, o);
+}
+inline std::unique_ptr<Consumer> consumer_on(Transport& t, Transport* notify, Bootstrap& boot,
+                                             int peer, const QueueOptions& o) {
+  return notify ? make_consumer(t, *notify, boot, peer, o) : make_consumer(t, boot, peer, o);
 }
 
 // Test-name-safe labels: "shm_rdm", "push1_watermark_pull_tcp_msg".
@@ -98,27 +128,105 @@ inline std::size_t env_count(const char* name, std::size_t fallback) {
 }
 
 // A hand-made queue end that takes part in the key exchange like a real one, for tests that
-// play a misbehaving peer. Owns its region.
+// play a misbehaving peer. Owns its region(s). With separate_notify_endpoint, `notify` is its
+// second transport: the cells live in `nmr`, the peer's in `nremote`.
 struct FakeEnd {
   detail::Layout layout;
-  std::unique_ptr<MemoryRegion> mr;
-  RemoteMemory remote;
+  std::unique_ptr<MemoryRegion> mr, nmr;
+  RemoteMemory remote, nremote;
 
-  FakeEnd(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o, int role) {
-    layout = detail::Layout::make(o.capacity, o.item_bytes, 0);
+  FakeEnd(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o, int role,
+          Transport* notify = nullptr) {
+    const bool separate = o.separate_notify_endpoint;
+    layout = detail::Layout::make(o.capacity, o.item_bytes, 0, separate);
     mr = t.allocate(layout.region_bytes, kAllAccess);
+    if (separate) nmr = notify->allocate(layout.notify_bytes, kAllAccess);
     detail::Hello h;
     h.role = static_cast<std::uint8_t>(role);
     h.data = static_cast<std::uint8_t>(o.design.data);
     h.transfer = static_cast<std::uint8_t>(o.design.transfer);
     h.space = static_cast<std::uint8_t>(o.design.space);
+    h.separate = separate ? 1 : 0;
     h.capacity = o.capacity;
     h.item_bytes = o.item_bytes;
     h.region_bytes = layout.region_bytes;
-    auto all = boot.allgather(detail::encode_hello(h, t.export_key(*mr)));
-    auto key = detail::decode_hello(all[static_cast<std::size_t>(peer)], peer, h);
+    std::vector<std::byte> nkey;
+    if (separate) nkey = notify->export_key(*nmr);
+    auto all = boot.allgather(detail::encode_hello(h, t.export_key(*mr), nkey));
+    std::span<const std::byte> peer_nkey;
+    auto key = detail::decode_hello(all[static_cast<std::size_t>(peer)], peer, h, &peer_nkey);
     remote = t.import_key(peer, key);
+    nremote = separate ? notify->import_key(peer, peer_nkey) : remote;
   }
 };
+
+// Streams of random-size items, checked one by one: FIFO order, exactly once, contents.
+struct Stream {
+  std::size_t items = 0;
+  std::uint64_t seed = 1;
+  bool pauses = true;
+};
+
+struct Result {
+  QueueStats producer, consumer;
+};
+
+// Streams `s.items` items from rank 0 to rank 1 and checks every one; then close / closed.
+// With separate_notify_endpoint each rank opens its notify transport too.
+inline std::string stream(const Provider& p, const QueueOptions& o, const Stream& s,
+                          Result* res = nullptr) {
+  using namespace std::chrono_literals;
+  return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
+    std::mt19937_64 rng(s.seed * 7 + static_cast<std::uint64_t>(rank));
+    std::vector<std::byte> buf(o.item_bytes), want(o.item_bytes);
+    auto pause = [&] {
+      if (s.pauses && (rng() & 255) == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+    };
+    auto n = open_notify(p, o, boot);
+    auto settle = [&] {
+      boot.barrier([&] {
+        t.progress();
+        if (n) n->progress();
+      });
+    };
+    if (rank == 0) {
+      auto prod = producer_on(t, n.get(), boot, 1, o);
+      for (std::uint64_t i = 0; i < s.items; ++i) {
+        const std::size_t len = item_len(s.seed, i, o.item_bytes);
+        fill_item(s.seed, i, buf.data(), len);
+        Status st = prod->enqueue({buf.data(), len}, 5s);
+        if (st != Status::ok)
+          throw Error("enqueue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + prod->error());
+        pause();
+      }
+      Status st = prod->close(5s);
+      if (st != Status::ok) throw Error("close: " + std::string(to_string(st)) + " " + prod->error());
+      if (prod->stats().items != s.items) throw Error("producer counted " + std::to_string(prod->stats().items));
+      if (res) res->producer = prod->stats();
+      settle();
+    } else {
+      auto cons = consumer_on(t, n.get(), boot, 0, o);
+      for (std::uint64_t i = 0; i < s.items; ++i) {
+        std::size_t len = 0;
+        Status st = cons->dequeue(buf, &len, 5s);
+        if (st != Status::ok)
+          throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + cons->error());
+        const std::size_t expect = item_len(s.seed, i, o.item_bytes);
+        if (len != expect)
+          throw Error("item " + std::to_string(i) + " has " + std::to_string(len) + " bytes, want " + std::to_string(expect));
+        fill_item(s.seed, i, want.data(), len);
+        if (std::memcmp(buf.data(), want.data(), len) != 0) throw Error("item " + std::to_string(i) + " corrupted");
+        pause();
+      }
+      std::size_t len = 0;
+      Status st = cons->dequeue(buf, &len, 5s);
+      if (st != Status::closed) throw Error("after the last item: " + std::string(to_string(st)) + " " + cons->error());
+      if (cons->try_dequeue(buf, &len) != Status::closed) throw Error("closed is not sticky");
+      if (cons->stats().items != s.items) throw Error("consumer counted " + std::to_string(cons->stats().items));
+      if (res) res->consumer = cons->stats();
+      settle();
+    }
+  });
+}
 
 }  // namespace fabflow::flow::test
