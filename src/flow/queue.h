@@ -190,6 +190,15 @@ class EndBase {
       }
     });
   }
+  // The owner's counts plus the operation counts, which the pump (perhaps the helper thread)
+  // keeps.
+  const QueueStats& snapshot(const QueueStats& own) const noexcept {
+    snapshot_ = own;
+    snapshot_.data_ops = data_ops_.get();
+    snapshot_.transfer_ops = transfer_ops_.get();
+    snapshot_.space_ops = space_ops_.get();
+    return snapshot_;
+  }
   void stop_helper() noexcept {
     stop_.store(true, std::memory_order_release);
     if (helper_.joinable()) helper_.join();
@@ -209,6 +218,8 @@ class EndBase {
   std::atomic<bool> failing_{false};
   std::atomic<bool> failed_{false};
   unsigned calls_ = 0;
+  Counter data_ops_, transfer_ops_, space_ops_;  // written by the pump
+  mutable QueueStats snapshot_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> pumping_{false};  // active: a thread is in a pump round
   std::thread helper_;
@@ -228,6 +239,9 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   using B::n_;
   using B::s_;
   using B::t_;
+  using B::data_ops_;
+  using B::space_ops_;
+  using B::transfer_ops_;
 
  public:
   ProducerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
@@ -325,13 +339,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return st;
   }
 
-  const QueueStats& stats() const noexcept override {
-    snapshot_ = stats_;
-    snapshot_.data_ops = data_ops_.get();
-    snapshot_.transfer_ops = transfer_ops_.get();
-    snapshot_.space_ops = space_ops_.get();
-    return snapshot_;
-  }
+  const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
@@ -611,7 +619,6 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   bool closing_ = false;
   bool closed_ = false;
   QueueStats stats_;
-  mutable QueueStats snapshot_;
   // Pump (owner thread, or the mover thread when active).
   std::uint64_t sent_ = 0;
   std::uint64_t head_known_ = 0;
@@ -623,7 +630,6 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   bool read_pending_ = false;  // a head read is in flight (space pull)
   unsigned read_polls_ = 0;
   Clock::time_point read_posted_{};
-  Counter data_ops_, transfer_ops_, space_ops_;
   // Between the two.
   std::atomic<std::uint64_t> staged_pub_{0};
   std::atomic<std::uint64_t> head_pub_{0};
@@ -650,6 +656,9 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B::n_;
   using B::s_;
   using B::t_;
+  using B::data_ops_;
+  using B::space_ops_;
+  using B::transfer_ops_;
 
  public:
   ConsumerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
@@ -752,13 +761,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     return failed() ? Status::failed : Status::ok;
   }
 
-  const QueueStats& stats() const noexcept override {
-    snapshot_ = stats_;
-    snapshot_.data_ops = data_ops_.get();
-    snapshot_.transfer_ops = transfer_ops_.get();
-    snapshot_.space_ops = space_ops_.get();
-    return snapshot_;
-  }
+  const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
@@ -1052,7 +1055,6 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   bool peeked_ = false;
   bool closed_ = false;
   QueueStats stats_;
-  mutable QueueStats snapshot_;
   // Pump (the owner thread when passive, the helper or the owner in turn when active).
   std::uint64_t next_ = 0;          // the slot being made valid; passive: == head_
   std::uint64_t seen_ = 0;          // releases taken in (and published or sent); passive: == head_
@@ -1067,7 +1069,6 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   unsigned read_polls_ = 0;
   Clock::time_point read_posted_{};
   unsigned valid_polls_ = 0;
-  Counter data_ops_, transfer_ops_, space_ops_;
   // Between the two (active).
   std::atomic<std::uint64_t> ready_pub_{0};  // slots below this are valid
   std::atomic<std::uint64_t> head_pub_{0};   // the owner's head_
