@@ -95,26 +95,78 @@ struct Layout {
   std::size_t peer_notify_bytes() const noexcept { return separate() ? cell(kCells) : 0; }
 };
 
+// Pull data with watermark transfer: the consumer reads slots speculatively, and the payload
+// sum guards against torn reads (below).
+constexpr bool needs_sum(DataFlow d, TransferNotify t) noexcept {
+  return d == DataFlow::pull && t == TransferNotify::watermark;
+}
+
+// Integrity sum of a slot's payload (with its sequence number and length), for the designs
+// whose consumer reads slots the producer may be writing at that moment (pull data with
+// watermark transfer: speculative reads). A provider's copy need not run front to back: string
+// copies (rep movsb, CMA in the kernel) may fetch cache lines in any order, so a read can see
+// the new header and trailer around a stale 64-byte line of the previous lap; the sum catches
+// that. Four independent multiply lanes: about 8 bytes per cycle. Not cryptographic.
+inline std::uint32_t payload_sum(std::uint64_t seq, std::uint32_t len, const std::byte* p) noexcept {
+  constexpr std::uint64_t k0 = 0x9E3779B97F4A7C15ull, k1 = 0xC2B2AE3D27D4EB4Full,
+                          k2 = 0x165667B19E3779F9ull, k3 = 0xD6E8FEB86659FD93ull;
+  std::uint64_t a = seq ^ k0, b = len ^ k1, c = k2, d = k3;
+  std::size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    std::uint64_t w[4];
+    std::memcpy(w, p + i, 32);
+    a = (a ^ w[0]) * k1;
+    b = (b ^ w[1]) * k2;
+    c = (c ^ w[2]) * k3;
+    d = (d ^ w[3]) * k0;
+  }
+  for (; i + 8 <= len; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    a = (a ^ w) * k1;
+    a ^= a >> 31;
+  }
+  if (i < len) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p + i, len - i);
+    b = (b ^ w) * k2;
+  }
+  auto rotl = [](std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
+  std::uint64_t h = a ^ rotl(b, 17) ^ rotl(c, 31) ^ rotl(d, 47);
+  h ^= h >> 29;
+  h *= k0;
+  h ^= h >> 32;
+  return static_cast<std::uint32_t>(h);
+}
+
 // Writes item `index` (sequence index + 1) into `slot`: payload and trailer first, the header
-// sequence last, so a reader that sees the header sees everything before it was written.
+// sequence last, so a reader that sees the header sees everything before it was written (when
+// it reads front to back). The trailer repeats the sequence number and the length/flags word;
+// with `sum` its second word is instead the length and payload_sum (the flags stay in the
+// header).
 inline void write_slot(std::byte* slot, std::uint64_t index, const void* data, std::uint32_t len,
-                       std::uint32_t flags) noexcept {
+                       std::uint32_t flags, bool sum = false) noexcept {
   const std::uint64_t seq = index + 1;
-  if (len) std::memcpy(slot + kSlotHeader, data, len);
+  if (len && data != slot + kSlotHeader) std::memcpy(slot + kSlotHeader, data, len);
   std::byte* trailer = slot + kSlotHeader + round8(len);
   std::memcpy(trailer, &seq, 8);
   const std::uint64_t m = meta(len, flags);
-  std::memcpy(trailer + 8, &m, 8);
+  const std::uint64_t t =
+      sum ? std::uint64_t{len} | (std::uint64_t{payload_sum(seq, len, slot + kSlotHeader)} << 32) : m;
+  std::memcpy(trailer + 8, &t, 8);
   std::memcpy(slot + 8, &m, 8);
   store_release(slot, seq);
 }
 
-enum class SlotState : std::uint8_t { absent, valid, bad };
+// torn: header and trailer carry the slot's sequence number but the payload does not match
+// its sum (only with `sum`): a read caught the producer writing; read it again.
+enum class SlotState : std::uint8_t { absent, valid, bad, torn };
 
 // Checks slot `index`: valid when header and trailer both carry its sequence number and the
-// same length/flags. `bad` when a complete-looking header names an impossible length or flag.
+// same length/flags (with `sum`: the same length, and the payload its sum). `bad` when a
+// complete-looking header names an impossible length or flag.
 inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::size_t item_bytes,
-                            std::uint32_t* len, std::uint32_t* flags) noexcept {
+                            std::uint32_t* len, std::uint32_t* flags, bool sum = false) noexcept {
   const std::uint64_t seq = index + 1;
   if (load_acquire(slot) != seq) return SlotState::absent;
   std::uint64_t m;
@@ -131,7 +183,13 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
   std::memcpy(&tseq, trailer, 8);
   std::memcpy(&tm, trailer + 8, 8);
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (tseq != seq || tm != m) return SlotState::absent;
+  if (tseq != seq) return SlotState::absent;
+  if (!sum && tm != m) return SlotState::absent;
+  if (sum) {
+    if (static_cast<std::uint32_t>(tm) != l) return SlotState::absent;
+    if (static_cast<std::uint32_t>(tm >> 32) != payload_sum(seq, l, slot + kSlotHeader))
+      return SlotState::torn;
+  }
   *len = l;
   *flags = f;
   return SlotState::valid;

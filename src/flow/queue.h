@@ -231,6 +231,7 @@ class EndBase {
 template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
 class ProducerImpl final : public Producer, private EndBase<Tr> {
   using B = EndBase<Tr>;
+  static constexpr bool kSum = needs_sum(D, T);
   using B::base_;
   using B::desc_;
   using B::failed;
@@ -310,7 +311,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (!reserved_) return fail("flow: commit() without reserve()");
     reserved_ = false;
     std::byte* sl = B::slot(staged_);
-    write_slot(sl, staged_, sl + kSlotHeader, reserved_len_, 0);
+    write_slot(sl, staged_, sl + kSlotHeader, reserved_len_, 0, kSum);
     stage_done();
     stats_.items++;
     if (!active_) pump(false);
@@ -329,7 +330,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (!closing_) {
       Status st = wait_until(timeout, true, [&] { return room(); });
       if (st != Status::ok) return st;
-      write_slot(B::slot(staged_), staged_, nullptr, 0, kFlagClose);
+      write_slot(B::slot(staged_), staged_, nullptr, 0, kFlagClose, kSum);
       stage_done();
       closing_ = true;
       closing_pub_.store(true, std::memory_order_release);
@@ -648,6 +649,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
 template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
 class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B = EndBase<Tr>;
+  static constexpr bool kSum = needs_sum(D, T);
   using B::base_;
   using B::desc_;
   using B::failed;
@@ -776,11 +778,17 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (failed()) return Status::failed;
       if (head_ == ready_pub_.load(std::memory_order_acquire)) return Status::empty;
     }
-    // Validated by the pump, and the producer cannot reuse the slot before we release it.
-    if (check_slot(B::slot(head_), head_, L_.item_bytes, &cur_len_, &cur_flags_) != SlotState::valid) {
+    // Validated by the pump, and nothing writes the slot before we release it: read its
+    // length and flags from the header.
+    const std::byte* sl = B::slot(head_);
+    if (load_acquire(sl) != head_ + 1) {
       fail("flow: slot " + std::to_string(head_) + " changed after it was validated");
       return Status::failed;
     }
+    std::uint64_t m;
+    std::memcpy(&m, sl + 8, 8);
+    cur_len_ = static_cast<std::uint32_t>(m);
+    cur_flags_ = static_cast<std::uint32_t>(m >> 32);
     return Status::ok;
   }
 
@@ -906,7 +914,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
     SlotState st = local_state();
     if constexpr (D == DataFlow::pull) {
-      if (st == SlotState::absent) {
+      if (st == SlotState::absent || st == SlotState::torn) {
         if (pending_ != Read::none) return Status::empty;
         std::uint64_t n = 1;
         if (s_.options.batching)
@@ -932,7 +940,20 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         t_.progress();
       }
     }
-    if (st == SlotState::valid) return Status::ok;
+    if (st == SlotState::valid) {
+      torn_ = 0;
+      return Status::ok;
+    }
+    if (st == SlotState::torn) {
+      // A read that caught the producer mid-write is read again; the same slot torn many
+      // times over is a producer whose sums are wrong.
+      if (++torn_ > kMaxTorn) {
+        fail("flow: slot " + std::to_string(next_) + " failed its payload sum " +
+             std::to_string(torn_) + " times (protocol violation by the producer)");
+        return Status::failed;
+      }
+      return Status::empty;
+    }
     if (st == SlotState::bad) {
       fail("flow: slot " + std::to_string(next_) + " carries length " + std::to_string(pump_len_) +
            " / flags " + std::to_string(pump_flags_) + " beyond item_bytes " +
@@ -943,7 +964,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   SlotState local_state() noexcept {
-    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_);
+    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, kSum);
   }
 
   // Range-checks a tail value: the producer can never be more than capacity ahead of the
@@ -1047,6 +1068,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   static constexpr std::uint64_t kBatchRead = 16;
+  static constexpr unsigned kMaxTorn = 64;
   bool active_ = false;
   // Owner thread.
   std::uint64_t head_ = 0;          // slots released
@@ -1069,6 +1091,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   unsigned read_polls_ = 0;
   Clock::time_point read_posted_{};
   unsigned valid_polls_ = 0;
+  unsigned torn_ = 0;               // consecutive torn reads of the slot at next_
   // Between the two (active).
   std::atomic<std::uint64_t> ready_pub_{0};  // slots below this are valid
   std::atomic<std::uint64_t> head_pub_{0};   // the owner's head_

@@ -233,6 +233,33 @@ TEST_P(FlowMisbehaving, HeadCounterOutOfRange) {
   EXPECT_NE(seen.find("head counter"), std::string::npos) << seen;
 }
 
+// A pull-watermark producer whose slot never matches its payload sum: the consumer re-reads it
+// a bounded number of times, then fails; it never hands out the item.
+TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
+  QueueOptions o = conformance_options(*Design::parse("pull-watermark-pull"));
+  std::string seen;
+  auto err = misbehave(GetParam(), o,
+      [&](Transport& t, Bootstrap& boot) {
+        auto cons = make_consumer(t, boot, 1, o);
+        std::vector<std::byte> buf(o.item_bytes);
+        std::size_t len = 0;
+        Status st = cons->dequeue(buf, &len, 5s);
+        if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
+        seen = cons->error();
+        boot.barrier([&] { t.progress(); });
+      },
+      [&](Transport&, FakeEnd& fake) {
+        // Slot 0 of the fake producer's own ring, which the consumer reads: header and trailer
+        // right, one payload byte changed after the sum was taken.
+        std::byte item[40] = {};
+        detail::write_slot(fake.mr->data(), 0, item, sizeof item, 0, true);
+        fake.mr->data()[detail::kSlotHeader + 3] = std::byte{1};
+      },
+      0);
+  ASSERT_EQ(err, "");
+  EXPECT_NE(seen.find("payload sum"), std::string::npos) << seen;
+}
+
 TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
   QueueOptions o = conformance_options(*Design::parse("push1-watermark-pull"));
   std::string seen;

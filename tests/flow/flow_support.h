@@ -215,7 +215,19 @@ inline std::string stream(const Provider& p, const QueueOptions& o, const Stream
         if (len != expect)
           throw Error("item " + std::to_string(i) + " has " + std::to_string(len) + " bytes, want " + std::to_string(expect));
         fill_item(s.seed, i, want.data(), len);
-        if (std::memcmp(buf.data(), want.data(), len) != 0) throw Error("item " + std::to_string(i) + " corrupted");
+        if (std::memcmp(buf.data(), want.data(), len) != 0) {
+          std::size_t first = 0;
+          while (first < len && buf[first] == want[first]) ++first;
+          std::size_t last = len;
+          while (last > first && buf[last - 1] == want[last - 1]) --last;
+          std::string like;
+          std::vector<std::byte> other(o.item_bytes);
+          for (std::uint64_t k = i >= 32 ? i - 32 : 0; k < i + 32; ++k) {
+            fill_item(s.seed, k, other.data(), o.item_bytes);
+            if (std::memcmp(buf.data() + first, other.data() + first, last - first) == 0) like += " " + std::to_string(k);
+          }
+          throw Error("item " + std::to_string(i) + " corrupted (len " + std::to_string(len) + ", bytes " + std::to_string(first) + ".." + std::to_string(last) + " differ, match items" + like + ")");
+        }
         pause();
       }
       std::size_t len = 0;

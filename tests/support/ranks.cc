@@ -25,9 +25,11 @@ std::string run_ranks(int n, const TransportOptions& options,
       }
     });
   for (auto& t : threads) t.join();
+  // Every rank's error: the first to fail is often not the one that reports first.
+  std::string all;
   for (const auto& e : errors)
-    if (!e.empty()) return e;
-  return "";
+    if (!e.empty()) all += (all.empty() ? "" : "; ") + e;
+  return all;
 }
 
 }  // namespace fabflow::testing
