@@ -1068,7 +1068,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   static constexpr std::uint64_t kBatchRead = 16;
-  static constexpr unsigned kMaxTorn = 64;
+  static constexpr unsigned kMaxTorn = 16;
   bool active_ = false;
   // Owner thread.
   std::uint64_t head_ = 0;          // slots released

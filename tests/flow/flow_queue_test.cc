@@ -243,7 +243,9 @@ TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
         auto cons = make_consumer(t, boot, 1, o);
         std::vector<std::byte> buf(o.item_bytes);
         std::size_t len = 0;
-        Status st = cons->dequeue(buf, &len, 5s);
+        // Each re-read is a round trip that the fake producer serves only from its barrier's
+        // progress loop: slow on tcp under ASan.
+        Status st = cons->dequeue(buf, &len, 30s);
         if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
         seen = cons->error();
         boot.barrier([&] { t.progress(); });
