@@ -913,6 +913,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (next_ == tail_known_) return Status::empty;
     }
     SlotState st = local_state();
+    if (st == SlotState::torn && !note_torn()) return Status::failed;
     if constexpr (D == DataFlow::pull) {
       if (st == SlotState::absent || st == SlotState::torn) {
         if (pending_ != Read::none) return Status::empty;
@@ -928,6 +929,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         if (Status rs = start_read(Read::slots, base_ + off, n * L_.stride, off); rs != Status::ok)
           return rs;
         st = local_state();
+        if (st == SlotState::torn && !note_torn()) return Status::failed;
       }
     } else if constexpr (D == DataFlow::push1) {
       // Inbound writes land only while this end drives progress, but a slot that is already
@@ -944,16 +946,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       torn_ = 0;
       return Status::ok;
     }
-    if (st == SlotState::torn) {
-      // A read that caught the producer mid-write is read again; the same slot torn many
-      // times over is a producer whose sums are wrong.
-      if (++torn_ > kMaxTorn) {
-        fail("flow: slot " + std::to_string(next_) + " failed its payload sum " +
-             std::to_string(torn_) + " times (protocol violation by the producer)");
-        return Status::failed;
-      }
-      return Status::empty;
-    }
+    if (st == SlotState::torn) return Status::empty;  // read again
     if (st == SlotState::bad) {
       fail("flow: slot " + std::to_string(next_) + " carries length " + std::to_string(pump_len_) +
            " / flags " + std::to_string(pump_flags_) + " beyond item_bytes " +
@@ -961,6 +954,15 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       return Status::failed;
     }
     return Status::empty;
+  }
+
+  // A read that caught the producer mid-write is read again; the same slot torn many times
+  // in a row is a producer whose sums are wrong. False: the queue failed.
+  bool note_torn() noexcept {
+    if (++torn_ <= kMaxTorn) return true;
+    fail("flow: slot " + std::to_string(next_) + " failed its payload sum " + std::to_string(torn_) +
+         " times in a row (protocol violation by the producer)");
+    return false;
   }
 
   SlotState local_state() noexcept {
