@@ -180,21 +180,29 @@ void post_ok(Transport& t, const std::function<Status()>& post) {
   if (st != Status::ok) throw Error("attack post: " + t.last_error());
 }
 
+// The victim of a consumer-side attack: its first dequeue must fail within `timeout`; the
+// error lands in *seen.
+std::function<void(Transport&, Bootstrap&)> consumer_must_fail(const QueueOptions& o,
+                                                               std::chrono::milliseconds timeout,
+                                                               std::string* seen) {
+  return [&o, timeout, seen](Transport& t, Bootstrap& boot) {
+    auto cons = make_consumer(t, boot, 1, o);
+    std::vector<std::byte> buf(o.item_bytes);
+    std::size_t len = 0;
+    Status st = cons->dequeue(buf, &len, timeout);
+    if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
+    *seen = cons->error();
+    boot.barrier([&] { t.progress(); });
+  };
+}
+
 class FlowMisbehaving : public ::testing::TestWithParam<Provider> {};
 
 TEST_P(FlowMisbehaving, TailCounterOutOfRange) {
   QueueOptions o = conformance_options(*Design::parse("push1-push-push"));
   std::string seen;
   auto err = misbehave(GetParam(), o,
-      [&](Transport& t, Bootstrap& boot) {
-        auto cons = make_consumer(t, boot, 1, o);
-        std::vector<std::byte> buf(o.item_bytes);
-        std::size_t len = 0;
-        Status st = cons->dequeue(buf, &len, 5s);
-        if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
-        seen = cons->error();
-        boot.barrier([&] { t.progress(); });
-      },
+      consumer_must_fail(o, 5s, &seen),
       [&](Transport& t, FakeEnd& fake) {
         static std::uint64_t bogus = 1'000'000'000;
         post_ok(t, [&] {
@@ -239,17 +247,9 @@ TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
   QueueOptions o = conformance_options(*Design::parse("pull-watermark-pull"));
   std::string seen;
   auto err = misbehave(GetParam(), o,
-      [&](Transport& t, Bootstrap& boot) {
-        auto cons = make_consumer(t, boot, 1, o);
-        std::vector<std::byte> buf(o.item_bytes);
-        std::size_t len = 0;
-        // Each re-read is a round trip that the fake producer serves only from its barrier's
-        // progress loop: slow on tcp under ASan.
-        Status st = cons->dequeue(buf, &len, 30s);
-        if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
-        seen = cons->error();
-        boot.barrier([&] { t.progress(); });
-      },
+      // Each re-read is a round trip that the fake producer serves only from its barrier's
+      // progress loop: slow on tcp under ASan.
+      consumer_must_fail(o, 30s, &seen),
       [&](Transport&, FakeEnd& fake) {
         // Slot 0 of the fake producer's own ring, which the consumer reads: header and trailer
         // right, one payload byte changed after the sum was taken.
@@ -266,15 +266,7 @@ TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
   QueueOptions o = conformance_options(*Design::parse("push1-watermark-pull"));
   std::string seen;
   auto err = misbehave(GetParam(), o,
-      [&](Transport& t, Bootstrap& boot) {
-        auto cons = make_consumer(t, boot, 1, o);
-        std::vector<std::byte> buf(o.item_bytes);
-        std::size_t len = 0;
-        Status st = cons->dequeue(buf, &len, 5s);
-        if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
-        seen = cons->error();
-        boot.barrier([&] { t.progress(); });
-      },
+      consumer_must_fail(o, 5s, &seen),
       [&](Transport& t, FakeEnd& fake) {
         // Slot 0 with a valid sequence number and a length far past item_bytes.
         std::byte* s = fake.mr->data();
