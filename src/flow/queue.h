@@ -311,6 +311,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (!reserved_) return fail("flow: commit() without reserve()");
     reserved_ = false;
     std::byte* sl = B::slot(staged_);
+    mark_visible();
     write_slot(sl, staged_, sl + kSlotHeader, reserved_len_, 0, kSum);
     stage_done();
     stats_.items++;
@@ -330,6 +331,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (!closing_) {
       Status st = wait_until(timeout, true, [&] { return room(); });
       if (st != Status::ok) return st;
+      mark_visible();
       write_slot(B::slot(staged_), staged_, nullptr, 0, kFlagClose, kSum);
       stage_done();
       closing_ = true;
@@ -351,6 +353,21 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   void stage_done() noexcept {
     ++staged_;
     if (active_) staged_pub_.store(staged_, std::memory_order_release);
+  }
+  // Pull data: the consumer reads the ring itself, so it may take a slot in (and count it in
+  // its head) from the moment the slot's header is written, before stage_done publishes it.
+  // Active producers publish that bound first, for the mover's range check of the head; the
+  // store is sequentially consistent so it is visible before the header store.
+  void mark_visible() noexcept {
+    if constexpr (D == DataFlow::pull) {
+      if (active_) visible_pub_.store(staged_ + 1, std::memory_order_seq_cst);
+    }
+  }
+  // The most slots the consumer can have seen (read by the pump): pull data, every slot
+  // written or being written; otherwise what was sent.
+  std::uint64_t visible() const noexcept {
+    if constexpr (D == DataFlow::pull) return active_ ? visible_pub_.load(std::memory_order_acquire) : staged_;
+    else return sent_;
   }
 
   template <class Try>
@@ -452,7 +469,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
         // items, so a consumer that stays behind is not also asked after every item; at once
         // when out of room, when the caller needs room, or to finish a close.
         const bool closing = closing_pub_.load(std::memory_order_acquire);
-        const std::uint64_t free_slots = L_.capacity - (staged - head_known_);
+        // (Pull data: the head may count a slot the owner is still publishing.)
+        const std::uint64_t free_slots = L_.capacity - (staged > head_known_ ? staged - head_known_ : 0);
         const bool early = free_slots < refresh_below_ && staged - refreshed_at_ >= refresh_gap_;
         if (need || free_slots == 0 || early || (closing && head_known_ < staged)) {
           refreshed_at_ = staged;
@@ -550,12 +568,14 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return false;
   }
 
-  // Range-checks a head value the consumer wrote or sent: it can never pass what was sent.
+  // Range-checks a head value the consumer wrote or sent: it can never pass what it could
+  // see (what was sent; pull data: what was written into the ring).
   bool take_head(std::uint64_t v) noexcept {
     if (v <= head_known_) return true;
-    if (v > sent_) {
+    if (const std::uint64_t limit = visible(); v > limit) {
       fail("flow: the consumer's head counter " + std::to_string(v) + " is beyond the " +
-           std::to_string(sent_) + " items sent (protocol violation)");
+           std::to_string(limit) + " items " + (D == DataFlow::pull ? "written" : "sent") +
+           " (protocol violation)");
       return false;
     }
     head_known_ = v;
@@ -633,6 +653,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   Clock::time_point read_posted_{};
   // Between the two.
   std::atomic<std::uint64_t> staged_pub_{0};
+  std::atomic<std::uint64_t> visible_pub_{0};  // pull data: slots written or being written
   std::atomic<std::uint64_t> head_pub_{0};
   std::atomic<std::uint64_t> done_pub_{0};
   std::atomic<bool> closing_pub_{false};

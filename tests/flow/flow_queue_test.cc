@@ -214,10 +214,23 @@ TEST_P(FlowMisbehaving, TailCounterOutOfRange) {
   EXPECT_NE(seen.find("tail counter 1000000000 is out of range"), std::string::npos) << seen;
 }
 
+void head_counter_out_of_range(const Provider& p, const Design& d, bool mover);
+
+// Pushed data and pulled data (where the bound is what was written, not sent), with the
+// range check in the owner thread and in the data mover.
 TEST_P(FlowMisbehaving, HeadCounterOutOfRange) {
-  QueueOptions o = conformance_options(*Design::parse("push1-watermark-push"));
+  for (const char* name : {"push1-watermark-push", "pull-watermark-push"})
+    for (bool mover : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (mover ? " with a data mover" : ""));
+      head_counter_out_of_range(GetParam(), *Design::parse(name), mover);
+    }
+}
+
+void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
+  QueueOptions o = conformance_options(d);
+  o.active_producer = mover;
   std::string seen;
-  auto err = misbehave(GetParam(), o,
+  auto err = misbehave(p, o,
       [&](Transport& t, Bootstrap& boot) {
         auto prod = make_producer(t, boot, 1, o);
         std::vector<std::byte> buf(8);

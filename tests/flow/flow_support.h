@@ -176,13 +176,17 @@ struct Result {
 inline std::string stream(const Provider& p, const QueueOptions& o, const Stream& s,
                           Result* res = nullptr) {
   using namespace std::chrono_literals;
+  // The notify transports outlive both ranks, as run_pair's do: a rank that fails must not
+  // close an shm endpoint its peer (same process) still reads.
+  std::unique_ptr<Transport> notify[2];
   return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
     std::mt19937_64 rng(s.seed * 7 + static_cast<std::uint64_t>(rank));
     std::vector<std::byte> buf(o.item_bytes), want(o.item_bytes);
     auto pause = [&] {
       if (s.pauses && (rng() & 255) == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
     };
-    auto n = open_notify(p, o, boot);
+    auto& n = notify[rank];
+    n = open_notify(p, o, boot);
     auto settle = [&] {
       boot.barrier([&] {
         t.progress();

@@ -1,6 +1,7 @@
 #include "support/ranks.h"
 
 #include <exception>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -10,12 +11,17 @@ std::string run_ranks(int n, const TransportOptions& options,
                       const std::function<void(int, Transport&, Bootstrap&)>& body) {
   auto boots = make_thread_bootstraps(n);
   std::vector<std::string> errors(static_cast<std::size_t>(n));
+  // The transports outlive every rank's thread: shm maps a peer endpoint of the same process
+  // by pointer, so a rank that fails and closes its transport at once would pull the region
+  // from under a peer still reading it (a crash in libfabric instead of the failure's message).
+  std::vector<std::unique_ptr<Transport>> transports(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       auto& boot = *boots[static_cast<std::size_t>(r)];
+      auto& t = transports[static_cast<std::size_t>(r)];
       try {
-        auto t = open_transport(options);
+        t = open_transport(options);
         t->connect(boot);
         body(r, *t, boot);
         boot.barrier([&] { t->progress(); });
@@ -25,6 +31,7 @@ std::string run_ranks(int n, const TransportOptions& options,
       }
     });
   for (auto& t : threads) t.join();
+  transports.clear();
   // Every rank's error: the first to fail is often not the one that reports first.
   std::string all;
   for (const auto& e : errors)
