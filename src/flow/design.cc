@@ -212,7 +212,11 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
     throw bad("uses a different design point");
   if (h.capacity != expect.capacity || h.item_bytes != expect.item_bytes)
     throw bad("uses a different capacity or item size (" + std::to_string(h.capacity) + " x " +
-              std::to_string(h.item_bytes) + " bytes)");
+              std::to_string(h.item_bytes) + " bytes, this end " + std::to_string(expect.capacity) +
+              " x " + std::to_string(expect.item_bytes) + " bytes" +
+              (expect.data == static_cast<std::uint8_t>(DataFlow::push2)
+                   ? "; push2 rings hold min(capacity, recv_pool) slots)"
+                   : ")"));
   if (h.separate != expect.separate)
     throw bad(std::string("uses ") + (h.separate ? "a separate" : "a shared") +
               " notification endpoint, this end " + (expect.separate ? "a separate" : "a shared") +

@@ -36,7 +36,7 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   h.transfer = static_cast<std::uint8_t>(o.design.transfer);
   h.space = static_cast<std::uint8_t>(o.design.space);
   h.separate = separate ? 1 : 0;
-  h.capacity = o.capacity;
+  h.capacity = s.layout.capacity;  // push2: bounded by recv_pool, which must agree as well
   h.item_bytes = o.item_bytes;
   h.region_bytes = s.layout.region_bytes;
   h.refused = refusal.empty() ? 0 : 1;

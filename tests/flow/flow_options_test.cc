@@ -188,6 +188,32 @@ TEST(FlowRefusal, SetupRefusalReachesBothEnds) {
   EXPECT_EQ(why[0], why[1]);
 }
 
+// push2 rings hold min(capacity, recv_pool) slots: two ends that agree on capacity but not on
+// recv_pool would disagree on the ring, so the hello compares the effective capacity and both
+// ends refuse with the peer's figure.
+TEST(FlowRefusal, Push2RecvPoolMismatchIsCaught) {
+  QueueOptions o;
+  o.design = *Design::parse("push2-watermark-push");
+  o.capacity = 16;
+  o.item_bytes = 16;
+  TransportOptions t = transport_options({"local", EndpointType::automatic}, o);
+  std::array<std::string, 2> why;
+  auto err = run_pair(t, [&](int rank, Transport& tr, Bootstrap& boot) {
+    QueueOptions mine = o;
+    mine.recv_pool = rank == 0 ? 4 : 8;
+    try {
+      if (rank == 0) make_producer(tr, boot, 1, mine);
+      else make_consumer(tr, boot, 0, mine);
+      why[static_cast<std::size_t>(rank)] = "created";
+    } catch (const PeerError& e) {
+      why[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  ASSERT_EQ(err, "");
+  EXPECT_NE(why[0].find("(8 x 16 bytes, this end 4 x 16 bytes; push2 rings hold min(capacity, recv_pool) slots)"), std::string::npos) << why[0];
+  EXPECT_NE(why[1].find("(4 x 16 bytes, this end 8 x 16 bytes;"), std::string::npos) << why[1];
+}
+
 // The data mover with several coalesced writes in flight: FIFO, exactly once, contents, on a
 // small ring that wraps thousands of times, with the owner thread spinning on try_enqueue.
 class FlowDataMover : public ::testing::TestWithParam<Case> {};
