@@ -164,6 +164,26 @@ TEST(FlowFlush, NeedsNoSpaceNotification) {
   EXPECT_EQ(prod.data_ops, static_cast<std::uint64_t>(kItems));
 }
 
+// Creates a producer on rank 0 and a consumer on rank 1, each with options_of(rank): what
+// each end's creation threw as `Refusal` ("created" when it did not throw).
+template <class Refusal, class OptionsOf>
+std::array<std::string, 2> create_pair(const QueueOptions& o, OptionsOf&& options_of) {
+  TransportOptions t = transport_options({"local", EndpointType::automatic}, o);
+  std::array<std::string, 2> why;
+  auto err = run_pair(t, [&](int rank, Transport& tr, Bootstrap& boot) {
+    const QueueOptions mine = options_of(rank);
+    try {
+      if (rank == 0) make_producer(tr, boot, 1, mine);
+      else make_consumer(tr, boot, 0, mine);
+      why[static_cast<std::size_t>(rank)] = "created";
+    } catch (const Refusal& e) {
+      why[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  EXPECT_EQ(err, "");
+  return why;
+}
+
 // A refusal found by one end during setup (more receives to keep posted than the transport
 // takes) reaches the other end through the hello: both throw UsageError with the reason, and
 // neither waits for the other.
@@ -172,18 +192,7 @@ TEST(FlowRefusal, SetupRefusalReachesBothEnds) {
   o.design = *Design::parse("push2-watermark-pull");  // the consumer posts one receive per slot
   o.capacity = 1 << 14;  // more receives than the local transport's receive queue holds
   o.item_bytes = 16;
-  TransportOptions t = transport_options({"local", EndpointType::automatic}, o);
-  std::array<std::string, 2> why;
-  auto err = run_pair(t, [&](int rank, Transport& tr, Bootstrap& boot) {
-    try {
-      if (rank == 0) make_producer(tr, boot, 1, o);
-      else make_consumer(tr, boot, 0, o);
-      why[static_cast<std::size_t>(rank)] = "created";
-    } catch (const UsageError& e) {
-      why[static_cast<std::size_t>(rank)] = e.what();
-    }
-  });
-  ASSERT_EQ(err, "");
+  auto why = create_pair<UsageError>(o, [&](int) { return o; });
   EXPECT_NE(why[0].find("receives"), std::string::npos) << why[0];
   EXPECT_EQ(why[0], why[1]);
 }
@@ -196,21 +205,13 @@ TEST(FlowRefusal, Push2RecvPoolMismatchIsCaught) {
   o.design = *Design::parse("push2-watermark-push");
   o.capacity = 16;
   o.item_bytes = 16;
-  TransportOptions t = transport_options({"local", EndpointType::automatic}, o);
-  std::array<std::string, 2> why;
-  auto err = run_pair(t, [&](int rank, Transport& tr, Bootstrap& boot) {
+  auto why = create_pair<PeerError>(o, [&](int rank) {
     QueueOptions mine = o;
     mine.recv_pool = rank == 0 ? 4 : 8;
-    try {
-      if (rank == 0) make_producer(tr, boot, 1, mine);
-      else make_consumer(tr, boot, 0, mine);
-      why[static_cast<std::size_t>(rank)] = "created";
-    } catch (const PeerError& e) {
-      why[static_cast<std::size_t>(rank)] = e.what();
-    }
+    return mine;
   });
-  ASSERT_EQ(err, "");
-  EXPECT_NE(why[0].find("(8 x 16 bytes, this end 4 x 16 bytes; push2 rings hold min(capacity, recv_pool) slots)"), std::string::npos) << why[0];
+  EXPECT_NE(why[0].find("(8 x 16 bytes, this end 4 x 16 bytes; push2 rings hold min(capacity, recv_pool) slots)"),
+            std::string::npos) << why[0];
   EXPECT_NE(why[1].find("(4 x 16 bytes, this end 8 x 16 bytes;"), std::string::npos) << why[1];
 }
 
