@@ -198,12 +198,8 @@ TEST_P(FlowSeparateNotifyMisbehaving, HeadCounterOutOfRange) {
     if (rank == 0) {
       auto prod = make_producer(t, *n, boot, 1, o);
       std::vector<std::byte> buf(8);
-      Status st = Status::ok;
-      for (int i = 0; i < 100000 && st == Status::ok; ++i) {
-        st = prod->try_enqueue(buf);
-        if (st == Status::full) st = Status::ok;
-      }
-      if (st != Status::failed) throw Error("enqueue gave " + std::string(to_string(st)));
+      if (Status st = enqueue_until_failure(*prod, buf, 10s); st != Status::failed)
+        throw Error("enqueue gave " + std::string(to_string(st)) + " for 10 s");
       seen = prod->error();
       settle();
     } else {

@@ -234,12 +234,8 @@ void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
       [&](Transport& t, Bootstrap& boot) {
         auto prod = make_producer(t, boot, 1, o);
         std::vector<std::byte> buf(8);
-        Status st = Status::ok;
-        for (int i = 0; i < 100000 && st == Status::ok; ++i) {
-          st = prod->try_enqueue(buf);
-          if (st == Status::full) st = Status::ok;
-        }
-        if (st != Status::failed) throw Error("enqueue gave " + std::string(to_string(st)));
+        if (Status st = enqueue_until_failure(*prod, buf, 10s); st != Status::failed)
+          throw Error("enqueue gave " + std::string(to_string(st)) + " for 10 s");
         seen = prod->error();
         boot.barrier([&] { t.progress(); });
       },

@@ -167,6 +167,21 @@ struct Stream {
   bool pauses = true;
 };
 
+// Enqueues `item` (a full ring counts as going on) until the producer answers something else
+// or `limit` passes: the victim side of the misbehaving-consumer tests. Bounded by time, not by
+// a count of calls: a full pull-data ring answers try_enqueue without a fabric operation, faster
+// than the fake consumer gets to its bad write.
+inline Status enqueue_until_failure(Producer& prod, std::span<const std::byte> item,
+                                    std::chrono::milliseconds limit) {
+  Status st = Status::ok;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (st == Status::ok && std::chrono::steady_clock::now() < deadline) {
+    st = prod.try_enqueue(item);
+    if (st == Status::full) st = Status::ok;
+  }
+  return st;
+}
+
 struct Result {
   QueueStats producer, consumer;
 };
