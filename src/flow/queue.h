@@ -356,11 +356,12 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   }
   // Pull data: the consumer reads the ring itself, so it may take a slot in (and count it in
   // its head) from the moment the slot's header is written, before stage_done publishes it.
-  // Active producers publish that bound first, for the mover's range check of the head; the
-  // store is sequentially consistent so it is visible before the header store.
+  // Active producers publish that bound first, for the mover's range check of the head:
+  // write_slot's release store of the header orders this store before it, so whoever saw the
+  // header (and then the consumer's head) finds the bound here.
   void mark_visible() noexcept {
     if constexpr (D == DataFlow::pull) {
-      if (active_) visible_pub_.store(staged_ + 1, std::memory_order_seq_cst);
+      if (active_) visible_pub_.store(staged_ + 1, std::memory_order_release);
     }
   }
   // The most slots the consumer can have seen (read by the pump): pull data, every slot
