@@ -12,6 +12,7 @@
 // [requesters, requesters + responders) responders, each with one connected Transport.
 #pragma once
 
+#include <fabflow/names.h>
 #include <fabflow/transport.h>
 
 #include <atomic>
@@ -43,14 +44,41 @@ enum class Mailbox : std::uint8_t { sparse, dense };
 enum class Model : std::uint8_t { private_connections, dispatcher };
 enum class Topology : std::uint8_t { one_to_one, n_to_one, n_to_m };
 
-std::string_view to_string(Pattern p) noexcept;   // "WriteWrite", ...
-std::string_view to_string(Mailbox m) noexcept;   // "sparse", "dense"
-std::string_view to_string(Model m) noexcept;     // "private", "dispatcher"
-std::string_view to_string(Topology t) noexcept;  // "1:1", "N:1", "N:M"
-std::optional<Pattern> parse_pattern(std::string_view s) noexcept;  // case-insensitive
-std::optional<Mailbox> parse_mailbox(std::string_view s) noexcept;
-std::optional<Model> parse_model(std::string_view s) noexcept;
-std::optional<Topology> parse_topology(std::string_view s) noexcept;
+inline constexpr NameTable<Pattern, 4> kPatternNames{{{{"WriteWrite", Pattern::write_write},
+                                                      {"SendSend", Pattern::send_send},
+                                                      {"WriteSend", Pattern::write_send},
+                                                      {"SendWrite", Pattern::send_write}}},
+                                                    /*case_insensitive=*/true};
+inline constexpr NameTable<Mailbox, 2> kMailboxNames{{{{"sparse", Mailbox::sparse},
+                                                      {"dense", Mailbox::dense}}}};
+inline constexpr NameTable<Model, 2> kModelNames{{{{"private", Model::private_connections},
+                                                  {"dispatcher", Model::dispatcher}}}};
+inline constexpr NameTable<Topology, 5> kTopologyNames{{{{"1:1", Topology::one_to_one},
+                                                        {"N:1", Topology::n_to_one},
+                                                        {"N:M", Topology::n_to_m},
+                                                        {"n:1", Topology::n_to_one},
+                                                        {"n:m", Topology::n_to_m}}}};
+constexpr const auto& name_table(Pattern) noexcept { return kPatternNames; }
+constexpr const auto& name_table(Mailbox) noexcept { return kMailboxNames; }
+constexpr const auto& name_table(Model) noexcept { return kModelNames; }
+constexpr const auto& name_table(Topology) noexcept { return kTopologyNames; }
+
+constexpr std::string_view to_string(Pattern p) noexcept { return kPatternNames.name(p); }
+constexpr std::string_view to_string(Mailbox m) noexcept { return kMailboxNames.name(m); }
+constexpr std::string_view to_string(Model m) noexcept { return kModelNames.name(m); }
+constexpr std::string_view to_string(Topology t) noexcept { return kTopologyNames.name(t); }
+constexpr std::optional<Pattern> parse_pattern(std::string_view s) noexcept {
+  return kPatternNames.parse(s);  // case-insensitive
+}
+constexpr std::optional<Mailbox> parse_mailbox(std::string_view s) noexcept {
+  return kMailboxNames.parse(s);
+}
+constexpr std::optional<Model> parse_model(std::string_view s) noexcept {
+  return kModelNames.parse(s);
+}
+constexpr std::optional<Topology> parse_topology(std::string_view s) noexcept {
+  return kTopologyNames.parse(s);
+}
 inline constexpr Pattern kAllPatterns[] = {Pattern::write_write, Pattern::send_send,
                                            Pattern::write_send, Pattern::send_write};
 

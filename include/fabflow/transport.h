@@ -10,6 +10,7 @@
 // Setup calls throw Error / UsageError with one line naming provider, call and reason.
 #pragma once
 
+#include <fabflow/names.h>
 #include <fabflow/status.h>
 
 #include <chrono>
@@ -30,12 +31,33 @@ enum class EndpointType : std::uint8_t { automatic, msg, rdm };
 enum class Op : std::uint8_t { write, read, send, writedata, fadd, cswap };
 enum class ProgressMode : std::uint8_t { automatic, thread, inline_only };
 
-std::string_view to_string(EndpointType t) noexcept;
-std::string_view to_string(Op op) noexcept;
-std::string_view to_string(ProgressMode m) noexcept;
-std::optional<EndpointType> parse_endpoint_type(std::string_view s) noexcept;
-std::optional<Op> parse_op(std::string_view s) noexcept;
-std::optional<ProgressMode> parse_progress_mode(std::string_view s) noexcept;
+inline constexpr NameTable<EndpointType, 3> kEndpointNames{{{
+    {"auto", EndpointType::automatic}, {"msg", EndpointType::msg}, {"rdm", EndpointType::rdm}}}};
+inline constexpr NameTable<Op, 6> kOpNames{{{{"write", Op::write},
+                                             {"read", Op::read},
+                                             {"send", Op::send},
+                                             {"writedata", Op::writedata},
+                                             {"fadd", Op::fadd},
+                                             {"cswap", Op::cswap}}}};
+inline constexpr NameTable<ProgressMode, 3> kProgressNames{{{
+    {"auto", ProgressMode::automatic}, {"on", ProgressMode::thread},
+    {"off", ProgressMode::inline_only}}}};
+constexpr const auto& name_table(EndpointType) noexcept { return kEndpointNames; }
+constexpr const auto& name_table(Op) noexcept { return kOpNames; }
+constexpr const auto& name_table(ProgressMode) noexcept { return kProgressNames; }
+
+constexpr bool is_atomic(Op op) noexcept { return op == Op::fadd || op == Op::cswap; }
+
+constexpr std::string_view to_string(EndpointType t) noexcept { return kEndpointNames.name(t); }
+constexpr std::string_view to_string(Op op) noexcept { return kOpNames.name(op); }
+constexpr std::string_view to_string(ProgressMode m) noexcept { return kProgressNames.name(m); }
+constexpr std::optional<EndpointType> parse_endpoint_type(std::string_view s) noexcept {
+  return kEndpointNames.parse(s);
+}
+constexpr std::optional<Op> parse_op(std::string_view s) noexcept { return kOpNames.parse(s); }
+constexpr std::optional<ProgressMode> parse_progress_mode(std::string_view s) noexcept {
+  return kProgressNames.parse(s);
+}
 
 // What one provider/endpoint combination can do, as fabflow sees it. Capabilities are data:
 // every design decision downstream reads them instead of testing provider names.

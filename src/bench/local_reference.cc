@@ -6,7 +6,7 @@
 //     spins on the other's; one-way time is half the round trip;
 //   - minimal SPSC ring: Lamport's single-producer single-consumer ring with cached indices
 //     (the textbook shared-memory queue), slots of item_bytes copied in and out, capacity slots.
-#include <fabflow/bench.h>
+#include <fabflow/bench/queue.h>
 
 #include <atomic>
 #include <cstring>

@@ -1,7 +1,8 @@
 // The flow-queue benchmark (seed 003, chapter 6): throughput of one producer thread and one
 // consumer thread through a queue, operation counts per item, and transfer time (half of a
 // two-queue ping-pong) next to the raw write ping-pong of the same provider.
-#include <fabflow/bench.h>
+#include <fabflow/bench/queue.h>
+#include <fabflow/bench/raw.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/flow.h>
 #include <fabflow/progress.h>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <ostream>
 
+#include "common/bounded_wait.h"
 #include "flow/socket/socket_queue.h"
 
 namespace fabflow {
@@ -27,39 +29,21 @@ using flow::Consumer;
 using flow::Producer;
 using flow::QueueOptions;
 
-// Bounded waiting: fails when nothing happened for timeout_ms or the peer vanished. `drive`
-// is another transport this rank must keep progressing while it waits here: in the ping-pong
-// each rank waits on one queue while its peer may need the other one progressed (reads of
-// counters or slots, end-of-stream head updates), as any thread serving two queues must.
+// The queue bench's bounded wait. `drive` is another transport this rank must keep
+// progressing while it waits here: in the ping-pong each rank waits on one queue while its
+// peer may need the other one progressed (reads of counters or slots, end-of-stream head
+// updates), as any thread serving two queues must; `drive_notify` is that queue's notify
+// transport (separate_notify_endpoint).
 class Stall {
  public:
   Stall(Bootstrap& boot, std::uint64_t timeout_ms, Transport* drive = nullptr,
         Transport* drive_notify = nullptr)
-      : boot_(boot), timeout_(timeout_ms), drive_(drive), drive_notify_(drive_notify) {}
-  // Reads no clock: a wait that succeeds within 1024 spins costs nothing (the ping-pong calls
-  // this on every item).
-  void reset() noexcept {
-    spins_ = 0;
-    since_ = {};
-  }
-  void idle(const char* what) {
-    if (drive_) drive_->progress();
-    if (drive_notify_) drive_notify_->progress();
-    if ((++spins_ & 1023) != 0) return;
-    if (boot_.peer_failed()) throw PeerError(-1, std::string("queue bench: peer vanished while ") + what);
-    const auto now = std::chrono::steady_clock::now();
-    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
-    if (now - since_ > std::chrono::milliseconds(timeout_))
-      throw Error("queue bench: no progress for " + std::to_string(timeout_) + " ms while " + what);
-  }
+      : wait_(std::chrono::milliseconds(timeout_ms), &boot, {drive, drive_notify}) {}
+  void reset() noexcept { wait_.reset(); }
+  void idle(const char* what) { wait_.idle("queue bench", what); }
 
  private:
-  Bootstrap& boot_;
-  std::uint64_t timeout_;
-  Transport* drive_;
-  Transport* drive_notify_;  // that queue's notify transport (separate_notify_endpoint)
-  std::uint64_t spins_ = 0;
-  std::chrono::steady_clock::time_point since_{};
+  BoundedWait wait_;
 };
 
 std::string queue_error(const char* end, const std::string& why, Status s) {
@@ -435,6 +419,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
     throw UsageError("queue bench: --items must be at least 2 and round trips at least 1");
   Clock clock;
   QueueResult result;
+  result.env = machine_environment();
   result.params = params;
   result.env.clock = clock.name();
   struct Cpu {
@@ -524,193 +509,6 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       if (boot.rank() == 0) result.rows.push_back(row);
     }
   return result;
-}
-
-// ---- reporters ----
-
-namespace {
-
-nlohmann::json latency_json(const LatencyStats& l) {
-  return {{"mean", l.mean}, {"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"p999", l.p999},
-          {"max", l.max}};
-}
-
-std::string label(const QueueDesign& d) {
-  return d.preset.empty() || d.preset == "basic" ? d.design : d.design + "/" + d.preset;
-}
-
-}  // namespace
-
-void print_queue_header(std::ostream& out, const QueueResult& r) {
-  const auto& e = r.env;
-  const auto& c = e.caps;
-  const auto& p = r.params;
-  out << "# fabflow " << e.fabflow_version << " bench queue  (libfabric " << e.libfabric_version
-      << ", build " << e.build_type << (e.sanitizer.empty() ? "" : "+" + e.sanitizer) << ")\n"
-      << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
-      << c.fabric << "  domain " << c.domain << "\n"
-      << "# inject_size " << c.inject_size << "  cq_data_size " << c.cq_data_size
-      << "  capacity "
-      << (p.capacity ? std::to_string(p.capacity) + " items" : std::string("auto (1024 items, ring <= 4 MiB)"))
-      << (p.active_consumer ? "  active consumer" : "")
-      << "  api " << (p.zero_copy ? "zero-copy (reserve/commit, peek/release)" : "copy (try_enqueue/try_dequeue)")
-      << "\n# notifications "
-      << (p.separate_notify ? "separate (a second endpoint per queue)" : "shared (the data endpoint)")
-      << "\n# "
-      << (p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
-                           std::to_string(p.warmup)
-                     : "throughput " + std::to_string(p.items) + " items")
-      << "\n# pinned "
-      << (e.pinned ? "cpu " + std::to_string(e.cpu_initiator) + " / cpu " +
-                         std::to_string(e.cpu_target)
-                   : std::string("NO"))
-      << "  clock " << e.clock << "  launcher " << e.launcher << "\n"
-      << (p.pingpong ? "# transfer time: half the round trip through two queues; raw: one-way "
-                       "raw write ping-pong, same provider and size\n"
-                     : "# items/s and MB/s on the consumer, first to last item; ops per item: "
-                       "both ends summed; hw counters n/a\n");
-  if (e.build_type != "Release" && e.build_type != "RelWithDebInfo")
-    out << "# WARNING: " << e.build_type << " build: numbers are not representative\n";
-  if (!e.sanitizer.empty())
-    out << "# WARNING: sanitizer build (" << e.sanitizer << "): numbers are not representative\n";
-  if (!e.pinned) out << "# WARNING: threads are not pinned: busy-polling numbers may be far off\n";
-  if (p.pingpong)
-    out << "\n  design                            bytes    trips  mean(us)   p50(us)   p99(us)"
-           " p99.9(us)   max(us)  raw p50(us)  data/it  xfer/it space/it\n";
-  else
-    out << "\n  design                            bytes    items    Mitem/s       MB/s  data/it"
-           "  xfer/it space/it      full     empty\n";
-  out.flush();
-}
-
-void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& row) {
-  char line[512];
-  if (!row.unsupported.empty()) {
-    std::snprintf(line, sizeof line, "  %-32s %6zu  unsupported: %s\n", label(row.design).c_str(),
-                  row.item_bytes, row.unsupported.c_str());
-  } else if (r.params.pingpong) {
-    const auto& l = row.transfer;
-    char raw[32] = "n/a";
-    if (row.raw_write_measured) std::snprintf(raw, sizeof raw, "%.3f", row.raw_write.p50 / 1e3);
-    std::snprintf(line, sizeof line,
-                  "  %-32s %6zu %8llu %9.3f %9.3f %9.3f %9.3f %9.3f %12s %8.3f %8.3f %8.3f\n",
-                  label(row.design).c_str(), row.item_bytes,
-                  static_cast<unsigned long long>(row.items), l.mean / 1e3, l.p50 / 1e3,
-                  l.p99 / 1e3, l.p999 / 1e3, l.max / 1e3, raw, row.data_per_item,
-                  row.transfer_per_item, row.space_per_item);
-  } else {
-    std::snprintf(line, sizeof line,
-                  "  %-32s %6zu %8llu %10.4f %10.2f %8.3f %8.3f %8.3f %9llu %9llu\n",
-                  label(row.design).c_str(), row.item_bytes,
-                  static_cast<unsigned long long>(row.items), row.items_per_s / 1e6, row.mbps,
-                  row.data_per_item, row.transfer_per_item, row.space_per_item,
-                  static_cast<unsigned long long>(row.full),
-                  static_cast<unsigned long long>(row.empty));
-  }
-  out << line;
-  if (row.unsupported.empty() && r.params.reference) {
-    std::string refs;
-    char part[160];
-    if (r.params.pingpong) {
-      if (row.cacheline_measured) {
-        std::snprintf(part, sizeof part, "cache-line ping-pong p50 %.3f us (transfer %.2fx)",
-                      row.cacheline.p50 / 1e3, row.transfer.p50 / row.cacheline.p50);
-        refs += part;
-      }
-      if (row.raw_write_measured) {
-        std::snprintf(part, sizeof part, "%sraw write p50 %.3f us (transfer %.2fx)",
-                      refs.empty() ? "" : "; ", row.raw_write.p50 / 1e3,
-                      row.transfer.p50 / row.raw_write.p50);
-        refs += part;
-      }
-    } else {
-      if (row.raw_stream_mbps > 0) {
-        std::snprintf(part, sizeof part, "raw write stream %.2f MB/s (queue %.2fx)",
-                      row.raw_stream_mbps, row.mbps / row.raw_stream_mbps);
-        refs += part;
-      }
-      if (row.spsc_items_per_s > 0) {
-        std::snprintf(part, sizeof part, "%sSPSC ring %.4f Mitem/s (queue %.3fx)",
-                      refs.empty() ? "" : "; ", row.spsc_items_per_s / 1e6,
-                      row.items_per_s / row.spsc_items_per_s);
-        refs += part;
-      }
-    }
-    if (!refs.empty()) out << "  " << std::string(32, ' ') << "   vs " << refs << "\n";
-  }
-  if (row.unsupported.empty() && r.params.latency && !r.params.pingpong) {
-    std::snprintf(line, sizeof line,
-                  "  %-32s   enqueue p50 %.0f p99 %.0f max %.0f ns, dequeue p50 %.0f p99 %.0f "
-                  "max %.0f ns\n",
-                  "", row.enqueue.p50, row.enqueue.p99, row.enqueue.max, row.dequeue.p50,
-                  row.dequeue.p99, row.dequeue.max);
-    out << line;
-  }
-  out.flush();
-}
-
-void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& row) {
-  const auto& e = r.env;
-  nlohmann::json j = {
-      {"bench", "queue"},
-      {"type", r.params.pingpong ? "pingpong" : "throughput"},
-      {"design", row.design.design},
-      {"preset", row.design.preset.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.design.preset)},
-      {"provider", row.provider},
-      {"endpoint", std::string(to_string(e.caps.endpoint))},
-      {"item_bytes", row.item_bytes},
-      {"capacity", row.capacity},
-      {"api", r.params.zero_copy ? "zero-copy" : "copy"},
-      {"active_consumer", r.params.active_consumer && row.design.design != "socket"},
-      {"notify_endpoint", r.params.separate_notify ? "separate" : "shared"},
-  };
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
-  j["items"] = row.items;
-  j["items_per_s"] = r.params.pingpong ? nlohmann::json(nullptr) : nlohmann::json(row.items_per_s);
-  j["MBps"] = r.params.pingpong ? nlohmann::json(nullptr) : nlohmann::json(row.mbps);
-  j["seconds"] = row.seconds;
-  j["ops_per_item"] = {{"data", row.data_per_item},
-                       {"transfer_notify", row.transfer_per_item},
-                       {"space_notify", row.space_per_item}};
-  j["full"] = row.full;
-  j["empty"] = row.empty;
-  if (r.params.pingpong) {
-    j["round_trips"] = r.params.round_trips;
-    j["warmup"] = r.params.warmup;
-    j["transfer_ns"] = latency_json(row.transfer);
-    j["raw_write_pingpong_ns"] =
-        row.raw_write_measured ? latency_json(row.raw_write) : nlohmann::json(nullptr);
-  }
-  if (r.params.latency && !r.params.pingpong) {
-    j["enqueue_ns"] = latency_json(row.enqueue);
-    j["dequeue_ns"] = latency_json(row.dequeue);
-  }
-  if (r.params.reference) {
-    auto num = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    if (r.params.pingpong) {
-      j["reference"] = {{"cacheline_pingpong_ns", row.cacheline_measured
-                                                      ? latency_json(row.cacheline)
-                                                      : nlohmann::json(nullptr)}};
-    } else {
-      j["reference"] = {{"raw_write_stream_MBps", num(row.raw_stream_mbps)},
-                        {"raw_write_stream_msgs_per_s", num(row.raw_stream_msgs_per_s)},
-                        {"spsc_ring_items_per_s", num(row.spsc_items_per_s)}};
-    }
-  }
-  j["progress_threads"] = row.progress_threads;
-  j["pinned"] = e.pinned;
-  j["cpus"] = {{"producer", e.cpu_initiator}, {"consumer", e.cpu_target}};
-  j["clock"] = e.clock;
-  j["build_type"] = e.build_type;
-  j["fabflow_version"] = e.fabflow_version;
-  j["libfabric_version"] = e.libfabric_version;
-  j["instructions_per_item"] = nullptr;
-  j["cycles_per_item"] = nullptr;
-  out << j.dump() << "\n" << std::flush;
 }
 
 }  // namespace fabflow

@@ -1,7 +1,7 @@
 // The raw microbenchmarks: ping-pong latency and streaming bandwidth of one fabric operation
 // between two ranks, in perftest / fabtests terms. The loops are templates over the concrete
 // transport so the data path is bound statically.
-#include <fabflow/bench.h>
+#include <fabflow/bench/raw.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/progress.h>
 
@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/affinity.h"
+#include "common/bounded_wait.h"
 #include "transport/dispatch.h"
 
 namespace fabflow {
@@ -23,7 +24,6 @@ namespace {
 constexpr std::size_t kRxDepth = 64;      // receives kept posted
 constexpr std::size_t kPollBatch = 16;
 
-bool is_atomic(Op op) { return op == Op::fadd || op == Op::cswap; }
 // Ping-pong ops measure a round trip and report half of it; the others time one operation.
 bool is_pingpong(Op op) { return op == Op::send || op == Op::write || op == Op::writedata; }
 // Ops whose target only has to keep the provider progressing (it never polls for anything).
@@ -60,37 +60,17 @@ bool stamped(const std::byte* p, std::size_t size, std::uint64_t seq) {
   return true;
 }
 
-// Bounded waiting: fails when nothing happened for timeout_ms or a peer vanished. Reads no
-// clock until a wait has spun for a while, so a wait that succeeds at once costs nothing.
+// A bounded wait of the raw bench (common/bounded_wait.h) that names what it waits for.
 class Watchdog {
  public:
   Watchdog(Bootstrap& boot, std::uint64_t timeout_ms, const char* what)
-      : boot_(boot), timeout_(std::chrono::milliseconds(timeout_ms)), what_(what) {}
-  void reset() noexcept {
-    spins_ = 0;
-    since_ = {};
-  }
-  // Call on every idle spin.
-  void idle() {
-    if ((++spins_ & 1023) != 0) return;
-    auto now = std::chrono::steady_clock::now();
-    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
-    if (now - last_check_ > std::chrono::milliseconds(1)) {
-      last_check_ = now;
-      if (boot_.peer_failed())
-        throw PeerError(1 - boot_.rank(), std::string("raw bench: peer vanished while ") + what_);
-    }
-    if (now - since_ > timeout_)
-      throw Error(std::string("raw bench: no progress for ") +
-                  std::to_string(timeout_.count() / 1000) + " s while " + what_);
-  }
+      : wait_(std::chrono::milliseconds(timeout_ms), &boot), what_(what) {}
+  void reset() noexcept { wait_.reset(); }
+  void idle() { wait_.idle("raw bench", what_); }
 
  private:
-  Bootstrap& boot_;
-  std::chrono::milliseconds timeout_;
+  BoundedWait wait_;
   const char* what_;
-  std::uint64_t spins_ = 0;
-  std::chrono::steady_clock::time_point since_{}, last_check_{};
 };
 
 // One rank's state for one run. T is the concrete transport type.
@@ -520,6 +500,7 @@ RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot
 
   Clock clock;
   RawResult result;
+  result.env = machine_environment();
   result.params = params;
   result.env.caps = caps;
   result.env.clock = clock.name();

@@ -2,7 +2,8 @@
 // responder processes exchange requests and responses over a channel per (pattern, model,
 // response size). Requester threads measure every round trip; both sides report CPU per
 // message. Ranks [0, requesters) request, the rest respond.
-#include <fabflow/bench.h>
+#include <fabflow/bench/raw.h>
+#include <fabflow/bench/rr.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/progress.h>
 
@@ -24,12 +25,11 @@
 
 #include "common/affinity.h"
 #include "common/perf.h"
-#include "rr/watch.h"
+#include "common/bounded_wait.h"
 
 namespace fabflow {
 namespace {
 
-using rr::detail::Watch;
 
 // ---- payloads for --verify: every byte follows from a 64-bit tag naming the request ----
 
@@ -197,7 +197,8 @@ WorkerResult drive(Port& port, const WorkerSetup& s) {
   std::vector<unsigned> idle;
   for (unsigned k = depth; k-- > 0;) idle.push_back(k);
   std::uint64_t submitted = 0, done = 0, cpu_msgs = 0, start = s.clock.now();
-  Watch watch(s.boot, std::chrono::milliseconds(s.p.timeout_ms), s.yield);
+  BoundedWait watch(std::chrono::milliseconds(s.p.timeout_ms), s.boot, {}, 256);
+  watch.yield_when_idle(s.yield);
   res.load = measured(&cpu_msgs, [&] {
     while (done < total) {
       while (!idle.empty() && submitted < total) {
@@ -215,7 +216,7 @@ WorkerResult drive(Port& port, const WorkerSetup& s) {
       std::span<const std::byte> data;
       if (!port.poll(&k, &data)) {
         if (s.stop->load(std::memory_order_relaxed)) throw Error("rr bench: stopped after another thread failed");
-        watch.idle("waiting for a response");
+        watch.idle("rr", "waiting for a response");
         continue;
       }
       watch.reset();
@@ -435,7 +436,8 @@ class Config {
 
   // The dispatcher thread: drives the channel until every worker is done.
   void dispatch(rr::DispatcherRequester& d, std::atomic<unsigned>& running, std::uint64_t& moved) {
-    Watch watch(&boot_, std::chrono::milliseconds(p_.timeout_ms), yield_);
+    BoundedWait watch(std::chrono::milliseconds(p_.timeout_ms), &boot_, {}, 256);
+    watch.yield_when_idle(yield_);
     while (running.load(std::memory_order_acquire) > 0) {
       Status s = d.run_once();
       if (s == Status::failed) throw Error(d.error());
@@ -443,7 +445,7 @@ class Config {
         ++moved;
         watch.reset();
       } else {
-        watch.idle("dispatching");
+        watch.idle("rr", "dispatching");
       }
     }
   }
@@ -459,7 +461,8 @@ class Config {
     const rr::Handler* h = p_.verify ? &handler : nullptr;
     std::uint64_t served = 0;
     ThreadLoad load = measured(&served, [&] {
-      Watch watch(&boot_, std::chrono::milliseconds(p_.timeout_ms), yield_);
+      BoundedWait watch(std::chrono::milliseconds(p_.timeout_ms), &boot_, {}, 256);
+    watch.yield_when_idle(yield_);
       auto all_done = [&] {
         return std::all_of(lane.begin(), lane.end(), [](const Lane& l) { return l.responder->done(); });
       };
@@ -474,7 +477,7 @@ class Config {
           served += got;
           watch.reset();
         } else {
-          watch.idle("waiting for requests");
+          watch.idle("rr", "waiting for requests");
         }
       }
     });
@@ -641,6 +644,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
   if (params.cpus.empty()) params.cpus = allowed_cpus();
   Clock clock;
   RrResult result;
+  result.env = machine_environment();
   result.params = params;
   result.env.clock = clock.name();
   struct Cpu {
@@ -710,139 +714,6 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
     }
   }
   return result;
-}
-
-}  // namespace fabflow
-
-// ---- reporters ----
-
-namespace fabflow {
-namespace {
-
-nlohmann::json latency_json(const LatencyStats& l) {
-  return {{"mean", l.mean}, {"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"p999", l.p999},
-          {"max", l.max}};
-}
-
-nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
-
-nlohmann::json cpu_json(const RrCpu& c) {
-  return {{"cpu_ns_per_msg", c.ns_per_msg},
-          {"instructions_per_msg", opt(c.instructions_per_msg)},
-          {"cycles_per_msg", opt(c.cycles_per_msg)},
-          {"callgrind_ir_per_msg", opt(c.callgrind_ir_per_msg)}};
-}
-
-std::string na(const std::optional<double>& v) {
-  if (!v) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.0f", *v);
-  return b;
-}
-
-}  // namespace
-
-void print_rr_header(std::ostream& out, const RrResult& r) {
-  const auto& e = r.env;
-  const auto& c = e.caps;
-  const auto& p = r.params;
-  out << "# fabflow " << e.fabflow_version << " bench rr  (libfabric " << e.libfabric_version
-      << ", build " << e.build_type << (e.sanitizer.empty() ? "" : "+" + e.sanitizer) << ")\n"
-      << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  inject_size "
-      << c.inject_size << "  SEND receive queue " << rr::receive_queue_kind(c) << "\n"
-      << "# topology " << rr::to_string(p.topology) << "  requesters " << p.requesters << " x "
-      << p.threads << " threads  responders " << p.responders << "  depth " << p.depth
-      << "  mailbox " << rr::to_string(p.mailbox) << "  empty mailboxes " << p.empty_mailboxes_pct
-      << "%\n# request " << p.request_bytes << " B  requests " << p.requests << " per thread, warm-up "
-      << p.warmup << "  pinned " << (e.pinned ? "yes" : "NO") << "  clock " << e.clock
-      << "  launcher " << e.launcher << "\n"
-      << "# latency: full round trip per request; MB/s: response bytes, sum of requester threads'"
-         " rates; CPU per message per side (all its threads; busy polling included)\n";
-  if (e.build_type != "Release" && e.build_type != "RelWithDebInfo")
-    out << "# WARNING: " << e.build_type << " build: numbers are not representative\n";
-  if (!e.sanitizer.empty())
-    out << "# WARNING: sanitizer build (" << e.sanitizer << "): numbers are not representative\n";
-  if (!e.pinned) out << "# WARNING: threads are not pinned: busy-polling numbers may be far off\n";
-  out << "\n  pattern     model       bytes   requests     req/s      MB/s  p50(us)  p99(us)"
-         "  max(us)  req cpu ns/msg  rsp cpu ns/msg  req instr  rsp instr  req cycles  rsp cycles\n";
-  out.flush();
-}
-
-void print_rr_row(std::ostream& out, const RrResult&, const RrRow& row) {
-  char line[512];
-  if (!row.unsupported.empty()) {
-    std::snprintf(line, sizeof line, "  %-11s %-10s %6zu  unsupported: %s\n",
-                  std::string(rr::to_string(row.pattern)).c_str(),
-                  std::string(rr::to_string(row.model)).c_str(), row.response_bytes,
-                  row.unsupported.c_str());
-    out << line << std::flush;
-    return;
-  }
-  std::snprintf(line, sizeof line,
-                "  %-11s %-10s %6zu %10llu %9.0f %9.2f %8.2f %8.2f %8.2f %15.0f %15.0f %10s %10s %11s %11s\n",
-                std::string(rr::to_string(row.pattern)).c_str(),
-                std::string(rr::to_string(row.model)).c_str(), row.response_bytes,
-                static_cast<unsigned long long>(row.requests), row.requests_per_s, row.mbps,
-                row.latency.p50 / 1e3, row.latency.p99 / 1e3, row.latency.max / 1e3,
-                row.requester.ns_per_msg, row.responder.ns_per_msg,
-                na(row.requester.instructions_per_msg).c_str(), na(row.responder.instructions_per_msg).c_str(),
-                na(row.requester.cycles_per_msg).c_str(), na(row.responder.cycles_per_msg).c_str());
-  out << line;
-  if (row.requester.callgrind_ir_per_msg)
-    out << "    callgrind Ir/msg: requester " << na(row.requester.callgrind_ir_per_msg) << ", responder "
-        << na(row.responder.callgrind_ir_per_msg) << "\n";
-  if (row.raw_measured) {
-    std::snprintf(line, sizeof line,
-                  "    raw 64 B write ping-pong round trip p50 %.2f us (rr/raw %.2f)\n",
-                  row.raw_write_rtt.p50 / 1e3,
-                  row.raw_write_rtt.p50 > 0 ? row.latency.p50 / row.raw_write_rtt.p50 : 0.0);
-    out << line;
-  }
-  out.flush();
-}
-
-void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
-  const auto& e = r.env;
-  const auto& p = r.params;
-  nlohmann::json j;
-  j["bench"] = "rr";
-  j["provider"] = e.caps.provider;
-  j["endpoint"] = std::string(to_string(e.caps.endpoint));
-  j["pattern"] = std::string(rr::to_string(row.pattern));
-  j["model"] = std::string(rr::to_string(row.model));
-  j["topology"] = std::string(rr::to_string(p.topology));
-  j["requesters"] = p.requesters;
-  j["responders"] = p.responders;
-  j["threads"] = p.threads;
-  j["depth"] = p.depth;
-  j["mailbox"] = std::string(rr::to_string(p.mailbox));
-  j["empty_mailboxes_pct"] = p.empty_mailboxes_pct;
-  j["empty_mailboxes"] = row.empty_mailboxes;
-  j["request_bytes"] = p.request_bytes;
-  j["response_bytes"] = row.response_bytes;
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
-  j["receive_queue"] = row.receive_queue;
-  j["inject_size"] = e.caps.inject_size;
-  j["signal_every"] = p.signal_every;
-  j["requests"] = row.requests;
-  j["warmup"] = p.warmup;
-  j["seconds"] = row.seconds;
-  j["requests_per_s"] = row.requests_per_s;
-  j["MBps"] = row.mbps;
-  j["latency_ns"] = latency_json(row.latency);
-  j["cpu"] = {{"requester", cpu_json(row.requester)}, {"responder", cpu_json(row.responder)}};
-  j["raw_write_rtt_ns"] = row.raw_measured ? latency_json(row.raw_write_rtt) : nlohmann::json(nullptr);
-  j["verified"] = p.verify;
-  j["pinned"] = e.pinned;
-  j["clock"] = e.clock;
-  j["build_type"] = e.build_type;
-  j["fabflow_version"] = e.fabflow_version;
-  j["libfabric_version"] = e.libfabric_version;
-  out << j.dump() << "\n" << std::flush;
 }
 
 }  // namespace fabflow

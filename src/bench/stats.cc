@@ -1,5 +1,5 @@
 // Sample statistics, size parsing and the sample clock.
-#include <fabflow/bench.h>
+#include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 
 #include <x86intrin.h>

@@ -1,6 +1,6 @@
 // `fabflow bench queue`: validates designs, sizes and counts in the launching process (one
 // clear line per mistake), then starts two ranks per provider; rank 0 reports.
-#include <fabflow/bench.h>
+#include <fabflow/bench/queue.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/flow.h>
 #include <fabflow/launcher.h>
@@ -14,7 +14,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "common/affinity.h"
+#include "bench/report.h"
+#include "cli/flags.h"
 
 namespace fabflow::cli {
 namespace {
@@ -35,7 +36,7 @@ struct QueueFlags : CommonFlags {
   std::string notify_endpoint = "shared";
 };
 
-bool is_preset(const std::string& s) { return s == "basic" || s == "batching" || s == "datamover"; }
+bool is_preset(const std::string& s) { return parse_name<QueuePreset>(s).has_value(); }
 
 // "all": the 33 design points with --preset, then the socket baseline. A preset name alone
 // means the thesis' Design #1 (push1-watermark-pull) with that preset.
@@ -70,19 +71,14 @@ Validated validate(const QueueFlags& f) {
   Validated v;
   QueueParams& p = v.params;
   if (!is_preset(f.preset))
-    throw UsageError("unknown preset '" + f.preset + "' (use basic, batching or datamover)");
+    throw UsageError("unknown preset '" + f.preset + "' (use " + name_list<QueuePreset>() + ")");
   p.designs = parse_designs(f.designs, f.preset);
-  auto ep = parse_endpoint_type(f.endpoint);
-  if (!ep) throw UsageError("unknown endpoint type '" + f.endpoint + "' (use msg, rdm or auto)");
-  auto progress = parse_progress_mode(f.progress);
-  if (!progress) throw UsageError("unknown progress mode '" + f.progress + "' (use auto, on or off)");
-  p.endpoint = *ep;
-  p.progress = *progress;
+  p.endpoint = parse_name<EndpointType>(f.endpoint).value();  // checked by the parser
+  p.progress = parse_name<ProgressMode>(f.progress).value();
   p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
   for (std::size_t s : p.sizes)
     if (s == 0 || s > (std::size_t{1} << 24))
       throw UsageError("item size " + std::to_string(s) + " is outside 1..16M");
-  if (f.items < 2) throw UsageError("--items must be at least 2");
   p.capacity = 0;
   if (f.capacity != "auto") {
     std::uint64_t n = 0;
@@ -95,21 +91,15 @@ Validated validate(const QueueFlags& f) {
   for (std::size_t s : p.sizes)
     if (queue_capacity(p, s) * s > (std::size_t{1} << 32))
       throw UsageError("--capacity x item size above 4 GiB");
-  if (f.round_trips == 0) throw UsageError("--round-trips must be at least 1");
-  if (f.timeout_ms < 100) throw UsageError("--timeout must be at least 100 ms");
   if (f.latency && f.pingpong) throw UsageError("--latency and --pingpong are separate modes");
   p.items = f.items;
   p.pingpong = f.pingpong;
   p.round_trips = f.round_trips;
   p.warmup = f.warmup;
   p.latency = f.latency;
-  if (f.api != "copy" && f.api != "zero-copy")
-    throw UsageError("unknown --api '" + f.api + "' (use copy or zero-copy)");
-  p.zero_copy = f.api == "zero-copy";
+  p.zero_copy = parse_name<QueueApi>(f.api) == QueueApi::zero_copy;
   p.active_consumer = f.active_consumer;
-  if (f.notify_endpoint != "shared" && f.notify_endpoint != "separate")
-    throw UsageError("unknown --notify-endpoint '" + f.notify_endpoint + "' (use shared or separate)");
-  p.separate_notify = f.notify_endpoint == "separate";
+  p.separate_notify = parse_name<NotifyEndpoint>(f.notify_endpoint) == NotifyEndpoint::separate;
   p.reference = f.reference;
   p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -117,38 +107,21 @@ Validated validate(const QueueFlags& f) {
   return v;
 }
 
-int run_rank(const QueueFlags& flags, const Validated& v) {
-  BootstrapConfig cfg;
-  cfg.fill_from_env();
-  auto boot = make_tcp_bootstrap(cfg);
-  try {
+int run_queue_rank(const QueueFlags& flags, const Validated& v) {
+  return run_rank(flags, [&](Rank& rank) {
     QueueParams params = v.params;
     params.provider = v.providers.front();
-    if (!flags.no_pin) {
-      params.cpu = cpu_for_local_rank(boot->local_rank());
-      if (!pin_current_thread(params.cpu)) params.cpu = -1;
+    params.cpu = rank.cpu;
+    QueueResult result = run_queue(params, rank.boot);
+    if (rank.boot.rank() != 0) return;
+    finish_environment(result.env);
+    if (!flags.json) print_queue_header(std::cout, result);
+    for (const auto& row : result.rows) {
+      if (flags.json) print_queue_json(std::cout, result, row);
+      else print_queue_row(std::cout, result, row);
     }
-    QueueResult result = run_queue(params, *boot);
-    if (boot->rank() == 0) {
-      result.env.fabflow_version = FABFLOW_VERSION;
-      result.env.libfabric_version = libfabric_version();
-      result.env.build_type = FABFLOW_BUILD_TYPE;
-      result.env.sanitizer = FABFLOW_SANITIZER;
-      result.env.launcher = BootstrapConfig::detect_launcher();
-      if (!flags.json) print_queue_header(std::cout, result);
-      for (const auto& row : result.rows) {
-        if (flags.json) print_queue_json(std::cout, result, row);
-        else print_queue_row(std::cout, result, row);
-      }
-      if (flags.json && !result.env.pinned)
-        std::cerr << "fabflow: warning: threads are not pinned: numbers may be far off\n";
-    }
-    boot->barrier();
-    return 0;
-  } catch (const std::exception& e) {
-    boot->abort(e.what());
-    throw;
-  }
+    if (flags.json) report::warn_stderr(result.env);
+  });
 }
 
 }  // namespace
@@ -163,21 +136,24 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   app->add_option("--design", f->designs,
                   "design point(s), comma-separated: push1-watermark-pull, ..., socket, all, "
                   "or basic|batching|datamover (push1-watermark-pull with that preset)");
-  app->add_option("--preset", f->preset, "preset for named design points: basic, batching, datamover");
-  app->add_option("--items", f->items, "items per design and size (throughput)");
+  add_choice<QueuePreset>(*app, "--preset", f->preset, "preset for named design points");
+  add_number<std::uint64_t>(*app, "--items", f->items, 2, kMaxCount,
+                            "items per design and size (throughput)");
   app->add_option("--capacity", f->capacity,
                   "queue capacity S in items, or auto (default): 1024 items, at most a 4 MiB ring");
   app->add_flag("--pingpong", f->pingpong, "transfer time: half the round trip over two queues");
-  app->add_option("--round-trips", f->round_trips, "measured round trips in --pingpong");
-  app->add_option("-w,--warmup", f->warmup, "ping-pong round trips not measured");
+  add_number<std::uint64_t>(*app, "--round-trips", f->round_trips, 1, kMaxCount,
+                            "measured round trips in --pingpong");
+  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
+                            "ping-pong round trips not measured");
   app->add_flag("--latency", f->latency, "percentiles of enqueue and dequeue calls");
   app->add_flag("--active-consumer", f->active_consumer,
                 "a helper thread on the consumer side validates (pull designs: reads) items ahead "
                 "of the dequeuing thread (not for socket)");
-  app->add_option("--api", f->api,
+  add_choice<QueueApi>(*app, "--api", f->api,
                   "copy: try_enqueue / try_dequeue copy every item; zero-copy: reserve / commit "
                   "and peek / release, touching only the 8-byte sequence number in place");
-  app->add_option("--notify-endpoint", f->notify_endpoint,
+  add_choice<NotifyEndpoint>(*app, "--notify-endpoint", f->notify_endpoint,
                   "shared (default): notifications share the data endpoint; separate: each queue "
                   "opens a second endpoint for its counter writes, reads and sends");
   app->add_flag("--reference", f->reference,
@@ -187,7 +163,7 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
 
   return [f, self]() -> int {
     Validated v = validate(*f);
-    if (started_by_launcher()) return run_rank(*f, v);
+    if (started_by_launcher()) return run_queue_rank(*f, v);
     return launch_each_provider(self, *f, v.providers, v.params.endpoint);
   };
 }

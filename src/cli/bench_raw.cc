@@ -1,6 +1,6 @@
 // `fabflow bench raw`: validates everything it can in the launching process (one clear line
 // per mistake), then starts two ranks per provider and lets rank 0 report.
-#include <fabflow/bench.h>
+#include <fabflow/bench/raw.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/launcher.h>
 #include <fabflow/progress.h>
@@ -15,9 +15,10 @@
 #include <iostream>
 #include <sstream>
 
+#include "bench/report.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/reference.h"
-#include "common/affinity.h"
 
 namespace fabflow::cli {
 namespace {
@@ -34,10 +35,9 @@ struct RawFlags : CommonFlags {
   unsigned batch = 1;
   std::string test = "both";
   std::string launched_op;        // internal: the one operation a launched rank runs
+  std::string result_path;        // internal: rank 0 also writes its JSON lines here
   bool reference = false;         // also run fi_pingpong for send latency
 };
-
-bool is_atomic(Op op) { return op == Op::fadd || op == Op::cswap; }
 
 // Everything that can be checked without a peer; throws UsageError.
 struct Validated {
@@ -51,19 +51,11 @@ Validated validate(const RawFlags& f) {
   Validated v;
   for (const auto& name : split(f.launched_op.empty() ? f.op : f.launched_op, ',')) {
     auto parsed = parse_op(name);
-    if (!parsed)
-      throw UsageError("unknown operation '" + name +
-                       "' (use write, read, send, writedata, fadd or cswap)");
+    if (!parsed) throw UsageError("unknown operation '" + name + "' (use " + name_list<Op>() + ")");
     v.ops.push_back(*parsed);
   }
   if (v.ops.empty()) throw UsageError("no operation given");
   const std::optional<Op> op = v.ops.front();
-  auto ep = parse_endpoint_type(f.endpoint);
-  if (!ep) throw UsageError("unknown endpoint type '" + f.endpoint + "' (use msg, rdm or auto)");
-  auto progress = parse_progress_mode(f.progress);
-  if (!progress) throw UsageError("unknown progress mode '" + f.progress + "' (use auto, on or off)");
-  if (f.inject != "on" && f.inject != "off")
-    throw UsageError("--inject takes on or off, not '" + f.inject + "'");
   RawParams& p = v.params;
   p.op = *op;
   p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
@@ -71,29 +63,23 @@ Validated validate(const RawFlags& f) {
   for (std::size_t s : p.sizes)
     if (s > kMaxSize)
       throw UsageError("size " + std::to_string(s) + " is above the raw benchmark's limit of 1G");
-  if (f.iterations == 0 && f.duration <= 0) throw UsageError("-I must be at least 1");
-  if (f.duration < 0 || f.duration > 3600) throw UsageError("--duration must be in (0, 3600] s");
   p.iterations = f.iterations;
   p.duration_s = f.duration;
   p.warmup = f.warmup;
   if (f.duration > 0 && f.warmup < 100)
     throw UsageError("--duration needs at least 100 warm-up iterations to calibrate");
-  if (f.window == 0 || f.window > 4096) throw UsageError("--window must be in 1..4096");
-  if (f.signal_every == 0 || f.signal_every > f.window)
+  if (f.signal_every > f.window)
     throw UsageError("--signal must be in 1..window (" + std::to_string(f.window) + ")");
-  if (f.batch == 0 || f.batch > f.window) throw UsageError("--batch must be in 1..window");
-  if (f.timeout_ms < 100) throw UsageError("--timeout must be at least 100 ms");
+  if (f.batch > f.window)
+    throw UsageError("--batch must be in 1..window (" + std::to_string(f.window) + ")");
   p.window = f.window;
   p.inject = f.inject == "on";
   p.signal_every = f.signal_every;
   p.batch = f.batch;
-  p.progress = *progress;
+  p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
   p.timeout_ms = f.timeout_ms;
-  if (f.test == "lat" || f.test == "latency") p.test = RawTest::latency;
-  else if (f.test == "bw" || f.test == "bandwidth") p.test = RawTest::bandwidth;
-  else if (f.test == "both") p.test = RawTest::both;
-  else throw UsageError("--test takes lat, bw or both, not '" + f.test + "'");
-  v.endpoint = *ep;
+  p.test = parse_name<RawTest>(f.test).value();
+  v.endpoint = parse_name<EndpointType>(f.endpoint).value();
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
   if (v.providers.empty()) throw UsageError("no provider given");
   return v;
@@ -125,52 +111,35 @@ void check_provider(const RawFlags& f, const Validated& v, const std::string& pr
                        "'s max_msg_size " + std::to_string(caps.max_msg_size));
 }
 
-// One rank of a launched run.
-int run_rank(const RawFlags& flags, const Validated& v) {
-  BootstrapConfig cfg;
-  cfg.fill_from_env();
-  auto boot = make_tcp_bootstrap(cfg);
-  try {
+// One rank of a launched run; rank 0 reports (and leaves a JSON copy for --reference).
+int run_raw_rank(const RawFlags& flags, const Validated& v, const std::string& result_path) {
+  return run_rank(flags, [&](Rank& rank) {
     RawParams params = v.params;
     params.op = v.ops.front();
     params.sizes = sizes_for(flags, v.params, params.op);
-    if (!flags.no_pin) {
-      params.cpu = cpu_for_local_rank(boot->local_rank());
-      if (!pin_current_thread(params.cpu)) params.cpu = -1;
-    }
+    params.cpu = rank.cpu;
     TransportOptions opts = transport_options(v, v.providers.front(), params.op);
-    opts.node = boot->local_address();
+    opts.node = rank.boot.local_address();
     // Only a passive target may need a progress thread (rank 0 always polls).
     Capabilities caps = probe_transport(opts);
-    opts.thread_safe = raw_progress_thread(params, caps, boot->rank());
+    opts.thread_safe = raw_progress_thread(params, caps, rank.boot.rank());
     auto transport = open_transport(opts);
-    transport->connect(*boot);
-    RawResult result = run_raw(params, *transport, *boot);
-    if (boot->rank() == 0) {
-      result.env.fabflow_version = FABFLOW_VERSION;
-      result.env.libfabric_version = libfabric_version();
-      result.env.build_type = FABFLOW_BUILD_TYPE;
-      result.env.sanitizer = FABFLOW_SANITIZER;
-      result.env.launcher = BootstrapConfig::detect_launcher();
-      if (const char* path = std::getenv("FABFLOW_RESULT_PATH")) {
-        std::ofstream copy(path, std::ios::trunc);
-        print_raw_json(copy, result);
-      }
-      if (flags.json) {
-        print_raw_json(std::cout, result);
-        if (!result.env.pinned)
-          std::cerr << "fabflow: warning: threads are not pinned: numbers may be far off\n";
-      } else {
-        print_raw_header(std::cout, result);
-        print_raw_table(std::cout, result);
-      }
+    transport->connect(rank.boot);
+    RawResult result = run_raw(params, *transport, rank.boot);
+    if (rank.boot.rank() != 0) return;
+    finish_environment(result.env);
+    if (!result_path.empty()) {
+      std::ofstream copy(result_path, std::ios::trunc);
+      print_raw_json(copy, result);
     }
-    boot->barrier();
-    return 0;
-  } catch (const std::exception& e) {
-    boot->abort(e.what());
-    throw;
-  }
+    if (flags.json) {
+      print_raw_json(std::cout, result);
+      report::warn_stderr(result.env);
+    } else {
+      print_raw_header(std::cout, result);
+      print_raw_table(std::cout, result);
+    }
+  });
 }
 
 // Runs fi_pingpong for every latency row rank 0 left in `result_path` and reports it next to
@@ -228,24 +197,31 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   add_common_flags(*app, *f,
                    "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)",
                    "progress thread: auto (where a passive peer needs one), on, off");
-  app->add_option("-o,--op", f->op, "operation(s), comma-separated: write, read, send, writedata, fadd, cswap");
-  app->add_option("-I,--iterations", f->iterations, "measured iterations per size");
-  app->add_option("-D,--duration", f->duration,
-                  "seconds per size instead of -I (iterations calibrated during warm-up)");
-  app->add_option("-w,--warmup", f->warmup, "warm-up iterations, not measured");
-  app->add_option("--window", f->window, "outstanding operations in bandwidth tests");
-  app->add_option("--inject", f->inject, "on: inline sizes up to the provider's inject size");
-  app->add_option("--signal", f->signal_every, "request a completion every n-th operation");
-  app->add_option("--batch", f->batch, "post n operations back to back with FI_MORE");
-  app->add_option("-t,--test", f->test, "lat, bw or both");
+  add_choice<Op>(*app, "-o,--op", f->op, "operation(s), comma-separated", /*list=*/true);
+  add_number<std::uint64_t>(*app, "-I,--iterations", f->iterations, 1, kMaxCount,
+                            "measured iterations per size");
+  add_real(*app, "-D,--duration", f->duration, 0.001, 3600,
+           "seconds per size instead of -I (iterations calibrated during warm-up)");
+  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
+                            "warm-up iterations, not measured");
+  add_number<unsigned>(*app, "--window", f->window, 1, 4096,
+                       "outstanding operations in bandwidth tests");
+  add_choice<Switch>(*app, "--inject", f->inject,
+                     "on: inline sizes up to the provider's inject size");
+  add_number<unsigned>(*app, "--signal", f->signal_every, 1, 4096,
+                       "request a completion every n-th operation (at most --window)");
+  add_number<unsigned>(*app, "--batch", f->batch, 1, 4096,
+                       "post n operations back to back with FI_MORE (at most --window)");
+  add_choice<RawTest>(*app, "-t,--test", f->test, "latency, bandwidth or both");
   app->add_flag("--reference", f->reference,
                 "send latency: also run libfabric's fi_pingpong on the same provider, size, "
                 "iterations and CPUs, and report the ratio");
   app->add_option("--launched-op", f->launched_op)->group("");
+  app->add_option("--result-path", f->result_path)->group("");
 
   return [f, self]() -> int {
     Validated v = validate(*f);
-    if (started_by_launcher()) return run_rank(*f, v);
+    if (started_by_launcher()) return run_raw_rank(*f, v, f->result_path);
 
     for (const auto& p : v.providers)
       for (Op op : v.ops) check_provider(*f, v, p, op);
@@ -255,19 +231,18 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
     bool first = true;
     for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i)
       for (std::size_t k = 0; k < v.ops.size() && status == 0; ++k) {
-      LaunchConfig lc = self_launch(self, f->netns,
-                                    {"--launched-provider", v.providers[i], "--launched-op",
-                                     std::string(to_string(v.ops[k]))});
-      if (!first && !f->json) std::cout << "\n" << std::flush;
-      first = false;
       const bool reference = f->reference && v.ops[k] == Op::send &&
                              v.params.test != RawTest::bandwidth && !f->netns;
       char result_path[] = "/tmp/fabflow-result-XXXXXX";
       int result_fd = reference ? mkstemp(result_path) : -1;
-      if (result_fd >= 0) setenv("FABFLOW_RESULT_PATH", result_path, 1);
+      std::vector<std::string> extra = {"--launched-provider", v.providers[i], "--launched-op",
+                                        std::string(to_string(v.ops[k]))};
+      if (result_fd >= 0) extra.insert(extra.end(), {"--result-path", result_path});
+      LaunchConfig lc = self_launch(self, f->netns, extra);
+      if (!first && !f->json) std::cout << "\n" << std::flush;
+      first = false;
       status = launch_local(lc);
       if (result_fd >= 0) {
-        unsetenv("FABFLOW_RESULT_PATH");
         if (status == 0) report_reference(result_path, f->json);
         close(result_fd);
         unlink(result_path);

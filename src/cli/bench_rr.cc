@@ -1,7 +1,7 @@
 // `fabflow bench rr`: validates patterns, models, topology, counts and sizes in the launching
 // process (one clear line per mistake), then starts requesters + responders ranks per
 // provider; rank 0 reports. --callgrind runs every rank under valgrind's callgrind.
-#include <fabflow/bench.h>
+#include <fabflow/bench/rr.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/launcher.h>
 #include <fabflow/rr.h>
@@ -13,8 +13,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "bench/report.h"
 #include "cli/commands.h"
-#include "common/affinity.h"
+#include "cli/flags.h"
 
 namespace fabflow::cli {
 namespace {
@@ -33,7 +34,8 @@ struct RrFlags : CommonFlags {
   unsigned depth = 1;
   std::string mailbox = "sparse";
   unsigned signal_every = 16;
-  bool no_inject = false;
+  std::string inject = "on";
+  bool no_inject = false;  // the old spelling of --inject off, kept as a hidden alias
   bool reference = false;
   bool verify = false;
   bool callgrind = false;
@@ -41,20 +43,21 @@ struct RrFlags : CommonFlags {
   std::string callgrind_dir;  // internal: set for launched ranks
 };
 
-template <class T, class Parse>
-std::vector<T> parse_list(const std::string& text, const char* what, const std::string& all_names,
-                          const std::vector<T>& all, Parse parse) {
-  std::vector<T> out;
+// A comma-separated list of E's names, "all" meaning every value (checked by the parser).
+template <class E>
+std::vector<E> parse_list(const std::string& text) {
+  std::vector<E> out;
   for (const auto& name : split(text, ',')) {
     if (name == "all") {
-      out.insert(out.end(), all.begin(), all.end());
-      continue;
+      auto every = all_values<E>();
+      out.insert(out.end(), every.begin(), every.end());
+    } else if (auto v = parse_name<E>(name)) {
+      out.push_back(*v);
+    } else {
+      throw UsageError("unknown value '" + name + "' (use " + name_list<E>() + " or all)");
     }
-    auto v = parse(name);
-    if (!v) throw UsageError(std::string("unknown ") + what + " '" + name + "' (use " + all_names + " or all)");
-    out.push_back(*v);
   }
-  if (out.empty()) throw UsageError(std::string("no ") + what + " given");
+  if (out.empty()) throw UsageError("no value given");
   return out;
 }
 
@@ -75,17 +78,10 @@ struct Validated {
 Validated validate(const RrFlags& f) {
   Validated v;
   RrParams& p = v.params;
-  p.patterns = parse_list<rr::Pattern>(f.patterns, "pattern", "WriteWrite, SendSend, WriteSend, SendWrite",
-                                       {std::begin(rr::kAllPatterns), std::end(rr::kAllPatterns)},
-                                       rr::parse_pattern);
-  p.models = parse_list<rr::Model>(f.models, "model", "private, dispatcher",
-                                   {rr::Model::private_connections, rr::Model::dispatcher}, rr::parse_model);
-  auto topo = rr::parse_topology(f.topology);
-  if (!topo) throw UsageError("unknown topology '" + f.topology + "' (use 1:1, N:1 or N:M)");
-  p.topology = *topo;
-  auto mailbox = rr::parse_mailbox(f.mailbox);
-  if (!mailbox) throw UsageError("unknown mailbox '" + f.mailbox + "' (use sparse or dense)");
-  p.mailbox = *mailbox;
+  p.patterns = parse_list<rr::Pattern>(f.patterns);
+  p.models = parse_list<rr::Model>(f.models);
+  p.topology = parse_name<rr::Topology>(f.topology).value();  // checked by the parser
+  p.mailbox = parse_name<rr::Mailbox>(f.mailbox).value();
   const bool n_to_m = p.topology == rr::Topology::n_to_m;
   const bool one = p.topology == rr::Topology::one_to_one;
   p.requesters = f.requesters >= 0 ? f.requesters : (one ? 1 : 2);
@@ -98,23 +94,17 @@ Validated validate(const RrFlags& f) {
   if (p.topology == rr::Topology::n_to_one && p.responders != 1)
     throw UsageError("topology N:1 has 1 responder (got " + std::to_string(p.responders) + ")");
   if (n_to_m && p.responders < 2) throw UsageError("topology N:M needs at least 2 responders (1 is N:1)");
-  if (f.threads < 1 || f.threads > 64) throw UsageError("--threads must be in 1..64");
-  if (f.depth < 1 || f.depth > 64) throw UsageError("--depth must be in 1..64");
-  if (f.requests < 1) throw UsageError("--requests must be at least 1");
-  if (f.signal_every < 1 || f.signal_every > 64) throw UsageError("--signal-every must be in 1..64");
   p.threads = f.threads;
   p.depth = f.depth;
   p.response_sizes = f.sizes.empty() ? parse_sizes("64:16K") : parse_sizes(f.sizes);
   for (std::size_t s : p.response_sizes)
     if (s == 0 || s > rr::kMaxPayload)
       throw UsageError("response size " + std::to_string(s) + " is outside 1..4M");
-  if (f.request_bytes == 0 || f.request_bytes > rr::kMaxPayload)
-    throw UsageError("--request-bytes " + std::to_string(f.request_bytes) + " is outside 1..4M");
   p.request_bytes = f.request_bytes;
   p.requests = f.requests;
   p.warmup = f.warmup;
   p.signal_every = f.signal_every;
-  p.inject = !f.no_inject;
+  p.inject = !f.no_inject && parse_name<Switch>(f.inject) == Switch::on;
   p.reference = f.reference;
   if (p.reference && !one) throw UsageError("--reference compares with the raw ping-pong: topology 1:1 only");
   p.verify = f.verify;
@@ -123,13 +113,8 @@ Validated validate(const RrFlags& f) {
   p.callgrind = f.callgrind;
   p.callgrind_dir = f.callgrind_dir;
   p.seed = f.seed;
-  auto ep = parse_endpoint_type(f.endpoint);
-  if (!ep) throw UsageError("unknown endpoint type '" + f.endpoint + "' (use msg, rdm or auto)");
-  auto progress = parse_progress_mode(f.progress);
-  if (!progress) throw UsageError("unknown progress mode '" + f.progress + "' (use auto, on or off)");
-  p.endpoint = *ep;
-  p.progress = *progress;
-  if (f.timeout_ms < 100) throw UsageError("--timeout must be at least 100 ms");
+  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.progress = parse_name<ProgressMode>(f.progress).value();
   p.timeout_ms = f.timeout_ms;
   for (const auto& s : split(f.empty_mailboxes, ',')) v.empty_pcts.push_back(parse_pct(s));
   if (v.empty_pcts.empty()) throw UsageError("--empty-mailboxes: no percentage given");
@@ -138,32 +123,25 @@ Validated validate(const RrFlags& f) {
   return v;
 }
 
-int run_rank(const RrFlags& flags, const Validated& v) {
-  BootstrapConfig cfg;
-  cfg.fill_from_env();
-  if (v.params.callgrind) cfg.timeout = std::max(cfg.timeout, std::chrono::milliseconds(120000));
-  auto boot = make_tcp_bootstrap(cfg);
-  try {
+int run_rr_rank(const RrFlags& flags, const Validated& v) {
+  // Ranks under callgrind start slowly: give the bootstrap time to meet them all.
+  const auto min_timeout = v.params.callgrind ? std::chrono::milliseconds(120000)
+                                              : std::chrono::milliseconds(0);
+  return run_rank(flags, [&](Rank& rank) {
     RrParams params = v.params;
     params.provider = v.providers.front();
     params.pin = !flags.no_pin;
-    params.cpus = allowed_cpus();  // before pinning narrows this thread's view to one CPU
-    if (!flags.no_pin) {
-      params.cpu = cpu_for_local_rank(boot->local_rank());
-      if (!pin_current_thread(params.cpu)) params.cpu = -1;
-    }
-    bool header = false, unpinned = false;
+    params.cpus = rank.allowed_cpus;
+    params.cpu = rank.cpu;
+    bool header = false;
+    RunEnvironment last;
     for (unsigned pct : v.empty_pcts) {
       params.empty_mailboxes_pct = pct;
       bool step_shown = false;
-      run_rr(params, *boot, [&](const RrResult& partial, const RrRow& row) {
-        RrResult r = partial;  // the environment fields only the CLI knows
-        r.env.fabflow_version = FABFLOW_VERSION;
-        r.env.libfabric_version = libfabric_version();
-        r.env.build_type = FABFLOW_BUILD_TYPE;
-        r.env.sanitizer = FABFLOW_SANITIZER;
-        r.env.launcher = BootstrapConfig::detect_launcher();
-        unpinned = !r.env.pinned;
+      run_rr(params, rank.boot, [&](const RrResult& partial, const RrRow& row) {
+        RrResult r = partial;
+        finish_environment(r.env);
+        last = r.env;
         if (!flags.json && !header) print_rr_header(std::cout, r);
         header = true;
         if (!flags.json && v.empty_pcts.size() > 1 && !step_shown)
@@ -173,14 +151,8 @@ int run_rank(const RrFlags& flags, const Validated& v) {
         else print_rr_row(std::cout, r, row);
       });
     }
-    if (flags.json && unpinned)
-      std::cerr << "fabflow: warning: threads are not pinned: numbers may be far off\n";
-    boot->barrier();
-    return 0;
-  } catch (const std::exception& e) {
-    boot->abort(e.what());
-    throw;
-  }
+    if (flags.json && header) report::warn_stderr(last);
+  }, min_timeout);
 }
 
 // Under --callgrind every rank runs inside valgrind and dumps its counts into a fresh folder.
@@ -220,30 +192,43 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
   f->timeout_ms = 2000;  // a vanished peer is reported within this bound
   add_common_flags(*app, *f, "response size(s): 64 | 64,4K | 64:16K (default) | up to 4M",
                    "progress thread of the raw write reference: auto, on, off");
-  app->add_option("--pattern", f->patterns, "WriteWrite, SendSend, WriteSend, SendWrite (comma list) or all");
-  app->add_option("--model", f->models, "private, dispatcher or all");
-  app->add_option("--topology", f->topology, "1:1, N:1 or N:M (random responder per request)");
-  app->add_option("--requesters", f->requesters, "requester processes (N)");
-  app->add_option("--responders", f->responders, "responder processes (M)");
-  app->add_option("--threads", f->threads, "requester threads per requester process");
-  app->add_option("--request-bytes", f->request_bytes, "request payload bytes (default 64)");
-  app->add_option("--requests", f->requests, "measured requests per requester thread");
-  app->add_option("-w,--warmup", f->warmup, "requests per requester thread not measured");
+  add_choice<rr::Pattern>(*app, "--pattern", f->patterns, "pattern(s), comma-separated, or all",
+                          /*list=*/true, {"all"});
+  add_choice<rr::Model>(*app, "--model", f->models, "model(s), comma-separated, or all",
+                        /*list=*/true, {"all"});
+  add_choice<rr::Topology>(*app, "--topology", f->topology,
+                           "1:1, N:1 or N:M (random responder per request)");
+  add_number<int>(*app, "--requesters", f->requesters, 1, 63, "requester processes (N)");
+  add_number<int>(*app, "--responders", f->responders, 1, 63, "responder processes (M)");
+  add_number<unsigned>(*app, "--threads", f->threads, 1, 64,
+                       "requester threads per requester process");
+  add_number<std::size_t>(*app, "--request-bytes", f->request_bytes, 1, rr::kMaxPayload,
+                          "request payload bytes (default 64)");
+  add_number<std::uint64_t>(*app, "-I,--requests", f->requests, 1, kMaxCount,
+                            "measured requests per requester thread");
+  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
+                            "requests per requester thread not measured");
   app->add_option("--empty-mailboxes", f->empty_mailboxes,
                   "percent of the responder's mailboxes left empty, e.g. 0,10,...,90 (Fig 9b)");
-  app->add_option("--depth", f->depth, "outstanding requests per requester thread");
-  app->add_option("--mailbox", f->mailbox, "request mailboxes: sparse or dense (flag array)");
-  app->add_option("--signal-every", f->signal_every, "request a completion every n-th non-inject post");
-  app->add_flag("--no-inject", f->no_inject, "never inject small messages");
+  add_number<unsigned>(*app, "--depth", f->depth, 1, 64, "outstanding requests per requester thread");
+  add_choice<rr::Mailbox>(*app, "--mailbox", f->mailbox,
+                          "request mailboxes: sparse, or dense (a flag array)");
+  add_number<unsigned>(*app, "--signal", f->signal_every, 1, 64,
+                       "request a completion every n-th non-inject post");
+  add_choice<Switch>(*app, "--inject", f->inject, "on: inject messages up to the inject size");
+  // The names before the flags were made uniform, kept working but out of the help.
+  add_number<unsigned>(*app, "--signal-every", f->signal_every, 1, 64, "")->group("");
+  app->add_flag("--no-inject", f->no_inject, "")->group("");
   app->add_flag("--reference", f->reference, "1:1: also measure the raw 64 B write ping-pong");
   app->add_flag("--verify", f->verify, "checksum every response against its own request");
   app->add_flag("--callgrind", f->callgrind, "run the ranks under callgrind: Ir per message");
-  app->add_option("--seed", f->seed, "seed of the random responder choice (N:M)");
+  add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),
+                            "seed of the random responder choice (N:M)");
   app->add_option("--callgrind-dir", f->callgrind_dir)->group("");
 
   return [f, self]() -> int {
     Validated v = validate(*f);
-    if (started_by_launcher()) return run_rank(*f, v);
+    if (started_by_launcher()) return run_rr_rank(*f, v);
     CallgrindDir dir(f->callgrind);
     return launch_each_provider(self, *f, v.providers, v.params.endpoint, [&](LaunchConfig& lc) {
       lc.nprocs = v.params.requesters + v.params.responders;

@@ -2,13 +2,14 @@
 // that runs it and yields the process exit status.
 #pragma once
 
+#include <fabflow/bootstrap.h>
 #include <fabflow/launcher.h>
 #include <fabflow/transport.h>
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdint>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,6 +35,20 @@ struct CommonFlags {
   std::uint64_t timeout_ms = 10000;
   std::string launched_provider;  // internal: the one provider a launched rank runs
 };
+
+// One rank of a launched run, as the rank runner hands it to a subcommand's body.
+struct Rank {
+  Bootstrap& boot;
+  int cpu = -1;                   // the CPU this rank's thread is pinned to (-1: not pinned)
+  std::vector<int> allowed_cpus;  // the host's CPUs this rank may use, read before pinning
+};
+
+// The one rank runner of every bench subcommand: meets the peers through the launcher's
+// bootstrap (waiting at least `min_timeout` for them), pins the thread unless --no-pin, runs
+// `body`, waits for every rank at a barrier and returns 0. A failure is told to the peers
+// (so they stop at once with this rank's error) and rethrown.
+int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
+             std::chrono::milliseconds min_timeout = {});
 
 // Registers the CommonFlags options on `app`.
 void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_help,

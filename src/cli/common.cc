@@ -4,10 +4,13 @@
 #include <fabflow/status.h>
 #include <fabflow/transport.h>
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/affinity.h"
 
 namespace fabflow::cli {
 
@@ -15,14 +18,36 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_hel
                       const std::string& progress_help) {
   app.add_option("-p,--provider", f.providers,
                  "provider(s), comma-separated (local, tcp, shm, verbs, ...; auto)");
-  app.add_option("-e,--endpoint", f.endpoint, "endpoint type: msg, rdm or auto");
+  add_choice<EndpointType>(app, "-e,--endpoint", f.endpoint, "endpoint type");
   app.add_option("-S,--size", f.sizes, size_help);
-  app.add_option("--progress", f.progress, progress_help);
+  add_choice<ProgressMode>(app, "--progress", f.progress, progress_help);
   app.add_flag("--json", f.json, "one JSON object per result line");
   app.add_flag("--no-pin", f.no_pin, "do not pin ranks to CPUs");
   app.add_flag("--netns", f.netns, "run each rank in its own network namespace (root)");
-  app.add_option("--timeout", f.timeout_ms, "fail after this many ms without progress");
+  add_number<std::uint64_t>(app, "--timeout", f.timeout_ms, 100, 3600000,
+                            "fail after this many ms without progress");
   app.add_option("--launched-provider", f.launched_provider)->group("");
+}
+
+int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
+             std::chrono::milliseconds min_timeout) {
+  BootstrapConfig cfg;
+  cfg.fill_from_env();
+  cfg.timeout = std::max(cfg.timeout, min_timeout);
+  auto boot = make_tcp_bootstrap(cfg);
+  try {
+    Rank rank{*boot, -1, allowed_cpus()};  // the host's CPUs, before pinning narrows the view
+    if (!flags.no_pin) {
+      rank.cpu = cpu_for_local_rank(boot->local_rank());
+      if (!pin_current_thread(rank.cpu)) rank.cpu = -1;
+    }
+    body(rank);
+    boot->barrier();
+    return 0;
+  } catch (const std::exception& e) {
+    boot->abort(e.what());
+    throw;
+  }
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

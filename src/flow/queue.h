@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/backoff.h"
+#include "common/bounded_wait.h"
 #include "flow/layout.h"
 
 namespace fabflow::flow::detail {
@@ -107,25 +108,35 @@ class EndBase {
     if (gone) return fail("flow: peer rank " + std::to_string(s_.peer) + " failed or vanished");
     return Status::ok;
   }
+  // One idle spin of a bounded wait as the queue's status: ok while waiting; a vanished peer
+  // fails the queue.
+  Status waited(BoundedWait& wait) noexcept {
+    switch (wait.spin()) {
+      case BoundedWait::State::waiting: return Status::ok;
+      case BoundedWait::State::peer_failed: check_peer(); return Status::failed;
+      case BoundedWait::State::timed_out: return Status::timeout;
+    }
+    return Status::failed;
+  }
+  // A bounded wait for this end's calls: the clock read on every spin (the callers pause
+  // between spins), the peer asked at most once a millisecond.
+  BoundedWait bounded_wait(std::chrono::milliseconds timeout, Transport* drive = nullptr) noexcept {
+    return BoundedWait(timeout, &s_.boot, {drive}, 1);
+  }
   // Posts until the transport takes the operation (driving progress on `again`), bounded by
   // the peer timeout.
   template <class Post>
   Status post_retry(Post&& post) noexcept {
     Status st = post();
     if (st != Status::again) return st;
-    const auto deadline = Clock::now() + s_.options.peer_timeout;
-    auto next_check = Clock::now();
+    BoundedWait wait = bounded_wait(s_.options.peer_timeout, &t_);
     while ((st = post()) == Status::again) {
-      t_.progress();
-      const auto now = Clock::now();
-      if (now >= next_check) {
-        if (check_peer() != Status::ok) return Status::failed;
-        next_check = now + std::chrono::milliseconds(1);
-      }
-      if (now > deadline) {
+      const Status w = waited(wait);
+      if (w == Status::timeout) {
         fail("flow: the transport stayed busy for " + std::to_string(s_.options.peer_timeout.count()) + " ms");
         return Status::failed;
       }
+      if (w != Status::ok) return Status::failed;
     }
     return st;
   }
@@ -262,9 +273,9 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     B::stop_helper();
     // A head read or batched write still in flight would land in (or read from) the region
     // freed next: reap them first, bounded by peer_timeout.
-    const auto deadline = Clock::now() + s_.options.peer_timeout;
-    while ((read_pending_ || inflight_ > 0) && !failed() && Clock::now() < deadline) {
-      t_.progress();
+    BoundedWait wait(s_.options.peer_timeout, nullptr, {&t_}, 1);
+    while ((read_pending_ || inflight_ > 0) && !failed() &&
+           wait.spin() == BoundedWait::State::waiting) {
       B::progress_notify();
       reap_tx();
     }
@@ -373,18 +384,12 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
 
   template <class Try>
   Status blocking(std::chrono::milliseconds timeout, Try&& attempt) noexcept {
-    const auto deadline = Clock::now() + timeout;
-    auto next_check = Clock::now();
+    BoundedWait wait = B::bounded_wait(timeout);
     Backoff backoff;
     for (;;) {
       Status st = attempt();
       if (st != Status::full) return st;
-      const auto now = Clock::now();
-      if (now >= next_check) {
-        if (B::check_peer() != Status::ok) return Status::failed;
-        next_check = now + std::chrono::milliseconds(1);
-      }
-      if (now >= deadline) return Status::timeout;
+      if ((st = B::waited(wait)) != Status::ok) return st;
       backoff.pause();
     }
   }
@@ -396,19 +401,13 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     help(need);
     if (failed()) return Status::failed;
     if (done()) return Status::ok;
-    const auto deadline = Clock::now() + timeout;
-    auto next_check = Clock::now();
+    BoundedWait wait = B::bounded_wait(timeout);
     Backoff backoff;
     for (;;) {
       help(need);
       if (failed()) return Status::failed;
       if (done()) return Status::ok;
-      const auto now = Clock::now();
-      if (now >= next_check) {
-        if (B::check_peer() != Status::ok) return Status::failed;
-        next_check = now + std::chrono::milliseconds(1);
-      }
-      if (now >= deadline) return Status::timeout;
+      if (Status st = B::waited(wait); st != Status::ok) return st;
       backoff.pause();
     }
   }
@@ -718,18 +717,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 
   Status dequeue(std::span<std::byte> out, std::size_t* len,
                  std::chrono::milliseconds timeout) noexcept override {
-    const auto deadline = Clock::now() + timeout;
-    auto next_check = Clock::now();
+    BoundedWait wait = B::bounded_wait(timeout);
     Backoff backoff;
     for (;;) {
       Status st = try_dequeue(out, len);
       if (st != Status::empty) return st;
-      const auto now = Clock::now();
-      if (now >= next_check) {
-        if (B::check_peer() != Status::ok) return Status::failed;
-        next_check = now + std::chrono::milliseconds(1);
-      }
-      if (now >= deadline) return Status::timeout;
+      if ((st = B::waited(wait)) != Status::ok) return st;
       backoff.pause();
     }
   }

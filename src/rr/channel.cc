@@ -10,65 +10,13 @@
 #include <thread>
 
 #include "rr/frame.h"
-#include "rr/watch.h"
+#include "common/bounded_wait.h"
 
 namespace fabflow::rr {
 
 using namespace detail;
 
 // ---- names ----
-
-std::string_view to_string(Pattern p) noexcept {
-  switch (p) {
-    case Pattern::write_write: return "WriteWrite";
-    case Pattern::send_send: return "SendSend";
-    case Pattern::write_send: return "WriteSend";
-    case Pattern::send_write: return "SendWrite";
-  }
-  return "?";
-}
-std::string_view to_string(Mailbox m) noexcept { return m == Mailbox::sparse ? "sparse" : "dense"; }
-std::string_view to_string(Model m) noexcept {
-  return m == Model::private_connections ? "private" : "dispatcher";
-}
-std::string_view to_string(Topology t) noexcept {
-  switch (t) {
-    case Topology::one_to_one: return "1:1";
-    case Topology::n_to_one: return "N:1";
-    case Topology::n_to_m: return "N:M";
-  }
-  return "?";
-}
-
-namespace {
-bool iequal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-}  // namespace
-
-std::optional<Pattern> parse_pattern(std::string_view s) noexcept {
-  for (Pattern p : kAllPatterns)
-    if (iequal(s, to_string(p))) return p;
-  return std::nullopt;
-}
-std::optional<Mailbox> parse_mailbox(std::string_view s) noexcept {
-  if (s == "sparse") return Mailbox::sparse;
-  if (s == "dense") return Mailbox::dense;
-  return std::nullopt;
-}
-std::optional<Model> parse_model(std::string_view s) noexcept {
-  if (s == "private") return Model::private_connections;
-  if (s == "dispatcher") return Model::dispatcher;
-  return std::nullopt;
-}
-std::optional<Topology> parse_topology(std::string_view s) noexcept {
-  if (s == "1:1") return Topology::one_to_one;
-  if (s == "N:1" || s == "n:1") return Topology::n_to_one;
-  if (s == "N:M" || s == "n:m") return Topology::n_to_m;
-  return std::nullopt;
-}
 
 bool request_by_write(Pattern p) noexcept {
   return p == Pattern::write_write || p == Pattern::write_send;
@@ -681,12 +629,12 @@ std::unique_ptr<Responder> make_responder(Transport& t, Bootstrap& boot, const C
 }
 
 void Requester::call(unsigned slot, int responder, std::size_t len, Response* out, Bootstrap& boot) {
-  Watch watch(&boot, options().peer_timeout, false);
+  BoundedWait watch(options().peer_timeout, &boot, {}, 256);
   for (;;) {
     Status s = submit(slot, responder, len);
     if (s == Status::ok) break;
     if (s != Status::again) throw Error(error());
-    watch.idle("submitting a request");
+    watch.idle("rr", "submitting a request");
   }
   watch.reset();
   for (;;) {
@@ -697,7 +645,7 @@ void Requester::call(unsigned slot, int responder, std::size_t len, Response* ou
                   std::to_string(slot));
     }
     if (s != Status::empty) throw Error(error());
-    watch.idle("waiting for a response");
+    watch.idle("rr", "waiting for a response");
   }
 }
 

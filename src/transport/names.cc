@@ -1,4 +1,5 @@
-// Names of transport enums, their parsers, and the capability checks shared by every transport.
+// The capability checks and helpers shared by every transport (the enums' names live in
+// their tables in transport.h).
 #include <fabflow/transport.h>
 
 #include <rdma/fabric.h>
@@ -13,49 +14,6 @@
 #include <utility>
 
 namespace fabflow {
-namespace {
-
-template <class E, std::size_t N>
-std::optional<E> lookup(const std::array<std::pair<std::string_view, E>, N>& table,
-                        std::string_view s) noexcept {
-  for (const auto& [name, value] : table)
-    if (name == s) return value;
-  return std::nullopt;
-}
-
-constexpr std::array<std::pair<std::string_view, EndpointType>, 3> kEndpointNames{{
-    {"auto", EndpointType::automatic}, {"msg", EndpointType::msg}, {"rdm", EndpointType::rdm}}};
-constexpr std::array<std::pair<std::string_view, Op>, 6> kOpNames{{{"write", Op::write},
-                                                                   {"read", Op::read},
-                                                                   {"send", Op::send},
-                                                                   {"writedata", Op::writedata},
-                                                                   {"fadd", Op::fadd},
-                                                                   {"cswap", Op::cswap}}};
-constexpr std::array<std::pair<std::string_view, ProgressMode>, 3> kProgressNames{{
-    {"auto", ProgressMode::automatic}, {"on", ProgressMode::thread},
-    {"off", ProgressMode::inline_only}}};
-
-template <class E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<std::string_view, E>, N>& table,
-                         E value) noexcept {
-  for (const auto& [name, v] : table)
-    if (v == value) return name;
-  return "?";
-}
-
-}  // namespace
-
-std::string_view to_string(EndpointType t) noexcept { return name_of(kEndpointNames, t); }
-std::string_view to_string(Op op) noexcept { return name_of(kOpNames, op); }
-std::string_view to_string(ProgressMode m) noexcept { return name_of(kProgressNames, m); }
-std::optional<EndpointType> parse_endpoint_type(std::string_view s) noexcept {
-  return lookup(kEndpointNames, s);
-}
-std::optional<Op> parse_op(std::string_view s) noexcept { return lookup(kOpNames, s); }
-std::optional<ProgressMode> parse_progress_mode(std::string_view s) noexcept {
-  return lookup(kProgressNames, s);
-}
-
 namespace {
 
 // Polls until a completion arrives or the timeout passes: spins briefly, then yields, then

@@ -119,7 +119,7 @@ TEST(RawCliBadInput, BadSizesAndFlags) {
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "0"}, "size");
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "12x"}, "size");
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "8G"}, "limit");
-  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-o", "jump"}, "operation");
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-o", "jump"}, "--op");
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "--window", "0"}, "window");
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-o", "fadd", "-S", "64"},
                           "8-byte");

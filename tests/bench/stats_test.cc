@@ -1,5 +1,5 @@
 // Sample statistics (nearest-rank percentiles) and the --sizes parser.
-#include <fabflow/bench.h>
+#include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 // yields one latency sample. FABFLOW_RR_REQUESTS lowers the count under sanitizers.
 #include <gtest/gtest.h>
 
-#include <fabflow/bench.h>
+#include <fabflow/bench/rr.h>
 #include <fabflow/bootstrap.h>
 
 #include <cctype>

@@ -1,0 +1,94 @@
+// The benchmark engine's shared vocabulary: sample statistics, the sample clock, size lists,
+// and the environment every result carries. One header per family sits beside this one
+// (raw.h, queue.h, rr.h); each family is run(params) -> result plus reporters.
+// Field meanings: docs/bench-output.md. Adding a family: docs/adding-a-benchmark.md.
+#pragma once
+
+#include <fabflow/names.h>
+#include <fabflow/transport.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fabflow {
+
+// Percentiles of a set of samples, in nanoseconds.
+struct LatencyStats {
+  double mean = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
+  std::uint64_t samples = 0;
+};
+
+// Sorts `samples` in place and summarises them (nearest-rank percentiles).
+LatencyStats summarize(std::vector<double>& samples);
+
+// Parses "64", "4K", "1M", lists "64,4096" and power-of-two sweeps "4:64K" into sizes.
+// Throws UsageError on malformed input.
+std::vector<std::size_t> parse_sizes(const std::string& text);
+
+// Time source for samples: the invariant TSC when the CPU has one (calibrated against
+// CLOCK_MONOTONIC), else CLOCK_MONOTONIC. Thread-safe after construction.
+class Clock {
+ public:
+  Clock();
+  std::uint64_t now() const noexcept;  // ticks
+  double to_ns(std::uint64_t ticks) const noexcept { return static_cast<double>(ticks) * ns_per_tick_; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  bool tsc_ = false;
+  double ns_per_tick_ = 1.0;
+  std::string name_;
+};
+
+// The machine and the build, gathered once per process (machine_environment()), plus what one
+// run chose: the provider's capabilities, the clock, pinning and progress threads. Every
+// family's result carries one; reporters print it as the header and the JSON "environment".
+struct RunEnvironment {
+  // The machine ("n/a" where the kernel does not say).
+  std::string cpu_model;
+  unsigned cores = 0;              // online CPUs
+  std::string governor;            // cpufreq scaling governor of cpu0
+  std::string smt;                 // "on", "off", "n/a"
+  bool tsc_invariant = false;      // constant_tsc and nonstop_tsc
+  std::string kernel;              // uname -r
+  double load_start = 0;           // 1-minute load average when the run started
+  double load_end = -1;            // ... and when it was reported (-1: not yet)
+  // The software.
+  std::string fabflow_version;
+  std::string git_revision;        // of the source tree built, or "unknown"
+  std::string libfabric_version;
+  std::vector<std::string> providers_found;  // fi_getinfo's providers, each once
+  std::string build_type;
+  std::string sanitizer;
+  std::string launcher;            // slurm, openmpi, pmi, pmix, fabflow
+  // This run.
+  Capabilities caps;
+  std::string clock;
+  bool pinned = false;
+  int cpu_initiator = -1;
+  int cpu_target = -1;
+  bool progress_thread_initiator = false;
+  bool progress_thread_target = false;
+
+  // The load at which numbers are suspect on this machine: more runnable threads than cores
+  // besides the benchmark's own.
+  bool busy() const noexcept;
+};
+
+// The machine and software fields, gathered on the first call (thread-safe); the run fields
+// are left at their defaults for the engine to fill.
+const RunEnvironment& machine_environment();
+
+// Refreshes load_end; call when the result is reported.
+void finish_environment(RunEnvironment& env);
+
+// Whether numbers from this environment deserve a warning, one line each: a debug build, a
+// sanitizer, unpinned threads, a busy machine, a TSC that is not invariant.
+std::vector<std::string> environment_warnings(const RunEnvironment& env);
+
+enum class Switch : std::uint8_t { off, on };
+inline constexpr NameTable<Switch, 2> kSwitchNames{{{{"off", Switch::off}, {"on", Switch::on}}}};
+constexpr const auto& name_table(Switch) noexcept { return kSwitchNames; }
+
+}  // namespace fabflow

@@ -1,0 +1,82 @@
+// bench raw: ping-pong latency and streaming bandwidth of one fabric operation, perftest
+// style (run_raw), and its reporters.
+#pragma once
+
+#include <fabflow/bench/common.h>
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace fabflow {
+
+class Bootstrap;
+
+enum class RawTest : std::uint8_t { latency, bandwidth, both };
+inline constexpr NameTable<RawTest, 5> kRawTestNames{{{{"lat", RawTest::latency},
+                                                      {"bw", RawTest::bandwidth},
+                                                      {"both", RawTest::both},
+                                                      {"latency", RawTest::latency},
+                                                      {"bandwidth", RawTest::bandwidth}}}};
+constexpr const auto& name_table(RawTest) noexcept { return kRawTestNames; }
+
+struct RawParams {
+  Op op = Op::send;
+  std::vector<std::size_t> sizes{64};
+  std::uint64_t iterations = 10000;  // measured iterations per size
+  double duration_s = 0;             // > 0: pick iterations to fill this time per size
+  std::uint64_t warmup = 1000;       // iterations discarded before measuring
+  unsigned window = 64;              // outstanding operations in bandwidth tests
+  bool inject = true;                // inject sizes up to the provider's inject size
+  unsigned signal_every = 1;         // request a completion every n-th operation
+  unsigned batch = 1;                // post n operations back to back, FI_MORE on all but last
+  RawTest test = RawTest::both;
+  ProgressMode progress = ProgressMode::automatic;
+  int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
+  std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
+};
+
+struct CpuUse {
+  double initiator_ns_per_msg = 0;
+  double target_ns_per_msg = 0;
+  double progress_thread_s = 0;  // CPU seconds of progress threads (both ranks)
+};
+
+struct RawRow {
+  RawTest test = RawTest::latency;
+  Op op = Op::send;
+  std::size_t size = 0;
+  std::uint64_t iterations = 0;
+  bool injected = false;
+  // Latency rows: one-way for ping-pong ops (send, write, writedata: half the round trip),
+  // completion time for read and atomics.
+  bool one_way = true;
+  LatencyStats latency;
+  // Bandwidth rows.
+  double seconds = 0;
+  double mbps = 0;  // 10^6 bytes per second
+  double msgs_per_s = 0;
+  CpuUse cpu;
+};
+
+struct RawResult {
+  RunEnvironment env;
+  RawParams params;
+  std::vector<RawRow> rows;  // filled on rank 0 only
+};
+
+// Collective over exactly two ranks of `boot`: rank 0 initiates and measures, rank 1 is the
+// target. `transport` must be connected. Throws Error / PeerError on failure.
+RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot);
+
+// Whether `rank` runs a progress thread in run_raw (the transport must then be thread-safe).
+bool raw_progress_thread(const RawParams& params, const Capabilities& caps, int rank);
+
+// Reporters.
+void print_raw_header(std::ostream& out, const RawResult& result);
+void print_raw_table(std::ostream& out, const RawResult& result);
+void print_raw_json(std::ostream& out, const RawResult& result);  // one object per line
+
+}  // namespace fabflow

@@ -1,0 +1,87 @@
+// The one bounded wait of fabflow's loops (benchmarks, flow queues, request-response): a wait
+// is over when nothing happened for `timeout` since the last reset(), or soon after the
+// bootstrap learns that a peer process vanished. While waiting it keeps driving the transports
+// it was given (a thread that waits on one endpoint may owe its peer progress on another).
+#pragma once
+
+#include <fabflow/bootstrap.h>
+#include <fabflow/status.h>
+#include <fabflow/transport.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <thread>
+
+namespace fabflow {
+
+// Not thread-safe: one per waiting thread. Reads the clock only every `spins_per_check` idle
+// spins, so a wait that ends within them costs nothing; asks the bootstrap about its peers at
+// most once a millisecond.
+class BoundedWait {
+ public:
+  enum class State : std::uint8_t { waiting, timed_out, peer_failed };
+
+  BoundedWait(std::chrono::milliseconds timeout, Bootstrap* liveness,
+              std::initializer_list<Transport*> drive = {}, unsigned spins_per_check = 1024)
+      : timeout_(timeout), liveness_(liveness), spins_per_check_(spins_per_check ? spins_per_check : 1) {
+    for (Transport* t : drive)
+      if (t && drives_ < drive_.size()) drive_[drives_++] = t;
+  }
+
+  // Progress was made: the timeout counts from the next idle spin on.
+  void reset() noexcept {
+    spins_ = 0;
+    since_ = {};
+  }
+
+  // Idle spins yield the CPU (threads sharing CPUs).
+  void yield_when_idle(bool yield) noexcept { yield_ = yield; }
+
+  // One idle spin: drives the transports, then tells whether the wait is over.
+  State spin() noexcept {
+    for (unsigned i = 0; i < drives_; ++i) drive_[i]->progress();
+    if (yield_) std::this_thread::yield();
+    if (++spins_ % spins_per_check_ != 0) return State::waiting;
+    const auto now = std::chrono::steady_clock::now();
+    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
+    if (liveness_ && now - last_check_ >= std::chrono::milliseconds(1)) {
+      last_check_ = now;
+      try {
+        if (liveness_->peer_failed()) return State::peer_failed;
+      } catch (...) {
+        return State::peer_failed;  // the liveness channel itself broke: the peer is gone
+      }
+    }
+    return now - since_ > timeout_ ? State::timed_out : State::waiting;
+  }
+
+  // The throwing form for loops that report errors as exceptions: throws PeerError or Error
+  // "<who>: no progress for <timeout> ms while <what>".
+  void idle(const char* who, const char* what) {
+    switch (spin()) {
+      case State::waiting: return;
+      case State::peer_failed:
+        throw PeerError(-1, std::string(who) + ": a peer vanished while " + what);
+      case State::timed_out:
+        throw Error(std::string(who) + ": no progress for " + std::to_string(timeout_.count()) +
+                    " ms while " + what);
+    }
+  }
+
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  Bootstrap* liveness_;
+  unsigned spins_per_check_;
+  std::array<Transport*, 2> drive_{};
+  unsigned drives_ = 0;
+  bool yield_ = false;
+  std::uint64_t spins_ = 0;
+  std::chrono::steady_clock::time_point since_{}, last_check_{};
+};
+
+}  // namespace fabflow

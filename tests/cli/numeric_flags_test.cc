@@ -1,0 +1,140 @@
+// Every numeric flag of every bench subcommand refuses what lies outside its declared range:
+// -1, one past the maximum, a non-number and 0 where 0 is out of range each give one line
+// naming the flag, the range and the value, exit code 2, within a second. The table below is
+// checked against the help text, so a numeric flag added without a row here fails the test.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+struct NumericFlag {
+  const char* name;  // long name
+  const char* min;
+  const char* max;
+  const char* past_max;
+};
+
+struct Subcommand {
+  const char* name;
+  std::vector<NumericFlag> flags;
+};
+
+const std::vector<Subcommand>& table() {
+  static const std::vector<Subcommand> t = {
+      {"raw",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--iterations", "1", "1000000000000", "1000000000001"},
+        {"--duration", "0.001", "3600", "3600.5"},
+        {"--warmup", "0", "1000000000000", "1000000000001"},
+        {"--window", "1", "4096", "4097"},
+        {"--signal", "1", "4096", "4097"},
+        {"--batch", "1", "4096", "4097"}}},
+      {"queue",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--items", "2", "1000000000000", "1000000000001"},
+        {"--round-trips", "1", "1000000000000", "1000000000001"},
+        {"--warmup", "0", "1000000000000", "1000000000001"}}},
+      {"rr",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--requesters", "1", "63", "64"},
+        {"--responders", "1", "63", "64"},
+        {"--threads", "1", "64", "65"},
+        {"--request-bytes", "1", "4194304", "4194305"},
+        {"--requests", "1", "1000000000000", "1000000000001"},
+        {"--warmup", "0", "1000000000000", "1000000000001"},
+        {"--depth", "1", "64", "65"},
+        {"--signal", "1", "64", "65"},
+        {"--seed", "0", "9223372036854775807", "9223372036854775808"}}},
+  };
+  return t;
+}
+
+// The long names of the options whose help type is N or X (flags.h: numeric flags).
+std::set<std::string> numeric_flags_in_help(const std::string& sub) {
+  CliResult r = run_cli({"fabflow", "bench", sub, "--help"}, 10s);
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::set<std::string> out;
+  const std::regex option(R"(^\s+(?:-\w,)?(--[\w-]+) [NX]\s)");
+  for (const auto& line : lines(r.out)) {
+    std::smatch m;
+    if (std::regex_search(line, m, option)) out.insert(m[1]);
+  }
+  return out;
+}
+
+TEST(NumericFlags, TableCoversEveryNumericFlagInTheHelp) {
+  for (const auto& sub : table()) {
+    std::set<std::string> mine;
+    for (const auto& f : sub.flags) mine.insert(f.name);
+    EXPECT_EQ(numeric_flags_in_help(sub.name), mine) << "bench " << sub.name;
+  }
+}
+
+TEST(NumericFlags, OutOfRangeValuesAreRefusedWithOneLine) {
+  for (const auto& sub : table())
+    for (const auto& f : sub.flags) {
+      std::vector<std::string> bad = {"-1", f.past_max, "many"};
+      if (std::string(f.min) != "0") bad.push_back("0");
+      for (const auto& value : bad) {
+        CliResult r = run_cli({"fabflow", "bench", sub.name, f.name, value}, 5s);
+        const std::string what = std::string("bench ") + sub.name + " " + f.name + " " + value;
+        ASSERT_FALSE(r.timed_out) << what;
+        EXPECT_EQ(r.status, 2) << what << ": " << r.err;
+        EXPECT_LT(r.seconds, 1.0) << what;
+        auto err = lines(r.err);
+        ASSERT_EQ(err.size(), 1u) << what << ": " << r.err;
+        const std::string& line = err[0];
+        EXPECT_EQ(line.rfind("fabflow: error: ", 0), 0u) << line;
+        EXPECT_NE(line.find(f.name), std::string::npos) << line;
+        EXPECT_NE(line.find(std::string(f.min) + ".." + f.max), std::string::npos) << line;
+        EXPECT_NE(line.find("'" + value + "'"), std::string::npos) << line;
+      }
+    }
+}
+
+// The text flags that carry numbers are checked by their subcommand with the same one line.
+TEST(NumericFlags, NumbersInsideTextFlagsAreRefused) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"raw", "-S", "-1"},        {"raw", "-S", "many"},          {"queue", "--capacity", "-1"},
+      {"queue", "-S", "-5"},      {"rr", "--empty-mailboxes", "-3"}, {"rr", "-S", "0"},
+  };
+  for (const auto& c : cases) {
+    CliResult r = run_cli({"fabflow", "bench", c[0], c[1], c[2]}, 5s);
+    ASSERT_FALSE(r.timed_out) << c[0] << " " << c[1];
+    EXPECT_EQ(r.status, 2) << c[0] << " " << c[1] << " " << c[2] << ": " << r.err;
+    auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  }
+}
+
+// Flags with one meaning have one name in every subcommand.
+TEST(NumericFlags, SharedFlagsHaveTheSameNames) {
+  for (const char* sub : {"raw", "queue", "rr"}) {
+    CliResult r = run_cli({"fabflow", "bench", sub, "--help"}, 10s);
+    for (const char* flag : {"-p,--provider", "-e,--endpoint", "-S,--size", "--progress",
+                             "--json", "--no-pin", "--netns", "--timeout", "-w,--warmup",
+                             "--reference"})
+      EXPECT_NE(r.out.find(flag), std::string::npos) << "bench " << sub << " lacks " << flag;
+  }
+  for (const char* sub : {"raw", "rr"}) {
+    CliResult r = run_cli({"fabflow", "bench", sub, "--help"}, 10s);
+    for (const char* flag : {"--signal N", "--inject TEXT:{off,on}"})
+      EXPECT_NE(r.out.find(flag), std::string::npos) << "bench " << sub << " lacks " << flag;
+  }
+}
+
+}  // namespace
+}  // namespace fabflow
