@@ -1,0 +1,211 @@
+"""HTML pages: one per experiment (DIR/ID.html) and the report index.
+
+Pages are self-contained: the PNG figure is embedded as a base64 data URI and
+the style sheet is inline, so a page can be mailed or archived on its own.
+"""
+
+import base64
+import html
+import json
+
+from . import claims as C
+from . import data as D
+from . import figure as F
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 1.5rem auto; padding: 0 1rem;
+       color: #1f2328; line-height: 1.4; }
+h1 { font-size: 1.4rem; } h2 { font-size: 1.15rem; margin-top: 1.6rem; }
+table { border-collapse: collapse; margin: .5rem 0; font-size: .9rem; }
+th, td { border: 1px solid #d0d7de; padding: .2rem .5rem; text-align: left; vertical-align: top; }
+th { background: #f3f4f6; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+img { max-width: 100%; height: auto; }
+pre { background: #f6f8fa; padding: .5rem; overflow-x: auto; font-size: .85rem; }
+.verdict { display: inline-block; padding: .15rem .6rem; border-radius: .3rem; color: #fff;
+           font-weight: 600; }
+.holds { background: #1a7f37; } .fails { background: #c62828; } .unmeasurable { background: #6b7280; }
+.detail { font-family: ui-monospace, monospace; font-size: .85rem; }
+.caption { color: #444; }
+section.experiment { border-top: 2px solid #d0d7de; margin-top: 2rem; }
+"""
+
+_VERDICT_CLASS = {C.HOLDS: "holds", C.FAILS: "fails", C.UNMEASURABLE: "unmeasurable"}
+
+
+def esc(value):
+    return html.escape(str(value), quote=True)
+
+
+def _text(value):
+    """Cell text for any JSON value."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def document(title, body):
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{esc(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+            f"{body}\n</body>\n</html>\n")
+
+
+def png_data_uri(png_bytes):
+    return "data:image/png;base64," + base64.b64encode(png_bytes).decode("ascii")
+
+
+def verdict_html(verdict):
+    cls = _VERDICT_CLASS.get(verdict.verdict, "unmeasurable")
+    return (f"<p><span class=\"verdict {cls}\">{esc(verdict.verdict)}</span></p>\n"
+            f"<p class=\"detail\">{esc(verdict.detail)}</p>")
+
+
+def table(header, rows, numeric_from=None):
+    """An HTML table; columns from numeric_from on are right-aligned."""
+    out = ["<table>", "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"]
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            cls = " class=\"num\"" if numeric_from is not None and i >= numeric_from else ""
+            cells.append(f"<td{cls}>{esc(cell)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def claim_html(exp, verdict, level=2):
+    claim = exp.entry.get("claim") or {}
+    parts = [f"<h{level}>Claim</h{level}>"]
+    if claim.get("text"):
+        parts.append(f"<p>{esc(claim['text'])}</p>")
+    if claim.get("check") is not None:
+        parts.append(f"<pre>{esc(json.dumps(claim['check'], sort_keys=True))}</pre>")
+    parts.append(verdict_html(verdict))
+    return "\n".join(parts)
+
+
+def figure_html(exp, png_bytes, svg_name):
+    img = (f"<img alt=\"figure {esc(exp.id)}\" src=\"{png_data_uri(png_bytes)}\">"
+           if png_bytes else "<p>(no figure)</p>")
+    link = f"<p><a href=\"{esc(svg_name)}\">{esc(svg_name)}</a> (vector)</p>" if svg_name else ""
+    return f"{img}\n{link}"
+
+
+def config_html(exp):
+    entry, header = exp.entry, exp.header
+    rows = [["bench", entry.get("bench", "")],
+            ["provider", header.get("provider", "")],
+            ["quick", "yes" if header.get("quick") else "no"],
+            ["repeat", header.get("repeat", 1)]]
+    for key in ("needs", "not_measurable"):
+        if entry.get(key):
+            rows.append([key.replace("_", " "), entry[key]])
+    args = entry.get("args") or {}
+    arg_text = " ".join(f"{k} {v}".strip() for k, v in args.items()) or "(none)"
+    rows.append(["args", arg_text])
+    sweep = entry.get("sweep") or []
+    sweep_text = "; ".join(f"{s.get('flag')}: {', '.join(str(v) for v in s.get('values', []))}"
+                           for s in sweep if isinstance(s, dict)) or "(one point)"
+    rows.append(["sweep", sweep_text])
+    rows.append(["rows", _text(entry.get("rows") or {})])
+    rows.append(["plot", _text(entry.get("plot") or {})])
+    out = ["<h2>Configuration</h2>", table(["setting", "value"], [[k, _text(v)] for k, v in rows])]
+    commands = header.get("command_lines") or []
+    if commands:
+        out.append("<p>Command lines:</p>")
+        out.append("<pre>" + "\n".join(esc(c if isinstance(c, str) else " ".join(map(str, c)))
+                                       for c in commands) + "</pre>")
+    return "\n".join(out)
+
+
+def environment_html(environment, heading="Environment"):
+    rows = [[k, _text(v)] for k, v in environment.items()]
+    if not rows:
+        return f"<h2>{esc(heading)}</h2>\n<p>(not recorded)</p>"
+    return f"<h2>{esc(heading)}</h2>\n" + table(["key", "value"], rows)
+
+
+def data_html(exp, pdata):
+    out = ["<h2>Data</h2>"]
+    scale = exp.plot.get("y_scale")
+    scale_text = f", multiplied by {scale}" if scale not in (None, 1, 1.0) else ""
+    out.append(f"<p>y: <code>{esc(pdata.y_field)}</code>{esc(scale_text)}; "
+               f"x: <code>{esc(pdata.x_field)}</code>; median, min and max over repeats.</p>")
+    if pdata.points:
+        header = ["series", "x", "median", "min", "max", "n"]
+        rows = [[D.series_label(p.series), D.format_x(p.x, pdata.x_field),
+                 D.format_number(p.median), D.format_number(p.low),
+                 D.format_number(p.high), p.n] for p in pdata.points]
+        out.append(table(header, rows, numeric_from=2))
+    else:
+        out.append(f"<p>no data: {esc(pdata.empty_reason)}</p>")
+    for note in pdata.notes:
+        out.append(f"<p>{esc(note)}</p>")
+    if pdata.refused:
+        out.append("<h3>Refused</h3>\n<ul>")
+        for r in pdata.refused:
+            times = f" (&times;{r.count})" if r.count > 1 else ""
+            out.append(f"<li>{esc(r.label)}: refused: {esc(r.reason)}{times}</li>")
+        out.append("</ul>")
+    return "\n".join(out)
+
+
+def table_kind_html(exp, pdata):
+    """For kind "table": the numbers as the figure shows them, as an HTML table."""
+    if exp.plot.get("kind") != "table" or not pdata.points:
+        return ""
+    header, rows = F.table_rows(exp.plot, pdata)
+    return table(header, rows, numeric_from=len(pdata.series_fields) + 1)
+
+
+def experiment_page(exp, pdata, verdict, png_bytes, svg_name):
+    """The full HTML text of DIR/ID.html."""
+    title = exp.entry.get("title") or ""
+    body = [f"<h1>{esc(exp.id)}: {esc(title)}</h1>"]
+    if exp.entry.get("paper"):
+        body.append(f"<p>{esc(exp.entry['paper'])}</p>")
+    body.append(figure_html(exp, png_bytes, svg_name))
+    body.append(table_kind_html(exp, pdata))
+    if exp.entry.get("caption"):
+        body.append(f"<p class=\"caption\">{esc(exp.entry['caption'])}</p>")
+    body.append(claim_html(exp, verdict))
+    body.append(config_html(exp))
+    body.append(environment_html(exp.environment))
+    body.append(data_html(exp, pdata))
+    return document(f"{exp.id}: {title}", "\n".join(b for b in body if b))
+
+
+def report_page(items):
+    """The index: items are (exp, pdata, verdict, png_bytes, page_name) in id order."""
+    body = ["<h1>fabflow experiments</h1>"]
+    if items:
+        first = items[0][0]
+        body.append(f"<p>{len(items)} experiment(s); provider "
+                    f"{esc(first.header.get('provider', ''))} on "
+                    f"{esc(F.machine_name(first.environment))}"
+                    f"{' (quick runs)' if first.header.get('quick') else ''}.</p>")
+    summary = ["<table>", "<tr><th>id</th><th>title</th><th>verdict</th></tr>"]
+    for exp, _, verdict, _, _ in items:
+        cls = _VERDICT_CLASS.get(verdict.verdict, "unmeasurable")
+        summary.append(f"<tr><td><a href=\"#{esc(exp.id)}\">{esc(exp.id)}</a></td>"
+                       f"<td>{esc(exp.entry.get('title', ''))}</td>"
+                       f"<td><span class=\"verdict {cls}\">{esc(verdict.verdict)}</span></td></tr>")
+    summary.append("</table>")
+    if items:
+        body.append(environment_html(items[0][0].environment,
+                                     f"Environment (from {items[0][0].id})"))
+    body.append("<h2>Summary</h2>\n" + "\n".join(summary))
+    for exp, pdata, verdict, png_bytes, page_name in items:
+        title = exp.entry.get("title") or ""
+        section = [f"<section class=\"experiment\" id=\"{esc(exp.id)}\">",
+                   f"<h2>{esc(exp.id)}: {esc(title)}</h2>",
+                   figure_html(exp, png_bytes, None),
+                   table_kind_html(exp, pdata)]
+        if exp.entry.get("caption"):
+            section.append(f"<p class=\"caption\">{esc(exp.entry['caption'])}</p>")
+        section.append(claim_html(exp, verdict, level=3))
+        section.append(f"<p><a href=\"{esc(page_name)}\">full page: configuration, "
+                       f"environment and data</a></p>")
+        section.append("</section>")
+        body.append("\n".join(s for s in section if s))
+    return document("fabflow experiments", "\n".join(body))

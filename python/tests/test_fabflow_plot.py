@@ -1,0 +1,353 @@
+"""Tests of fabflow_plot: claim checks, filtering and aggregation, the command line.
+
+Run from the repository root:
+    python3 -m unittest discover -s python/tests -t python
+Tests that draw figures are skipped when matplotlib cannot be imported.
+"""
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if PYTHON_DIR not in sys.path:
+    sys.path.insert(0, PYTHON_DIR)
+
+from fabflow_plot import claims as C  # noqa: E402
+from fabflow_plot import cli  # noqa: E402
+from fabflow_plot import data as D  # noqa: E402
+
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def queue_rows():
+    """Two designs at three sizes, two repeats each, plus refused rows."""
+    rows = []
+    values = {"push1-watermark-pull": (800, 900), "push1-push-pull": (600, 640)}
+    for rep in range(2):
+        for size, factor in ((64, 1), (4096, 10), (65536, 50)):
+            for design, ys in values.items():
+                rows.append({"type": "throughput", "design": design, "item_bytes": size,
+                             "MBps": ys[rep] * factor, "point.-S": str(size),
+                             "ops_per_item": {"transfer_notify": 0.0 if "watermark" in design else 1.0},
+                             "repeat_index": rep})
+            rows.append({"type": "throughput", "design": "push1-pull-pull", "item_bytes": size,
+                         "unsupported": "the provider has no read", "repeat_index": rep})
+    rows.append({"type": "reference", "MBps": 1.0, "design": "push1-push-pull", "item_bytes": 64})
+    return rows
+
+
+def header(entry, **extra):
+    out = {"type": "experiment", "id": entry["id"], "entry": entry, "provider": "shm",
+           "quick": True, "repeat": 2, "command_lines": ["build/fabflow bench queue -p shm --json"],
+           "environment": {"cpu_model": "Test CPU 3000", "kernel": "6.1"}}
+    out.update(extra)
+    return out
+
+
+def queue_entry(check=None, **plot):
+    entry = {"id": "003-test", "title": "Throughput test", "caption": "A caption.",
+             "bench": "queue", "args": {"--items": "100"},
+             "sweep": [{"flag": "-S", "values": ["64", "4K", "64K"]}],
+             "rows": {"type": "throughput"},
+             "plot": {"kind": "line", "x": "item_bytes", "y": "MBps", "series": ["design"],
+                      "xlabel": "item size (bytes)", "ylabel": "MB/s", "logx": True},
+             "claim": {"text": "Watermark is faster.",
+                       "check": check or {"kind": "greater", "y": "MBps",
+                                          "better": {"design": "*-watermark-*"},
+                                          "worse": {"design": "push1-push-pull"}}}}
+    entry["plot"].update(plot)
+    return entry
+
+
+def write_jsonl(path, head, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(head) + "\n")
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def data_rows():
+    """queue_rows() after the entry's filter, as the claims see them."""
+    exp = D.Experiment(path="x.jsonl", header=header(queue_entry()), rows=queue_rows())
+    return D.select_rows(exp)[0]
+
+
+def check(kind_fields, rows=None, series=("design",), x="item_bytes"):
+    entry = {"claim": {"text": "t", "check": kind_fields}}
+    return C.evaluate(entry, data_rows() if rows is None else rows, x, list(series))
+
+
+class FieldAndFilterTest(unittest.TestCase):
+    def test_nested_and_flattened_fields(self):
+        row = {"latency_ns": {"p50": 5}, "point.-S": "64", "point": {"-S": "64"}}
+        self.assertEqual(D.get_field(row, "latency_ns.p50"), 5)
+        self.assertEqual(D.get_field(row, "point.-S"), "64")
+        self.assertIsNone(D.get_field(row, "latency_ns.p99"))
+
+    def test_value_matching(self):
+        self.assertTrue(D.value_matches("push1-watermark-pull", "*-watermark-*"))
+        self.assertFalse(D.value_matches("push1-push-pull", "*-watermark-*"))
+        self.assertTrue(D.value_matches("SendSend", ["WriteWrite", "Send*"]))
+        self.assertTrue(D.value_matches(64, 64))
+        self.assertTrue(D.value_matches("64", 64))
+        self.assertTrue(D.value_matches(64, "64"))
+        self.assertFalse(D.value_matches(1, True))
+        self.assertTrue(D.value_matches(None, None))
+
+    def test_rows_filter_and_refused(self):
+        exp = D.Experiment(path="x.jsonl", header=header(queue_entry()), rows=queue_rows())
+        kept, refused = D.select_rows(exp)
+        self.assertEqual(len(kept), 12)
+        self.assertEqual(len(refused), 6)
+        self.assertTrue(all(r["type"] == "throughput" for r in kept))
+
+    def test_aggregation_median_min_max(self):
+        rows = [{"s": "a", "x": 1, "y": v} for v in (3.0, 1.0, 2.0)]
+        rows += [{"s": "b", "x": "2", "y": 10}, {"s": "b", "x": 2, "y": 20}]
+        points, numeric, x_order, series, skipped = D.aggregate(rows, "x", "y", ["s"], scale=2.0)
+        self.assertTrue(numeric)
+        self.assertEqual(x_order, [1.0, 2.0])
+        self.assertEqual(series, [("a",), ("b",)])
+        self.assertEqual(skipped, 0)
+        a, b = points
+        self.assertEqual((a.median, a.low, a.high, a.n), (4.0, 2.0, 6.0, 3))
+        self.assertEqual((b.median, b.low, b.high, b.n), (30.0, 20.0, 40.0, 2))
+
+    def test_categorical_x_keeps_first_seen_order(self):
+        rows = [{"x": "WriteWrite", "y": 1}, {"x": "SendSend", "y": 2}, {"x": "WriteWrite", "y": 3}]
+        points, numeric, x_order, _, _ = D.aggregate(rows, "x", "y", [])
+        self.assertFalse(numeric)
+        self.assertEqual(x_order, ["WriteWrite", "SendSend"])
+        self.assertEqual(points[0].median, 2.0)
+
+    def test_size_text_and_labels(self):
+        self.assertEqual(D.to_number("4K", size=True), 4096.0)
+        self.assertIsNone(D.to_number("4K"))
+        self.assertEqual([D.format_size(v) for v in (64, 1024, 65536, 1 << 20)], ["64", "1K", "64K", "1M"])
+        rows = [{"point.-S": s, "y": 1} for s in ("64", "1K")]
+        _, numeric, x_order, _, _ = D.aggregate(rows, "point.-S", "y", [])
+        self.assertTrue(numeric)
+        self.assertEqual(x_order, [64.0, 1024.0])
+
+    def test_prepare_with_repeats(self):
+        exp = D.Experiment(path="x.jsonl", header=header(queue_entry()), rows=queue_rows())
+        pdata = D.prepare(exp)
+        self.assertEqual(len(pdata.points), 6)
+        first = pdata.points[0]
+        self.assertEqual((first.series, first.x), (("push1-watermark-pull",), 64.0))
+        self.assertEqual((first.median, first.low, first.high, first.n), (850.0, 800.0, 900.0, 2))
+        self.assertEqual(len(pdata.refused), 3)
+        self.assertEqual(pdata.refused[0].count, 2)
+
+
+class ClaimTest(unittest.TestCase):
+    def assertVerdict(self, verdict, expected, *fragments):
+        self.assertEqual(verdict.verdict, expected, verdict.detail)
+        for fragment in fragments:
+            self.assertIn(fragment, verdict.detail)
+
+    def test_at_most(self):
+        fields = {"kind": "at_most", "y": "ops_per_item.transfer_notify", "where": {"design": "*-watermark-*"}}
+        self.assertVerdict(check(dict(fields, value=0.0)), C.HOLDS, "are <= 0.0")
+        fields["where"] = {}
+        self.assertVerdict(check(dict(fields, value=0.5)), C.FAILS, "3 of 6", "1.0 at design=push1-push-pull, x=64")
+
+    def test_at_least(self):
+        fields = {"kind": "at_least", "y": "MBps", "where": {"design": "push1-push-pull"}}
+        self.assertVerdict(check(dict(fields, value=600)), C.HOLDS, "smallest 620.0")
+        self.assertVerdict(check(dict(fields, value=1000)), C.FAILS, "below 1000.0")
+
+    def test_greater(self):
+        fields = {"kind": "greater", "y": "MBps", "better": {"design": "*-watermark-*"},
+                  "worse": {"design": "push1-push-pull"}}
+        self.assertVerdict(check(fields), C.HOLDS,
+                           "at x=64: min over better 850.0 > 1.0 x max over worse 620.0",
+                           "at x=64K")
+        self.assertVerdict(check(dict(fields, factor=1.4)), C.FAILS, "is not > 1.4 x")
+        self.assertVerdict(check(dict(fields, factor=1.4, at="some_x")), C.FAILS)
+        self.assertVerdict(check(dict(fields, factor=1.2, at="largest_x")), C.HOLDS, "at x=64K")
+
+    def test_greater_at_one_x(self):
+        rows = [{"d": "a", "x": 1, "y": 10}, {"d": "b", "x": 1, "y": 5},
+                {"d": "a", "x": 2, "y": 10}, {"d": "b", "x": 2, "y": 20}]
+        fields = {"kind": "greater", "y": "y", "better": {"d": "a"}, "worse": {"d": "b"}}
+        self.assertVerdict(check(fields, rows, ["d"], "x"), C.FAILS)
+        self.assertVerdict(check(dict(fields, at="some_x"), rows, ["d"], "x"), C.HOLDS)
+        self.assertVerdict(check(dict(fields, at="smallest_x"), rows, ["d"], "x"), C.HOLDS, "at x=1:")
+        self.assertVerdict(check(dict(fields, at="largest_x"), rows, ["d"], "x"), C.FAILS, "at x=2:")
+
+    def test_less(self):
+        rows = [{"p": "WriteWrite", "x": 64, "lat": {"p50": 2}},
+                {"p": "SendSend", "x": 64, "lat": {"p50": 3}},
+                {"p": "WriteSend", "x": 64, "lat": {"p50": 2.5}}]
+        fields = {"kind": "less", "y": "lat.p50", "better": {"p": "WriteWrite"},
+                  "worse": {"p": ["SendSend", "WriteSend"]}}
+        self.assertVerdict(check(fields, rows, ["p"], "x"), C.HOLDS,
+                           "max over better 2.0 < 1.0 x min over worse 2.5")
+        self.assertVerdict(check(dict(fields, factor=0.5), rows, ["p"], "x"), C.FAILS, "is not <")
+
+    def test_comparison_when_where_selects_x(self):
+        rows = [{"p": "WriteWrite", "y": 2}, {"p": "SendSend", "y": 3}]
+        fields = {"kind": "less", "y": "y", "better": {"p": "WriteWrite"}, "worse": {"p": "SendSend"}}
+        self.assertVerdict(check(fields, rows, [], "p"), C.HOLDS, "share no x")
+
+    def test_trend(self):
+        fields = {"kind": "trend", "y": "MBps", "direction": "increasing"}
+        self.assertVerdict(check(fields), C.HOLDS, "design=push1-push-pull: 620.0 at x=64 -> 31000.0 at x=64K")
+        self.assertVerdict(check(dict(fields, direction="decreasing")), C.FAILS, "not decreasing")
+        self.assertVerdict(check(dict(fields, tolerance=100.0)), C.FAILS, "by more than")
+
+    def test_trend_flat_fails_and_single_x_is_unmeasurable(self):
+        rows = [{"x": 1, "y": 5}, {"x": 2, "y": 5}]
+        self.assertVerdict(check({"kind": "trend", "y": "y", "direction": "increasing"}, rows, [], "x"),
+                           C.FAILS, "+0.0%")
+        self.assertVerdict(check({"kind": "trend", "y": "y", "direction": "increasing"}, rows[:1], [], "x"),
+                           C.UNMEASURABLE, "two x values")
+
+    def test_not_measurable(self):
+        self.assertVerdict(check({"kind": "frobnicate", "y": "MBps"}), C.UNMEASURABLE,
+                           "unknown check kind 'frobnicate'")
+        self.assertVerdict(check({"kind": "at_most", "y": "MBps", "value": 1}, rows=[]),
+                           C.UNMEASURABLE, "no data")
+        self.assertVerdict(check({"kind": "at_most", "y": "MBps", "value": 1,
+                                  "where": {"design": "nothing"}}), C.UNMEASURABLE, "matches where")
+        self.assertVerdict(check({"kind": "greater", "y": "MBps", "better": {"design": "nope"},
+                                  "worse": {}}), C.UNMEASURABLE, "matches better")
+        self.assertVerdict(check({"kind": "at_most", "y": "missing_field", "value": 1}), C.UNMEASURABLE)
+        self.assertVerdict(C.evaluate({}, data_rows(), "item_bytes", []), C.UNMEASURABLE, "no claim")
+
+    def test_deterministic(self):
+        fields = {"kind": "greater", "y": "MBps", "better": {"design": "*-watermark-*"},
+                  "worse": {"design": "push1-push-pull"}}
+        self.assertEqual(check(fields), check(fields))
+
+
+def run_cli(*args):
+    """main() in this process; returns (status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(list(args))
+    return status, out.getvalue(), err.getvalue()
+
+
+class CommandLineTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.dir = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def write(self, entry, rows, **extra):
+        path = os.path.join(self.dir, entry["id"] + ".jsonl")
+        write_jsonl(path, header(entry, **extra), rows)
+        return path
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed")
+    def test_figure_end_to_end(self):
+        path = self.write(queue_entry(), queue_rows())
+        status, out, err = run_cli("figure", path)
+        self.assertEqual(status, 0, err)
+        result = json.loads(out)
+        self.assertEqual(result["id"], "003-test")
+        self.assertEqual(result["verdict"], C.HOLDS)
+        self.assertIn("min over better 850.0", result["detail"])
+        base = os.path.join(self.dir, "003-test")
+        with open(base + ".png", "rb") as f:
+            self.assertEqual(f.read(8), PNG_MAGIC)
+        with open(base + ".svg", encoding="utf-8") as f:
+            self.assertIn("<svg", f.read())
+        with open(base + ".html", encoding="utf-8") as f:
+            page = f.read()
+        for fragment in ("data:image/png;base64,", "003-test.svg", "Watermark is faster.",
+                         "holds here", "Test CPU 3000", "refused: the provider has no read",
+                         "A caption.", "bench queue -p shm"):
+            self.assertIn(fragment, page)
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed")
+    def test_figure_bar_table_and_empty(self):
+        rows = [{"pattern": p, "model": m, "latency_ns": {"p50": v}}
+                for p, v in (("WriteWrite", 2000), ("SendSend", 3000)) for m in ("private", "dispatcher")]
+        bar = queue_entry({"kind": "less", "y": "latency_ns.p50", "better": {"pattern": "WriteWrite"},
+                           "worse": {"pattern": "SendSend"}},
+                          kind="bar", x="pattern", y="latency_ns.p50", series=["model"], y_scale=0.001)
+        bar["id"], bar["rows"] = "000-bar", {}
+        status, out, err = run_cli("figure", self.write(bar, rows, repeat=1))
+        self.assertEqual(status, 0, err)
+        self.assertEqual(json.loads(out)["verdict"], C.HOLDS)
+        table = dict(bar, id="000-table", plot=dict(bar["plot"], kind="table"))
+        status, out, err = run_cli("figure", self.write(table, rows))
+        self.assertEqual(status, 0, err)
+        with open(os.path.join(self.dir, "000-table.html"), encoding="utf-8") as f:
+            self.assertIn("<td class=\"num\">2</td>", f.read())
+        empty = dict(bar, id="000-empty", rows={"type": "nothing"})
+        status, out, err = run_cli("figure", self.write(empty, rows))
+        self.assertEqual(status, 0, err)
+        self.assertEqual(json.loads(out)["verdict"], C.UNMEASURABLE)
+        with open(os.path.join(self.dir, "000-empty.png"), "rb") as f:
+            self.assertEqual(f.read(8), PNG_MAGIC)
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed")
+    def test_report(self):
+        first = queue_entry()
+        second = queue_entry({"kind": "mystery"})
+        second["id"] = "001-other"
+        self.write(first, queue_rows())
+        self.write(second, queue_rows())
+        status, out, err = run_cli("report", self.dir)
+        self.assertEqual(status, 0, err)
+        index = os.path.join(self.dir, "index.html")
+        self.assertEqual(out.strip(), index)
+        with open(index, encoding="utf-8") as f:
+            page = f.read()
+        for fragment in ("003-test", "001-other", "001-other.html", "unknown check kind &#x27;mystery&#x27;",
+                         "data:image/png;base64,", "Test CPU 3000"):
+            self.assertIn(fragment, page)
+        self.assertLess(page.index('href="#001-other"'), page.index('href="#003-test"'))
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "001-other.png")))
+
+    def test_malformed_line(self):
+        path = self.write(queue_entry(), queue_rows())
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("{not json\n")
+        status, out, err = run_cli("figure", path)
+        self.assertEqual(status, 1)
+        self.assertEqual(out, "")
+        self.assertEqual(len(err.splitlines()), 1)
+        self.assertTrue(err.startswith("fabflow: error: "), err)
+        self.assertIn(f"{path}:{len(queue_rows()) + 2}:", err)
+
+    def test_other_errors(self):
+        status, _, err = run_cli("figure", os.path.join(self.dir, "absent.jsonl"))
+        self.assertEqual(status, 1)
+        self.assertIn("absent.jsonl", err)
+        path = os.path.join(self.dir, "bad.jsonl")
+        write_jsonl(path, {"type": "throughput"}, [])
+        status, _, err = run_cli("figure", path)
+        self.assertEqual(status, 1)
+        self.assertIn("bad.jsonl:1:", err)
+        status, _, err = run_cli("report", self.dir + "/nothing-here")
+        self.assertEqual(status, 1)
+        self.assertTrue(err.startswith("fabflow: error: "))
+
+    def test_matplotlib_missing(self):
+        path = self.write(queue_entry(), queue_rows())
+        code = ("import sys; sys.modules['matplotlib'] = None; "
+                "from fabflow_plot.cli import main; sys.exit(main(sys.argv[1:]))")
+        env = dict(os.environ, PYTHONPATH=PYTHON_DIR, PYTHONDONTWRITEBYTECODE="1")
+        proc = subprocess.run([sys.executable, "-c", code, "figure", path],
+                              capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(proc.returncode, 3)
+        self.assertEqual(proc.stderr.strip(), cli.MISSING_MATPLOTLIB)
+
+
+if __name__ == "__main__":
+    unittest.main()
