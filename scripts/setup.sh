@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what fabflow needs from Debian packages (when missing) and builds the release tree.
+# The experiment plots use Debian's python3-matplotlib (/usr/bin/python3).
 #   scripts/setup.sh            install + release build into build/
 #   scripts/setup.sh --deps     install only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-bin
-          libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind)
+          libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind
+          python3 python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
