@@ -70,9 +70,15 @@ std::vector<bench::Catalogue> load(const std::string& flag) {
   return bench::load_catalogues(dir);
 }
 
-// Where python/fabflow_plot lives: $FABFLOW_PYTHONPATH, then next to the build or install.
-fs::path plot_module_dir() {
-  if (const char* env = std::getenv("FABFLOW_PYTHONPATH"); env && *env) return env;
+// The folder holding python/fabflow_plot: $FABFLOW_PYTHONPATH, then next to the build or
+// install. Empty when there is none; `why` says where it looked.
+fs::path plot_module_dir(std::string* why) {
+  if (const char* env = std::getenv("FABFLOW_PYTHONPATH"); env && *env) {
+    *why = std::string("FABFLOW_PYTHONPATH=") + env + " has no fabflow_plot";
+    return first_dir({env}, "fabflow_plot");
+  }
+  *why = "the plot module python/fabflow_plot was not found next to " + exe_path().string() +
+         " (set FABFLOW_PYTHONPATH)";
   return first_dir(install_candidates("python"), "fabflow_plot");
 }
 
@@ -222,9 +228,9 @@ class Plotter {
   bool run(const std::vector<std::string>& args, const std::function<void(const std::string&)>& on_line,
            int* status, std::string* err) {
     if (missing_) return false;
-    const fs::path dir = plot_module_dir();
-    if (dir.empty()) return give_up("the plot module python/fabflow_plot was not found next to " +
-                                    exe_path().string() + " (set FABFLOW_PYTHONPATH)");
+    std::string why;
+    const fs::path dir = plot_module_dir(&why);
+    if (dir.empty()) return give_up(why);
     ChildOptions o;
     o.argv = {"python3", "-m", "fabflow_plot"};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
