@@ -130,7 +130,7 @@ int run_list(const ListFlags& f) {
       id_w = std::max(id_w, x.id.size());
       status_w = std::max(status_w, bench::status_text(x).size());
     }
-  status_w = std::min<std::size_t>(status_w, 40);  // longer reasons run over; --json has them whole
+  status_w = std::min<std::size_t>(status_w, 56);  // longer reasons run over; --json has them whole
   for (const auto& c : catalogues) {
     std::cout << c.seed << (c.paper.empty() ? "" : "  " + c.paper) << "\n";
     for (const auto& x : c.entries) {
@@ -154,6 +154,7 @@ struct RunFlags {
   std::string out = "fabflow-results";
   std::string catalogue;
   unsigned point_timeout_s = 600;
+  bool dry_run = false;
 };
 
 // Checks every flag of the entry against the real `fabflow bench <bench>` options, so that a
@@ -172,7 +173,7 @@ void check_flags(const ExperimentEntry& x, const CLI::App& bench_app) {
     // Hidden options (empty group) are the launcher's own, not for catalogues.
     if (!opt || !opt->nonpositional() || opt->get_group().empty())
       throw UsageError(where + ": 'fabflow bench " + x.bench + "' has no flag " + flag);
-    const bool takes_value = opt->get_type_size_max() > 0;
+    const bool takes_value = opt->get_expected_max() > 0;  // add_flag sets expected(0)
     if (takes_value && value.empty())
       throw UsageError(where + ": " + flag + " needs a value");
     if (!takes_value && !value.empty())
@@ -206,6 +207,15 @@ void prepare_output(const fs::path& dir) {
   const fs::path probe = dir / ".fabflow-write-test";
   if (!std::ofstream(probe)) throw UsageError("-o " + dir.string() + ": cannot write there");
   fs::remove(probe, ec);
+}
+
+// `<exe> bench <bench> <point's args> -p PROVIDER --json`.
+std::vector<std::string> bench_argv(const ExperimentEntry& x, const bench::SweepPoint& p,
+                                    const std::string& provider, const std::string& exe) {
+  std::vector<std::string> argv = {exe, "bench", x.bench};
+  argv.insert(argv.end(), p.args.begin(), p.args.end());
+  argv.insert(argv.end(), {"-p", provider, "--json"});
+  return argv;
 }
 
 // What one experiment left behind, for the summary.
@@ -301,13 +311,8 @@ class ExperimentRunner {
     std::vector<std::vector<std::string>> argvs;
     ojson command_lines = ojson::array();
     for (const auto& p : points) {
-      std::vector<std::string> argv = {exe_.string(), "bench", x.bench};
-      argv.insert(argv.end(), p.args.begin(), p.args.end());
-      argv.insert(argv.end(), {"-p", f_.provider, "--json"});
-      std::vector<std::string> shown = argv;
-      shown[0] = "fabflow";
-      command_lines.push_back(command_line(shown));
-      argvs.push_back(std::move(argv));
+      command_lines.push_back(command_line(bench_argv(x, p, f_.provider, "fabflow")));
+      argvs.push_back(bench_argv(x, p, f_.provider, exe_.string()));
     }
     ojson header = {{"type", "experiment"},
                     {"id", x.id},
@@ -457,6 +462,13 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
   std::vector<const ExperimentEntry*> skipped;
   const auto selected = select(catalogues, f.ids, skipped);
   for (const auto* x : selected) check_flags(*x, bench_app);
+  if (f.dry_run) {
+    for (const auto* x : selected)
+      for (const auto& p : bench::expand(*x, f.quick))
+        std::cout << x->id << ": " << command_line(bench_argv(*x, p, f.provider, "fabflow")) << "\n";
+    for (const auto* x : skipped) std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
+    return 0;
+  }
   TransportOptions probe;
   probe.provider = f.provider;
   probe_transport(probe);  // an unknown provider is a usage error before anything starts
@@ -500,6 +512,7 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
   r->add_option("--catalogue", rf->catalogue, "catalogue folder (default: experiments/)");
   r->add_option("--point-timeout", rf->point_timeout_s, "seconds one bench run may take (default 600)")
       ->check(CLI::Range(1u, 86400u));
+  r->add_flag("--dry-run", rf->dry_run, "check the entries and print the bench command lines only");
   r->callback([&run, &bench_app, rf] { run = [&bench_app, rf] { return run_experiments(*rf, bench_app); }; });
 }
 

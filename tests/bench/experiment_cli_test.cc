@@ -90,6 +90,48 @@ TEST(ExperimentCli, UnknownBenchFlagNamesFileEntryAndFlag) {
   expect_one_error_line(r, 2, {"--launched-op"});
 }
 
+TEST(ExperimentCli, FlagGivenOrDeniedAValueAgainstItsKind) {
+  TempDir dir;
+  auto cat = nlohmann::ordered_json::parse(std::ifstream(kCatalogue + "/900.json"));
+  cat["experiments"][0]["args"]["--reference"] = "yes";
+  std::ofstream(dir.file("900.json")) << cat.dump(2);
+  CliResult r = run_cli({"fabflow", "experiment", "run", "900-tiny", "--catalogue", dir.path()}, 20s);
+  expect_one_error_line(r, 2, {"--reference takes no value"});
+
+  cat = nlohmann::ordered_json::parse(std::ifstream(kCatalogue + "/900.json"));
+  cat["experiments"][0]["args"]["--window"] = "";
+  std::ofstream(dir.file("900.json")) << cat.dump(2);
+  r = run_cli({"fabflow", "experiment", "run", "900-tiny", "--catalogue", dir.path()}, 20s);
+  expect_one_error_line(r, 2, {"--window needs a value"});
+}
+
+TEST(ExperimentCli, DryRunPrintsTheCommandLinesOnly) {
+  TempDir dir;
+  CliResult r = run_cli({"fabflow", "experiment", "run", "all", "--quick", "--dry-run", "--catalogue",
+                         kCatalogue, "-o", dir.file("results")},
+                        20s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{
+                              "900-tiny: fabflow bench raw -o write -I 200 -w 50 -S 64 -p shm --json",
+                              "900-later: not run: needs #99 a feature",
+                              "900-elsewhere: not run: not measurable here: needs an RDMA NIC"}));
+  EXPECT_FALSE(fs::exists(dir.file("results")));
+}
+
+// The repository's catalogue (experiments/) against the real CLI: every runnable entry's flags
+// exist and take values as given.
+TEST(ExperimentCli, RepositoryCatalogueMatchesTheCli) {
+  if (!fs::is_directory(kSource / "experiments")) GTEST_SKIP() << "no experiments/ in this tree";
+  CliResult r = run_cli({"fabflow", "experiment", "run", "all", "--dry-run", "--catalogue",
+                         (kSource / "experiments").string()},
+                        20s);
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run_cli({"fabflow", "experiment", "run", "all", "--quick", "--dry-run", "--catalogue",
+               (kSource / "experiments").string()},
+              20s);
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 TEST(ExperimentCli, UnwritableOutputFolder) {
   TempDir dir;
   std::ofstream(dir.file("a-file")) << "x";

@@ -143,6 +143,16 @@ TEST(ExperimentCatalogue, DuplicateIdInOneFile) {
   EXPECT_EQ(msg, path + ": entry '900-a': duplicate id (also entry #0)");
 }
 
+TEST(ExperimentCatalogue, AnEntryWaitingForAnIssueMayNameItsFutureBench) {
+  ojson e = valid_entry();
+  e["bench"] = "seq";
+  e["needs"] = "#12 sequencer";
+  TempDir dir;
+  auto c = load_catalogue(write(dir, "900.json", catalogue_with({e}).dump()));
+  EXPECT_EQ(c.entries.at(0).bench, "seq");
+  EXPECT_EQ(status_text(c.entries.at(0)), "needs #12 sequencer");
+}
+
 TEST(ExperimentCatalogue, EmptyFolderAndMissingFolder) {
   TempDir dir;
   EXPECT_NE(load_error([&] { load_catalogues(dir.path()); }).find("has no *.json"), std::string::npos);
