@@ -480,7 +480,7 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
   try {
     for (const auto* x : selected) outcomes.push_back(runner.run(*x, plot));
   } catch (const ExperimentRunner::Interrupted&) {
-    print_summary(outcomes, {});
+    if (!outcomes.empty()) print_summary(outcomes, {});
     print_error("interrupted: the data measured so far is in " + f.out);
     return 128 + interrupted();
   }

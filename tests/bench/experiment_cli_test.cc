@@ -148,6 +148,48 @@ TEST(ExperimentCli, ReportNeedsAFolderWithJsonl) {
   expect_one_error_line(run_cli({"fabflow", "report", dir.path()}, 20s), 2, {"has no .jsonl"});
 }
 
+TEST(ExperimentCli, FailedOrStoppedPointIsReportedAndTheRunGoesOn) {
+  TempDir dir;
+  auto cat = nlohmann::ordered_json::parse(std::ifstream(kCatalogue + "/900.json"));
+  auto tiny = cat["experiments"][0];
+  auto bad = tiny;
+  bad["id"] = "900-bad";
+  bad["args"]["-o"] = "nosuch";
+  auto slow = tiny;
+  slow["id"] = "900-slow";
+  slow["args"] = {{"-o", "write"}, {"-t", "bw"}, {"-D", "60"}};
+  slow["sweep"] = nlohmann::ordered_json::array();
+  slow.erase("quick");
+  cat["experiments"] = {bad, slow, tiny};
+  std::ofstream(dir.file("900.json")) << cat.dump(2);
+  const std::string out = dir.file("results");
+  CliResult r = run_cli({"fabflow", "experiment", "run", "900-bad,900-slow,900-tiny", "--quick",
+                         "--catalogue", dir.path(), "-p", "local", "-o", out, "--point-timeout", "1"},
+                        60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("fabflow: error: 900-bad point 1: fabflow bench raw -o nosuch -I 200 -w 50 "
+                       "-S 64 -p local --json failed (exit 2)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("fabflow: error: 900-slow point 1: fabflow bench raw -o write -t bw -D 60 -p "
+                       "local --json took longer than 1 s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_LT(r.seconds, 30);
+  auto rows = [&](const std::string& id) {
+    std::ifstream in(out + "/" + id + ".jsonl");
+    std::size_t n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  EXPECT_EQ(rows("900-bad"), 1u);   // the header line only
+  EXPECT_EQ(rows("900-slow"), 1u);
+  EXPECT_EQ(rows("900-tiny"), 3u);  // header, latency and bandwidth of the one quick point
+  EXPECT_NE(r.out.find("900-bad   0/1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("900-tiny  1/1"), std::string::npos) << r.out;
+}
+
 // Whether python3 can import matplotlib and the plot module of this source tree.
 bool can_draw() {
   CliResult r = run_cli({"/bin/sh", "-c", "python3 -c 'import matplotlib, fabflow_plot'"}, 60s,
