@@ -120,7 +120,8 @@ void check_id(const std::string& id, const std::string& seed, const EntryContext
   for (char c : id)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
       ctx.fail("id may contain only letters, digits, '.', '-' and '_'");
-  if (id.rfind(seed + "-", 0) != 0) ctx.fail("id does not start with the file's seed '" + seed + "-'");
+  if (id.rfind(seed + "-", 0) != 0)
+    ctx.fail("id does not start with the file's seed '" + seed + "-'");
 }
 
 void check_plot_and_claim(const ExperimentEntry& x, const EntryContext& ctx) {
@@ -175,11 +176,13 @@ ExperimentEntry read_entry(const ojson& e, const std::string& seed, const EntryC
     if (!q.is_object()) ctx.fail("quick must be an object {args, sweep}");
     if (q.contains("args")) x.quick_args = read_args(q["args"], "quick.args", ctx);
     for (const auto& [flag, value] : x.quick_args)
-      if (find_variable(x.sweep, flag)) ctx.fail("quick.args sets swept flag " + flag + " (use quick.sweep)");
+      if (find_variable(x.sweep, flag))
+        ctx.fail("quick.args sets swept flag " + flag + " (use quick.sweep)");
     if (q.contains("sweep")) {
       if (!q["sweep"].is_object()) ctx.fail("quick.sweep must be an object {flag: [values]}");
       for (const auto& [flag, values] : q["sweep"].items()) {
-        if (!find_variable(x.sweep, flag)) ctx.fail("quick.sweep names " + flag + ", which is not swept");
+        if (!find_variable(x.sweep, flag))
+          ctx.fail("quick.sweep names " + flag + ", which is not swept");
         x.quick_sweep.push_back({flag, read_values(values, "quick.sweep " + flag, ctx)});
       }
     }
@@ -215,11 +218,12 @@ Catalogue load_catalogue(const std::filesystem::path& path) {
   } catch (const nlohmann::json::parse_error& e) {
     // what() starts with "[json.exception.parse_error.101] "; the rest is the useful part.
     std::string what = e.what();
-    if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != std::string::npos)
-      what.erase(0, end + 2);
+    const auto end = what.find("] ");
+    if (what.rfind("[json.exception", 0) == 0 && end != std::string::npos) what.erase(0, end + 2);
     throw UsageError(file + ": not JSON (byte " + std::to_string(e.byte) + "): " + what);
   }
-  if (!doc.is_object()) throw UsageError(file + ": not a catalogue (expected an object with seed and experiments)");
+  if (!doc.is_object())
+    throw UsageError(file + ": not a catalogue (expected an object with seed and experiments)");
   Catalogue c;
   c.file = file;
   if (!doc.contains("seed") || !doc["seed"].is_string() || doc["seed"].get<std::string>().empty())
@@ -258,7 +262,8 @@ std::vector<Catalogue> load_catalogues(const std::filesystem::path& dir) {
     Catalogue c = load_catalogue(f);
     for (const auto& x : c.entries)
       if (auto [it, fresh] = owner.emplace(x.id, c.file); !fresh)
-        throw UsageError(c.file + ": entry '" + x.id + "': duplicate id (also in " + it->second + ")");
+        throw UsageError(c.file + ": entry '" + x.id + "': duplicate id (also in " + it->second +
+                         ")");
     out.push_back(std::move(c));
   }
   return out;
@@ -284,7 +289,8 @@ ExperimentEntry effective(const ExperimentEntry& e, bool quick) {
   ExperimentEntry x = e;
   if (!quick) return x;
   for (const auto& [flag, value] : e.quick_args) {
-    auto it = std::find_if(x.args.begin(), x.args.end(), [&](const auto& a) { return a.first == flag; });
+    auto it = std::find_if(x.args.begin(), x.args.end(),
+                           [&](const auto& a) { return a.first == flag; });
     if (it != x.args.end()) it->second = value;
     else x.args.emplace_back(flag, value);
   }

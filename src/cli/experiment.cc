@@ -62,7 +62,8 @@ std::vector<bench::Catalogue> load(const std::string& flag) {
     std::string looked;
     for (const auto& c : candidates) {
       const std::string dir_text = c.lexically_normal().string();
-      if (looked.find(dir_text) == std::string::npos) looked += (looked.empty() ? "" : ", ") + dir_text;
+      if (looked.find(dir_text) != std::string::npos) continue;
+      looked += (looked.empty() ? "" : ", ") + dir_text;
     }
     throw UsageError("no experiment catalogue found (looked in " + looked +
                      "); give --catalogue DIR or set FABFLOW_CATALOGUE");
@@ -84,7 +85,8 @@ fs::path plot_module_dir(std::string* why) {
 
 std::string shell_quote(const std::string& s) {
   const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./:=,@%+-").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_./:=,@%+-").find(c) != std::string_view::npos;
   });
   if (plain) return s;
   std::string out = "'";
@@ -161,7 +163,8 @@ struct RunFlags {
 // catalogue typo stops the run before anything starts.
 void check_flags(const ExperimentEntry& x, const CLI::App& bench_app) {
   const std::string where = x.file + ": entry '" + x.id + "'";
-  auto found = bench_app.get_subcommands([&](const CLI::App* a) { return a->get_name() == x.bench; });
+  auto found =
+      bench_app.get_subcommands([&](const CLI::App* a) { return a->get_name() == x.bench; });
   if (found.empty()) throw UsageError(where + ": fabflow has no 'bench " + x.bench + "'");
   const CLI::App& app = *found.front();
   bench::FlagValues all = x.args;
@@ -192,7 +195,8 @@ std::vector<const ExperimentEntry*> select(const std::vector<bench::Catalogue>& 
   }
   for (const auto& id : split(ids, ',')) {
     const ExperimentEntry* x = bench::find_experiment(catalogues, id);
-    if (!x) throw UsageError("unknown experiment '" + id + "' (fabflow experiment list shows them)");
+    if (!x)
+      throw UsageError("unknown experiment '" + id + "' (fabflow experiment list shows them)");
     if (!bench::runnable(*x)) throw UsageError(id + " cannot run: " + bench::status_text(*x));
     if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
   }
@@ -235,8 +239,9 @@ class Plotter {
  public:
   // Runs `python3 -m fabflow_plot <args>`; prints one line and returns false when it cannot run
   // here. The module's stdout lines go to `on_line`, its stderr is captured in `err`.
-  bool run(const std::vector<std::string>& args, const std::function<void(const std::string&)>& on_line,
-           int* status, std::string* err) {
+  bool run(const std::vector<std::string>& args,
+           const std::function<void(const std::string&)>& on_line, int* status,
+           std::string* err) {
     if (missing_) return false;
     std::string why;
     const fs::path dir = plot_module_dir(&why);
@@ -285,13 +290,16 @@ int run_report(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw UsageError("report: " + dir + " is not a folder");
   bool any = false;
-  for (const auto& f : fs::directory_iterator(dir, ec)) any = any || f.path().extension() == ".jsonl";
-  if (!any) throw UsageError("report: " + dir + " has no .jsonl (fabflow experiment run -o " + dir + " writes them)");
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    any = any || f.path().extension() == ".jsonl";
+  if (!any)
+    throw UsageError("report: " + dir + " has no .jsonl (fabflow experiment run -o " + dir +
+                     " writes them)");
   Plotter plot;
   int status = 1;
   std::string err;
-  if (!plot.run({"report", dir}, [](const std::string& line) { std::cout << line << "\n"; }, &status, &err))
-    return kNoFigures;
+  auto print = [](const std::string& line) { std::cout << line << "\n"; };
+  if (!plot.run({"report", dir}, print, &status, &err)) return kNoFigures;
   std::cerr << err;
   return status == 0 ? 0 : 1;
 }
@@ -344,7 +352,8 @@ class ExperimentRunner {
         });
         if (interrupted()) throw Interrupted{};
         if (res.status != 0 || res.timed_out) {
-          std::string why = res.timed_out ? "took longer than " + std::to_string(f_.point_timeout_s) +
+          std::string why = res.timed_out ? "took longer than " +
+                                                std::to_string(f_.point_timeout_s) +
                                                 " s and was stopped (--point-timeout)"
                                           : "failed (exit " + std::to_string(res.status) + ")";
           print_error(x.id + " point " + std::to_string(i + 1) + ": " +
@@ -382,7 +391,8 @@ class ExperimentRunner {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     std::cerr << "[" << id << "] point " << i + 1 << "/" << n << " (repeat " << r + 1 << "/"
               << f_.repeat << "): " << swept << "  elapsed " << seconds_text(elapsed);
-    if (done > 0) std::cerr << ", about " << seconds_text(elapsed / done * (runs - done)) << " left";
+    if (done > 0)
+      std::cerr << ", about " << seconds_text(elapsed / done * (runs - done)) << " left";
     std::cerr << "\n";
   }
 
@@ -432,8 +442,8 @@ void print_summary(const std::vector<Outcome>& outcomes,
     std::ostringstream secs;
     secs.precision(1);
     secs << std::fixed << o.seconds;
-    rows.push_back({o.id, std::to_string(o.points_done) + "/" + std::to_string(o.points), secs.str(),
-                    o.verdict, files});
+    rows.push_back({o.id, std::to_string(o.points_done) + "/" + std::to_string(o.points),
+                    secs.str(), o.verdict, files});
   }
   std::vector<std::size_t> w(rows[0].size(), 0);
   for (const auto& r : rows)
@@ -450,7 +460,8 @@ void print_summary(const std::vector<Outcome>& outcomes,
   }
   if (!skipped.empty()) {
     std::cout << "\nnot run:\n";
-    for (const auto* x : skipped) std::cout << "  " << x->id << "  " << bench::status_text(*x) << "\n";
+    for (const auto* x : skipped)
+      std::cout << "  " << x->id << "  " << bench::status_text(*x) << "\n";
   }
   std::cout << std::flush;
 }
@@ -465,8 +476,10 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
   if (f.dry_run) {
     for (const auto* x : selected)
       for (const auto& p : bench::expand(*x, f.quick))
-        std::cout << x->id << ": " << command_line(bench_argv(*x, p, f.provider, "fabflow")) << "\n";
-    for (const auto* x : skipped) std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
+        std::cout << x->id << ": " << command_line(bench_argv(*x, p, f.provider, "fabflow"))
+                  << "\n";
+    for (const auto* x : skipped)
+      std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
     return 0;
   }
   TransportOptions probe;
@@ -485,7 +498,8 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
     return 128 + interrupted();
   }
   print_summary(outcomes, skipped);
-  const bool failed = std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.failed; });
+  const bool failed =
+      std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.failed; });
   if (failed) return 1;
   return plot.missing() ? kNoFigures : 0;
 }
@@ -493,7 +507,8 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
 }  // namespace
 
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
-  auto* exp = app.add_subcommand("experiment", "the papers' figures as data: list, run and check them");
+  auto* exp =
+      app.add_subcommand("experiment", "the papers' figures as data: list, run and check them");
   exp->require_subcommand(1);
 
   auto* list = exp->add_subcommand("list", "every catalogue entry with its status");
@@ -502,18 +517,23 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
   list->add_flag("--json", lf->json, "one JSON object per entry");
   list->callback([&run, lf] { run = [lf] { return run_list(*lf); }; });
 
-  auto* r = exp->add_subcommand("run", "run experiments, write DIR/<id>.jsonl, draw and check them");
+  auto* r =
+      exp->add_subcommand("run", "run experiments, write DIR/<id>.jsonl, draw and check them");
   auto rf = std::make_shared<RunFlags>();
   r->add_option("ids", rf->ids, "experiment id, comma list of ids, or all")->required();
   r->add_flag("--quick", rf->quick, "the entries' reduced sweeps: minutes, not hours");
   r->add_option("--repeat", rf->repeat, "runs of every point (1..100)")->check(CLI::Range(1, 100));
-  r->add_option("-p,--provider", rf->provider, "the one provider every bench runs on (default shm)");
+  r->add_option("-p,--provider", rf->provider,
+                "the one provider every bench runs on (default shm)");
   r->add_option("-o,--out", rf->out, "output folder, created if missing (default fabflow-results)");
   r->add_option("--catalogue", rf->catalogue, "catalogue folder (default: experiments/)");
-  r->add_option("--point-timeout", rf->point_timeout_s, "seconds one bench run may take (default 600)")
+  r->add_option("--point-timeout", rf->point_timeout_s,
+                "seconds one bench run may take (default 600)")
       ->check(CLI::Range(1u, 86400u));
   r->add_flag("--dry-run", rf->dry_run, "check the entries and print the bench command lines only");
-  r->callback([&run, &bench_app, rf] { run = [&bench_app, rf] { return run_experiments(*rf, bench_app); }; });
+  r->callback([&run, &bench_app, rf] {
+    run = [&bench_app, rf] { return run_experiments(*rf, bench_app); };
+  });
 }
 
 void add_report(CLI::App& app, Runner& run) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -24,18 +25,27 @@ using namespace std::chrono_literals;
 const fs::path kSource = fs::path(__FILE__).parent_path().parent_path().parent_path();
 const std::string kCatalogue = (kSource / "tests" / "bench" / "catalogue").string();
 
-void expect_one_error_line(const CliResult& r, int status, const std::vector<std::string>& needles) {
+// `fabflow experiment <args>`.
+CliResult experiment(std::vector<std::string> args, std::chrono::seconds timeout = 20s,
+                     const std::map<std::string, std::string>& env = {}) {
+  args.insert(args.begin(), {"fabflow", "experiment"});
+  return run_cli(args, timeout, env);
+}
+
+void expect_one_error_line(const CliResult& r, int status,
+                           const std::vector<std::string>& needles) {
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.status, status) << r.err;
   auto err = lines(r.err);
   ASSERT_EQ(err.size(), 1u) << r.err;
   EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
-  for (const auto& n : needles) EXPECT_NE(err[0].find(n), std::string::npos) << n << " in " << err[0];
+  for (const auto& n : needles)
+    EXPECT_NE(err[0].find(n), std::string::npos) << n << " in " << err[0];
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST(ExperimentCli, ListShowsEveryIdWithItsStatus) {
-  CliResult r = run_cli({"fabflow", "experiment", "list", "--catalogue", kCatalogue}, 20s);
+  CliResult r = experiment({"list", "--catalogue", kCatalogue});
   ASSERT_EQ(r.status, 0) << r.err;
   auto out = lines(r.out);
   ASSERT_EQ(out.size(), 4u) << r.out;
@@ -48,7 +58,7 @@ TEST(ExperimentCli, ListShowsEveryIdWithItsStatus) {
   has(out[2], "900-later", "needs #99 a feature");
   has(out[3], "900-elsewhere", "not measurable here: needs an RDMA NIC");
 
-  r = run_cli({"fabflow", "experiment", "list", "--json"}, 20s, {{"FABFLOW_CATALOGUE", kCatalogue}});
+  r = experiment({"list", "--json"}, 20s, {{"FABFLOW_CATALOGUE", kCatalogue}});
   ASSERT_EQ(r.status, 0) << r.err;
   auto json = lines(r.out);
   ASSERT_EQ(json.size(), 3u) << r.out;
@@ -59,15 +69,14 @@ TEST(ExperimentCli, ListShowsEveryIdWithItsStatus) {
 
 TEST(ExperimentCli, UnknownIdExitsTwoBeforeRunning) {
   TempDir out;
-  CliResult r = run_cli({"fabflow", "experiment", "run", "900-tiny,900-nosuch", "--catalogue",
-                         kCatalogue, "-o", out.file("results")},
-                        20s);
+  CliResult r = experiment(
+      {"run", "900-tiny,900-nosuch", "--catalogue", kCatalogue, "-o", out.file("results")});
   expect_one_error_line(r, 2, {"'900-nosuch'"});
   EXPECT_FALSE(fs::exists(out.file("results")));
 }
 
 TEST(ExperimentCli, NamedEntryThatCannotRunExitsTwo) {
-  CliResult r = run_cli({"fabflow", "experiment", "run", "900-later", "--catalogue", kCatalogue}, 20s);
+  CliResult r = experiment({"run", "900-later", "--catalogue", kCatalogue});
   expect_one_error_line(r, 2, {"900-later", "needs #99"});
 }
 
@@ -77,16 +86,15 @@ TEST(ExperimentCli, UnknownBenchFlagNamesFileEntryAndFlag) {
   auto cat = nlohmann::ordered_json::parse(in);
   cat["experiments"][0]["args"]["--no-such-flag"] = "1";
   std::ofstream(dir.file("900.json")) << cat.dump(2);
-  CliResult r = run_cli({"fabflow", "experiment", "run", "all", "--catalogue", dir.path(), "-o",
-                         dir.file("results")},
-                        20s);
+  CliResult r =
+      experiment({"run", "all", "--catalogue", dir.path(), "-o", dir.file("results")});
   expect_one_error_line(r, 2, {dir.file("900.json"), "'900-tiny'", "--no-such-flag"});
 
   // A hidden option of the launched ranks is not a catalogue flag either.
   cat = nlohmann::ordered_json::parse(std::ifstream(kCatalogue + "/900.json"));
   cat["experiments"][0]["quick"]["args"] = {{"--launched-op", "write"}};
   std::ofstream(dir.file("900.json")) << cat.dump(2);
-  r = run_cli({"fabflow", "experiment", "run", "900-tiny", "--catalogue", dir.path()}, 20s);
+  r = experiment({"run", "900-tiny", "--catalogue", dir.path()});
   expect_one_error_line(r, 2, {"--launched-op"});
 }
 
@@ -95,26 +103,26 @@ TEST(ExperimentCli, FlagGivenOrDeniedAValueAgainstItsKind) {
   auto cat = nlohmann::ordered_json::parse(std::ifstream(kCatalogue + "/900.json"));
   cat["experiments"][0]["args"]["--reference"] = "yes";
   std::ofstream(dir.file("900.json")) << cat.dump(2);
-  CliResult r = run_cli({"fabflow", "experiment", "run", "900-tiny", "--catalogue", dir.path()}, 20s);
+  CliResult r = experiment({"run", "900-tiny", "--catalogue", dir.path()});
   expect_one_error_line(r, 2, {"--reference takes no value"});
 
   cat = nlohmann::ordered_json::parse(std::ifstream(kCatalogue + "/900.json"));
   cat["experiments"][0]["args"]["--window"] = "";
   std::ofstream(dir.file("900.json")) << cat.dump(2);
-  r = run_cli({"fabflow", "experiment", "run", "900-tiny", "--catalogue", dir.path()}, 20s);
+  r = experiment({"run", "900-tiny", "--catalogue", dir.path()});
   expect_one_error_line(r, 2, {"--window needs a value"});
 }
 
 TEST(ExperimentCli, DryRunPrintsTheCommandLinesOnly) {
   TempDir dir;
-  CliResult r = run_cli({"fabflow", "experiment", "run", "all", "--quick", "--dry-run", "--catalogue",
-                         kCatalogue, "-o", dir.file("results")},
-                        20s);
+  CliResult r = experiment({"run", "all", "--quick", "--dry-run", "--catalogue", kCatalogue, "-o",
+                            dir.file("results")});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(lines(r.out), (std::vector<std::string>{
-                              "900-tiny: fabflow bench raw -o write -I 200 -w 50 -S 64 -p shm --json",
-                              "900-later: not run: needs #99 a feature",
-                              "900-elsewhere: not run: not measurable here: needs an RDMA NIC"}));
+  EXPECT_EQ(lines(r.out),
+            (std::vector<std::string>{
+                "900-tiny: fabflow bench raw -o write -I 200 -w 50 -S 64 -p shm --json",
+                "900-later: not run: needs #99 a feature",
+                "900-elsewhere: not run: not measurable here: needs an RDMA NIC"}));
   EXPECT_FALSE(fs::exists(dir.file("results")));
 }
 
@@ -122,13 +130,10 @@ TEST(ExperimentCli, DryRunPrintsTheCommandLinesOnly) {
 // exist and take values as given.
 TEST(ExperimentCli, RepositoryCatalogueMatchesTheCli) {
   if (!fs::is_directory(kSource / "experiments")) GTEST_SKIP() << "no experiments/ in this tree";
-  CliResult r = run_cli({"fabflow", "experiment", "run", "all", "--dry-run", "--catalogue",
-                         (kSource / "experiments").string()},
-                        20s);
+  const std::string catalogue = (kSource / "experiments").string();
+  CliResult r = experiment({"run", "all", "--dry-run", "--catalogue", catalogue});
   EXPECT_EQ(r.status, 0) << r.err;
-  r = run_cli({"fabflow", "experiment", "run", "all", "--quick", "--dry-run", "--catalogue",
-               (kSource / "experiments").string()},
-              20s);
+  r = experiment({"run", "all", "--quick", "--dry-run", "--catalogue", catalogue});
   EXPECT_EQ(r.status, 0) << r.err;
 }
 
@@ -136,9 +141,8 @@ TEST(ExperimentCli, UnwritableOutputFolder) {
   TempDir dir;
   std::ofstream(dir.file("a-file")) << "x";
   // Below a regular file: fails even for root, unlike a permission bit.
-  CliResult r = run_cli({"fabflow", "experiment", "run", "900-tiny", "--catalogue", kCatalogue,
-                         "-p", "local", "-o", dir.file("a-file/results")},
-                        20s);
+  CliResult r = experiment({"run", "900-tiny", "--catalogue", kCatalogue, "-p", "local", "-o",
+                            dir.file("a-file/results")});
   expect_one_error_line(r, 2, {"-o " + dir.file("a-file/results")});
 }
 
@@ -163,17 +167,17 @@ TEST(ExperimentCli, FailedOrStoppedPointIsReportedAndTheRunGoesOn) {
   cat["experiments"] = {bad, slow, tiny};
   std::ofstream(dir.file("900.json")) << cat.dump(2);
   const std::string out = dir.file("results");
-  CliResult r = run_cli({"fabflow", "experiment", "run", "900-bad,900-slow,900-tiny", "--quick",
-                         "--catalogue", dir.path(), "-p", "local", "-o", out, "--point-timeout", "1"},
-                        60s);
+  CliResult r = experiment({"run", "900-bad,900-slow,900-tiny", "--quick", "--catalogue",
+                            dir.path(), "-p", "local", "-o", out, "--point-timeout", "1"},
+                           60s);
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("fabflow: error: 900-bad point 1: fabflow bench raw -o nosuch -I 200 -w 50 "
                        "-S 64 -p local --json failed (exit 2)"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("fabflow: error: 900-slow point 1: fabflow bench raw -o write -t bw -D 60 -p "
-                       "local --json took longer than 1 s"),
+  EXPECT_NE(r.err.find("fabflow: error: 900-slow point 1: fabflow bench raw -o write -t bw -D 60 "
+                       "-p local --json took longer than 1 s"),
             std::string::npos)
       << r.err;
   EXPECT_LT(r.seconds, 30);
@@ -200,9 +204,8 @@ bool can_draw() {
 TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   TempDir dir;
   const std::string out = dir.file("results");
-  CliResult r = run_cli({"fabflow", "experiment", "run", "900-tiny", "--catalogue", kCatalogue, "-p",
-                         "local", "-o", out},
-                        120s, {{"FABFLOW_PYTHONPATH", (kSource / "python").string()}});
+  CliResult r = experiment({"run", "900-tiny", "--catalogue", kCatalogue, "-p", "local", "-o", out},
+                           120s, {{"FABFLOW_PYTHONPATH", (kSource / "python").string()}});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_NE(r.err.find("[900-tiny] point 2/2 (repeat 1/1): -S 128  elapsed "), std::string::npos)
       << r.err;
@@ -218,7 +221,8 @@ TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   EXPECT_EQ(head["quick"], false);
   EXPECT_EQ(head["repeat"], 1);
   EXPECT_EQ(head["entry"]["title"], "Write bandwidth of two small sizes");
-  EXPECT_EQ(head["command_lines"][0], "fabflow bench raw -o write -I 200 -w 50 -S 64 -p local --json");
+  EXPECT_EQ(head["command_lines"][0],
+            "fabflow bench raw -o write -I 200 -w 50 -S 64 -p local --json");
   EXPECT_EQ(head["environment"]["fabflow_version"], FABFLOW_VERSION);
   std::size_t rows = 0;
   std::set<std::string> sizes;

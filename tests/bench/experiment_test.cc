@@ -155,7 +155,8 @@ TEST(ExperimentCatalogue, AnEntryWaitingForAnIssueMayNameItsFutureBench) {
 
 TEST(ExperimentCatalogue, EmptyFolderAndMissingFolder) {
   TempDir dir;
-  EXPECT_NE(load_error([&] { load_catalogues(dir.path()); }).find("has no *.json"), std::string::npos);
+  EXPECT_NE(load_error([&] { load_catalogues(dir.path()); }).find("has no *.json"),
+            std::string::npos);
   EXPECT_NE(load_error([&] { load_catalogues(dir.file("nope")); }).find("does not exist"),
             std::string::npos);
 }
