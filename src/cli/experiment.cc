@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 // Exit status when the data was measured but figures could not be drawn here (python3,
 // matplotlib or the plot module missing); the plot module itself exits 3 for matplotlib.
 constexpr int kNoFigures = 3;
+constexpr const char* kFigureExtensions[] = {".png", ".svg", ".html"};  // fabflow_plot's
 
 fs::path exe_path() {
   std::error_code ec;
@@ -229,8 +230,7 @@ struct Outcome {
   double seconds = 0;
   std::string verdict;
   std::vector<std::string> files;
-  bool failed = false;      // a bench run failed: the data is partial
-  bool no_figures = false;  // the plot prerequisites are missing here
+  bool failed = false;  // a bench run or the figure failed
 };
 
 // Draws figures with python/fabflow_plot; remembers once it is known missing, so that `all`
@@ -314,6 +314,9 @@ class ExperimentRunner {
     const auto points = bench::expand(x, f_.quick);
     o.points = points.size();
     const fs::path jsonl = fs::path(f_.out) / (x.id + ".jsonl");
+    // Figures of an earlier run in DIR would be taken for this run's.
+    for (const char* ext : kFigureExtensions)
+      fs::remove(fs::path(jsonl).replace_extension(ext), ec_);
     std::ofstream out(jsonl, std::ios::trunc);
     if (!out) throw Error("cannot write " + jsonl.string());
     std::vector<std::vector<std::string>> argvs;
@@ -364,11 +367,12 @@ class ExperimentRunner {
       }
       if (!o.failed) o.points_done = i + 1;
     }
+    if (!out.flush()) throw Error("writing " + jsonl.string() + " failed");
     out.close();
     if (not_json > 0)
       std::cerr << "fabflow: warning: [" << x.id << "] " << not_json
                 << " line(s) of bench output were not JSON and were left out\n";
-    o.files.push_back(jsonl.string());
+    o.files.push_back(jsonl.filename().string());
     if (o.failed) {
       o.verdict = "bench failed: partial data, no figure";
     } else {
@@ -405,12 +409,11 @@ class ExperimentRunner {
       if (j.is_object() && j.contains("verdict")) verdict = j;
     }, &status, &err);
     if (!ran) {
-      o.no_figures = true;
       o.verdict = "no figure (plotting unavailable)";
       return;
     }
+    std::cerr << err;  // the module's warnings, or why it failed
     if (status != 0 || !verdict.is_object()) {
-      std::cerr << err;
       if (status == 0) print_error(x.id + ": the plot module printed no verdict");
       o.failed = true;
       o.verdict = "plot failed";
@@ -421,20 +424,19 @@ class ExperimentRunner {
       std::cout << x.id << ": " << o.verdict << (detail.empty() ? "" : " (" + detail + ")") << "\n"
                 << std::flush;
     }
-    for (const char* ext : {".png", ".svg", ".html"}) {
-      fs::path p = jsonl;
-      p.replace_extension(ext);
-      std::error_code ec;
-      if (fs::exists(p, ec)) o.files.push_back(p.string());
+    for (const char* ext : kFigureExtensions) {
+      const fs::path p = fs::path(jsonl).replace_extension(ext);
+      if (fs::exists(p, ec_)) o.files.push_back(p.filename().string());
     }
   }
 
   const RunFlags& f_;
   fs::path exe_;
+  std::error_code ec_;  // for file checks whose failure only means "not there"
 };
 
 void print_summary(const std::vector<Outcome>& outcomes,
-                   const std::vector<const ExperimentEntry*>& skipped) {
+                   const std::vector<const ExperimentEntry*>& skipped, const std::string& dir) {
   std::vector<std::vector<std::string>> rows = {{"id", "points", "seconds", "verdict", "files"}};
   for (const auto& o : outcomes) {
     std::string files;
@@ -458,6 +460,7 @@ void print_summary(const std::vector<Outcome>& outcomes,
     }
     std::cout << line << "\n";
   }
+  std::cout << "(files in " << dir << ")\n";
   if (!skipped.empty()) {
     std::cout << "\nnot run:\n";
     for (const auto* x : skipped)
@@ -493,11 +496,11 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
   try {
     for (const auto* x : selected) outcomes.push_back(runner.run(*x, plot));
   } catch (const ExperimentRunner::Interrupted&) {
-    if (!outcomes.empty()) print_summary(outcomes, {});
+    if (!outcomes.empty()) print_summary(outcomes, {}, f.out);
     print_error("interrupted: the data measured so far is in " + f.out);
     return 128 + interrupted();
   }
-  print_summary(outcomes, skipped);
+  print_summary(outcomes, skipped, f.out);
   const bool failed =
       std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.failed; });
   if (failed) return 1;
