@@ -1,4 +1,5 @@
-// fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr.
+// fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
+// experiment list, experiment run, report.
 #include <fabflow/status.h>
 
 #include <csignal>
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   bench->get_subcommand("raw")->callback([&] { run = raw_run; });
   bench->get_subcommand("queue")->callback([&] { run = queue_run; });
   bench->get_subcommand("rr")->callback([&] { run = rr_run; });
+  cli::add_experiment(app, *bench, run);
+  cli::add_report(app, run);
 
   try {
     app.parse(argc, argv);

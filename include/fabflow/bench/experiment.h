@@ -1,0 +1,93 @@
+// Experiments as data: the catalogue of a paper's figures (experiments/<seed>.json), each entry
+// a `fabflow bench` command, the variables it sweeps, and the plot and claim to check.
+// The runner (`fabflow experiment run`) expands an entry into bench command lines and writes
+// their rows as DIR/<id>.jsonl; python/fabflow_plot draws and checks them. Schema and output:
+// docs/experiments.md.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fabflow::bench {
+
+// Flags in the catalogue's order; value "" is a flag given without a value.
+using FlagValues = std::vector<std::pair<std::string, std::string>>;
+
+// One swept variable: the flag and its values, in the order they run.
+struct SweepVariable {
+  std::string flag;
+  std::vector<std::string> values;
+};
+
+// One catalogue entry as validated by load_catalogue. Plain data.
+struct ExperimentEntry {
+  std::string id;  // starts with "<seed>-"; also the output file's name
+  std::string title;
+  std::string caption;
+  std::string needs;           // non-empty: waits for this issue, not runnable
+  std::string not_measurable;  // non-empty: why it cannot be measured here, not runnable
+  std::string bench;           // raw | queue | rr
+  FlagValues args;
+  std::vector<SweepVariable> sweep;  // outermost first
+  FlagValues quick_args;             // --quick: override or extend args
+  std::vector<SweepVariable> quick_sweep;  // --quick: replace the values of these swept flags
+  nlohmann::json rows, plot, claim;        // for the plot module, checked only for shape
+  nlohmann::ordered_json source;           // the entry as written in the file
+  std::string file;                        // the catalogue file it came from
+};
+
+// One catalogue file: the experiments of one seed paper.
+struct Catalogue {
+  std::string seed;
+  std::string paper;
+  std::vector<ExperimentEntry> entries;
+  std::string file;
+};
+
+// Reads and validates one catalogue file. Throws UsageError with one line naming the file, the
+// entry (id, or #index when the id is missing) and what is wrong.
+Catalogue load_catalogue(const std::filesystem::path& path);
+
+// Every *.json in `dir`, in file-name order; also rejects an id used twice across files.
+std::vector<Catalogue> load_catalogues(const std::filesystem::path& dir);
+
+// The entry with this id, or nullptr.
+const ExperimentEntry* find_experiment(const std::vector<Catalogue>& catalogues,
+                                       std::string_view id);
+
+bool runnable(const ExperimentEntry& e);
+
+// "runnable", "needs <issue>" or "not measurable here: <reason>".
+std::string status_text(const ExperimentEntry& e);
+
+// The entry as it runs: with `quick`, quick args override same-named args (new ones are
+// appended) and quick sweep values replace the named variables' values.
+ExperimentEntry effective(const ExperimentEntry& e, bool quick);
+
+// One run of the bench: the argv after `fabflow bench <bench>` and the swept values.
+struct SweepPoint {
+  std::vector<std::string> args;  // fixed args, then the swept flags
+  FlagValues values;              // swept flag -> value, outermost first
+};
+
+// The cartesian product of the (effective) sweep, outermost variable varying slowest; an empty
+// sweep is one point.
+std::vector<SweepPoint> expand(const ExperimentEntry& e, bool quick);
+
+// The catalogue entry as written, with args and sweep replaced by the effective ones (and
+// "quick" dropped once applied): line 1's "entry" of DIR/<id>.jsonl.
+nlohmann::ordered_json entry_json(const ExperimentEntry& e, bool quick);
+
+// The machine and build an experiment ran on (line 1's "environment").
+nlohmann::json experiment_environment();
+
+// Adds the runner's keys to one bench row (kept in the bench's key order): experiment,
+// point_index, point, repeat_index and "point.<flag>" copies of the swept values.
+void tag_row(nlohmann::ordered_json& row, const std::string& id, std::size_t point_index,
+             const FlagValues& point, unsigned repeat_index);
+
+}  // namespace fabflow::bench

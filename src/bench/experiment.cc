@@ -1,0 +1,355 @@
+// Catalogue loading and validation, sweep expansion and the runner's row tagging.
+#include <fabflow/bench/experiment.h>
+#include <fabflow/status.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace fabflow::bench {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr const char* kBenches[] = {"raw", "queue", "rr"};
+constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
+constexpr const char* kCheckKinds[] = {"at_most", "at_least", "greater", "less", "trend"};
+// The runner sets these itself: an entry that set them would fight it.
+constexpr const char* kRunnerFlags[] = {"-p", "--provider", "--json"};
+
+template <std::size_t N>
+bool one_of(const std::string& s, const char* const (&names)[N]) {
+  return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return s == n; });
+}
+
+template <std::size_t N>
+std::string joined(const char* const (&names)[N]) {
+  std::string out;
+  for (const char* n : names) {
+    if (!out.empty()) out += '|';
+    out += n;
+  }
+  return out;
+}
+
+// Throws the one-line error for the entry being read: "<file>: entry '<id>': <what>".
+class EntryContext {
+ public:
+  EntryContext(std::string file, std::size_t index) : file_(std::move(file)), index_(index) {}
+  void set_id(const std::string& id) { id_ = id; }
+  [[noreturn]] void fail(const std::string& what) const {
+    std::string entry = id_.empty() ? "entry #" + std::to_string(index_) : "entry '" + id_ + "'";
+    throw UsageError(file_ + ": " + entry + ": " + what);
+  }
+
+ private:
+  std::string file_;
+  std::size_t index_;
+  std::string id_;
+};
+
+std::string required_text(const ojson& e, const char* key, const EntryContext& ctx) {
+  if (!e.contains(key)) ctx.fail(std::string("missing \"") + key + "\"");
+  const ojson& v = e[key];
+  if (!v.is_string()) ctx.fail(std::string("\"") + key + "\" must be a string");
+  if (v.get<std::string>().empty()) ctx.fail(std::string("\"") + key + "\" is empty");
+  return v.get<std::string>();
+}
+
+std::string optional_text(const ojson& e, const char* key, const EntryContext& ctx) {
+  if (!e.contains(key)) return {};
+  if (!e[key].is_string() || e[key].get<std::string>().empty())
+    ctx.fail(std::string("\"") + key + "\" must be a non-empty string when present");
+  return e[key].get<std::string>();
+}
+
+const ojson& required_object(const ojson& e, const char* key, const EntryContext& ctx) {
+  if (!e.contains(key)) ctx.fail(std::string("missing \"") + key + "\"");
+  if (!e[key].is_object()) ctx.fail(std::string("\"") + key + "\" must be an object");
+  return e[key];
+}
+
+// Catalogue values are strings; plain numbers are accepted and kept as written.
+std::string value_text(const ojson& v, const std::string& where, const EntryContext& ctx) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number()) return v.dump();
+  ctx.fail(where + ": values must be strings");
+}
+
+void check_flag_name(const std::string& flag, const std::string& where, const EntryContext& ctx) {
+  if (flag.size() < 2 || flag[0] != '-')
+    ctx.fail(where + ": '" + flag + "' is not a flag (flags start with '-')");
+  if (one_of(flag, kRunnerFlags))
+    ctx.fail(where + " sets " + flag + ": the runner sets -p and --json itself");
+}
+
+FlagValues read_args(const ojson& obj, const std::string& where, const EntryContext& ctx) {
+  if (!obj.is_object()) ctx.fail(where + " must be an object {flag: value}");
+  FlagValues out;
+  for (const auto& [flag, v] : obj.items()) {
+    check_flag_name(flag, where, ctx);
+    out.emplace_back(flag, value_text(v, where + " " + flag, ctx));
+  }
+  return out;
+}
+
+std::vector<std::string> read_values(const ojson& v, const std::string& where,
+                                     const EntryContext& ctx) {
+  if (!v.is_array() || v.empty()) ctx.fail(where + " has no values");
+  std::vector<std::string> out;
+  for (const auto& x : v) out.push_back(value_text(x, where, ctx));
+  return out;
+}
+
+bool has_flag(const FlagValues& args, const std::string& flag) {
+  return std::any_of(args.begin(), args.end(), [&](const auto& a) { return a.first == flag; });
+}
+
+SweepVariable* find_variable(std::vector<SweepVariable>& sweep, const std::string& flag) {
+  for (auto& v : sweep)
+    if (v.flag == flag) return &v;
+  return nullptr;
+}
+
+void check_id(const std::string& id, const std::string& seed, const EntryContext& ctx) {
+  // The id names the output files and is given on the command line in comma lists.
+  for (char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+      ctx.fail("id may contain only letters, digits, '.', '-' and '_'");
+  if (id.rfind(seed + "-", 0) != 0)
+    ctx.fail("id does not start with the file's seed '" + seed + "-'");
+}
+
+void check_plot_and_claim(const ExperimentEntry& x, const EntryContext& ctx) {
+  if (!x.plot.contains("kind") || !x.plot["kind"].is_string() ||
+      !one_of(x.plot["kind"].get<std::string>(), kPlotKinds))
+    ctx.fail("plot.kind must be one of " + joined(kPlotKinds));
+  if (!x.claim.contains("text") || !x.claim["text"].is_string() ||
+      x.claim["text"].get<std::string>().empty())
+    ctx.fail("claim.text is missing or empty");
+  if (!x.claim.contains("check")) return;
+  const auto& check = x.claim["check"];
+  if (!check.is_object() || !check.contains("kind") || !check["kind"].is_string() ||
+      !one_of(check["kind"].get<std::string>(), kCheckKinds))
+    ctx.fail("claim.check.kind must be one of " + joined(kCheckKinds));
+}
+
+ExperimentEntry read_entry(const ojson& e, const std::string& seed, const EntryContext& ctx_in) {
+  EntryContext ctx = ctx_in;
+  if (!e.is_object()) ctx.fail("not an object");
+  ExperimentEntry x;
+  x.id = required_text(e, "id", ctx);
+  ctx.set_id(x.id);
+  check_id(x.id, seed, ctx);
+  x.title = required_text(e, "title", ctx);
+  x.caption = required_text(e, "caption", ctx);
+  x.needs = optional_text(e, "needs", ctx);
+  x.not_measurable = optional_text(e, "not_measurable", ctx);
+  if (!x.needs.empty() && !x.not_measurable.empty())
+    ctx.fail("has both \"needs\" and \"not_measurable\" (give one)");
+  x.bench = required_text(e, "bench", ctx);
+  // An entry waiting for an issue may name the bench subcommand that issue adds.
+  if (x.needs.empty() && !one_of(x.bench, kBenches))
+    ctx.fail("unknown bench '" + x.bench + "' (use " + joined(kBenches) + ")");
+
+  if (e.contains("args")) x.args = read_args(e["args"], "args", ctx);
+  if (e.contains("sweep")) {
+    if (!e["sweep"].is_array()) ctx.fail("sweep must be a list of {flag, values}");
+    for (const auto& s : e["sweep"]) {
+      if (!s.is_object() || !s.contains("flag") || !s["flag"].is_string())
+        ctx.fail("sweep: every variable needs a \"flag\"");
+      SweepVariable v{s["flag"].get<std::string>(), {}};
+      check_flag_name(v.flag, "sweep", ctx);
+      if (!s.contains("values")) ctx.fail("sweep " + v.flag + " has no values");
+      v.values = read_values(s["values"], "sweep " + v.flag, ctx);
+      if (find_variable(x.sweep, v.flag)) ctx.fail("sweep names " + v.flag + " twice");
+      if (has_flag(x.args, v.flag)) ctx.fail(v.flag + " is both in args and swept");
+      x.sweep.push_back(std::move(v));
+    }
+  }
+  if (e.contains("quick")) {
+    const ojson& q = e["quick"];
+    if (!q.is_object()) ctx.fail("quick must be an object {args, sweep}");
+    if (q.contains("args")) x.quick_args = read_args(q["args"], "quick.args", ctx);
+    for (const auto& [flag, value] : x.quick_args)
+      if (find_variable(x.sweep, flag))
+        ctx.fail("quick.args sets swept flag " + flag + " (use quick.sweep)");
+    if (q.contains("sweep")) {
+      if (!q["sweep"].is_object()) ctx.fail("quick.sweep must be an object {flag: [values]}");
+      for (const auto& [flag, values] : q["sweep"].items()) {
+        if (!find_variable(x.sweep, flag))
+          ctx.fail("quick.sweep names " + flag + ", which is not swept");
+        x.quick_sweep.push_back({flag, read_values(values, "quick.sweep " + flag, ctx)});
+      }
+    }
+  }
+  if (e.contains("rows")) {
+    if (!e["rows"].is_object()) ctx.fail("rows must be an object {field: value}");
+    x.rows = e["rows"];
+  } else {
+    x.rows = nlohmann::json::object();
+  }
+  x.plot = required_object(e, "plot", ctx);
+  x.claim = required_object(e, "claim", ctx);
+  check_plot_and_claim(x, ctx);
+  x.source = e;
+  return x;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(path.string() + ": cannot read: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Catalogue load_catalogue(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  ojson doc;
+  try {
+    doc = ojson::parse(read_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    // what() starts with "[json.exception.parse_error.101] "; the rest is the useful part.
+    std::string what = e.what();
+    const auto end = what.find("] ");
+    if (what.rfind("[json.exception", 0) == 0 && end != std::string::npos) what.erase(0, end + 2);
+    throw UsageError(file + ": not JSON (byte " + std::to_string(e.byte) + "): " + what);
+  }
+  if (!doc.is_object())
+    throw UsageError(file + ": not a catalogue (expected an object with seed and experiments)");
+  Catalogue c;
+  c.file = file;
+  if (!doc.contains("seed") || !doc["seed"].is_string() || doc["seed"].get<std::string>().empty())
+    throw UsageError(file + ": missing \"seed\"");
+  c.seed = doc["seed"].get<std::string>();
+  if (doc.contains("paper") && doc["paper"].is_string()) c.paper = doc["paper"].get<std::string>();
+  if (!doc.contains("experiments") || !doc["experiments"].is_array())
+    throw UsageError(file + ": missing \"experiments\" (a list of entries)");
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t i = 0; i < doc["experiments"].size(); ++i) {
+    EntryContext ctx(file, i);
+    ExperimentEntry x = read_entry(doc["experiments"][i], c.seed, ctx);
+    if (auto [it, fresh] = seen.emplace(x.id, i); !fresh) {
+      ctx.set_id(x.id);
+      ctx.fail("duplicate id (also entry #" + std::to_string(it->second) + ")");
+    }
+    x.file = file;
+    c.entries.push_back(std::move(x));
+  }
+  return c;
+}
+
+std::vector<Catalogue> load_catalogues(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw UsageError("catalogue folder " + dir.string() + " does not exist");
+  std::vector<std::filesystem::path> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec))
+    if (f.path().extension() == ".json") files.push_back(f.path());
+  if (ec) throw UsageError("catalogue folder " + dir.string() + ": " + ec.message());
+  if (files.empty()) throw UsageError("catalogue folder " + dir.string() + " has no *.json");
+  std::sort(files.begin(), files.end());
+  std::vector<Catalogue> out;
+  std::map<std::string, std::string> owner;  // id -> file
+  for (const auto& f : files) {
+    Catalogue c = load_catalogue(f);
+    for (const auto& x : c.entries)
+      if (auto [it, fresh] = owner.emplace(x.id, c.file); !fresh)
+        throw UsageError(c.file + ": entry '" + x.id + "': duplicate id (also in " + it->second +
+                         ")");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+const ExperimentEntry* find_experiment(const std::vector<Catalogue>& catalogues,
+                                       std::string_view id) {
+  for (const auto& c : catalogues)
+    for (const auto& x : c.entries)
+      if (x.id == id) return &x;
+  return nullptr;
+}
+
+bool runnable(const ExperimentEntry& e) { return e.needs.empty() && e.not_measurable.empty(); }
+
+std::string status_text(const ExperimentEntry& e) {
+  if (!e.needs.empty()) return "needs " + e.needs;
+  if (!e.not_measurable.empty()) return "not measurable here: " + e.not_measurable;
+  return "runnable";
+}
+
+ExperimentEntry effective(const ExperimentEntry& e, bool quick) {
+  ExperimentEntry x = e;
+  if (!quick) return x;
+  for (const auto& [flag, value] : e.quick_args) {
+    auto it = std::find_if(x.args.begin(), x.args.end(),
+                           [&](const auto& a) { return a.first == flag; });
+    if (it != x.args.end()) it->second = value;
+    else x.args.emplace_back(flag, value);
+  }
+  for (const auto& q : e.quick_sweep) find_variable(x.sweep, q.flag)->values = q.values;
+  x.quick_args.clear();
+  x.quick_sweep.clear();
+  return x;
+}
+
+std::vector<SweepPoint> expand(const ExperimentEntry& entry, bool quick) {
+  const ExperimentEntry e = effective(entry, quick);
+  std::vector<std::string> fixed;
+  for (const auto& [flag, value] : e.args) {
+    fixed.push_back(flag);
+    if (!value.empty()) fixed.push_back(value);
+  }
+  std::vector<SweepPoint> points;
+  std::vector<std::size_t> at(e.sweep.size(), 0);  // an odometer, last variable fastest
+  while (true) {
+    SweepPoint p{fixed, {}};
+    for (std::size_t i = 0; i < e.sweep.size(); ++i) {
+      const std::string& value = e.sweep[i].values[at[i]];
+      p.args.push_back(e.sweep[i].flag);
+      if (!value.empty()) p.args.push_back(value);
+      p.values.emplace_back(e.sweep[i].flag, value);
+    }
+    points.push_back(std::move(p));
+    std::size_t i = e.sweep.size();
+    while (i > 0 && ++at[i - 1] == e.sweep[i - 1].values.size()) at[--i] = 0;
+    if (i == 0) return points;
+  }
+}
+
+nlohmann::ordered_json entry_json(const ExperimentEntry& entry, bool quick) {
+  const ExperimentEntry e = effective(entry, quick);
+  ojson j = e.source;
+  ojson args = ojson::object();
+  for (const auto& [flag, value] : e.args) args[flag] = value;
+  ojson sweep = ojson::array();
+  for (const auto& v : e.sweep) sweep.push_back({{"flag", v.flag}, {"values", v.values}});
+  j["args"] = std::move(args);
+  j["sweep"] = std::move(sweep);
+  if (quick) j.erase("quick");
+  return j;
+}
+
+nlohmann::json experiment_environment() {
+  return {{"fabflow_version", FABFLOW_VERSION}, {"build_type", FABFLOW_BUILD_TYPE}};
+}
+
+void tag_row(nlohmann::ordered_json& row, const std::string& id, std::size_t point_index,
+             const FlagValues& point, unsigned repeat_index) {
+  ojson values = ojson::object();
+  for (const auto& [flag, value] : point) values[flag] = value;
+  row["experiment"] = id;
+  row["point_index"] = point_index;
+  row["point"] = values;
+  row["repeat_index"] = repeat_index;
+  for (const auto& [flag, value] : point) row["point." + flag] = value;
+}
+
+}  // namespace fabflow::bench

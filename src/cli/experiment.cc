@@ -1,0 +1,549 @@
+// `fabflow experiment list|run` and `fabflow report`: the catalogue of the papers' figures run
+// as `fabflow bench` children of this executable, their rows written as DIR/<id>.jsonl, and
+// python/fabflow_plot called to draw each figure and check its claim (docs/experiments.md).
+#include <fabflow/bench/experiment.h>
+#include <fabflow/status.h>
+#include <fabflow/transport.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/subprocess.h"
+
+namespace fabflow::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using bench::ExperimentEntry;
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// Exit status when the data was measured but figures could not be drawn here (python3,
+// matplotlib or the plot module missing); the plot module itself exits 3 for matplotlib.
+constexpr int kNoFigures = 3;
+constexpr const char* kFigureExtensions[] = {".png", ".svg", ".html"};  // fabflow_plot's
+
+fs::path exe_path() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path("fabflow") : p;
+}
+
+// The first existing folder among the candidates, or an empty path.
+fs::path first_dir(const std::vector<fs::path>& candidates, const fs::path& must_contain = {}) {
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (!c.empty() && fs::is_directory(c / must_contain, ec)) return c.lexically_normal();
+  }
+  return {};
+}
+
+std::vector<fs::path> install_candidates(const char* what) {
+  const fs::path exe_dir = exe_path().parent_path();
+  // The build tree is <repo>/build, an install is <prefix>/bin.
+  return {exe_dir / ".." / what, fs::path(FABFLOW_SOURCE_DIR) / what,
+          exe_dir / ".." / "share" / "fabflow" / what};
+}
+
+std::vector<bench::Catalogue> load(const std::string& flag) {
+  if (!flag.empty()) return bench::load_catalogues(flag);
+  if (const char* env = std::getenv("FABFLOW_CATALOGUE"); env && *env)
+    return bench::load_catalogues(env);
+  auto candidates = install_candidates("experiments");
+  fs::path dir = first_dir(candidates);
+  if (dir.empty()) {
+    std::string looked;
+    for (const auto& c : candidates) {
+      const std::string dir_text = c.lexically_normal().string();
+      if (looked.find(dir_text) != std::string::npos) continue;
+      looked += (looked.empty() ? "" : ", ") + dir_text;
+    }
+    throw UsageError("no experiment catalogue found (looked in " + looked +
+                     "); give --catalogue DIR or set FABFLOW_CATALOGUE");
+  }
+  return bench::load_catalogues(dir);
+}
+
+// The folder holding python/fabflow_plot: $FABFLOW_PYTHONPATH, then next to the build or
+// install. Empty when there is none; `why` says where it looked.
+fs::path plot_module_dir(std::string* why) {
+  if (const char* env = std::getenv("FABFLOW_PYTHONPATH"); env && *env) {
+    *why = std::string("FABFLOW_PYTHONPATH=") + env + " has no fabflow_plot";
+    return first_dir({env}, "fabflow_plot");
+  }
+  *why = "the plot module python/fabflow_plot was not found next to " + exe_path().string() +
+         " (set FABFLOW_PYTHONPATH)";
+  return first_dir(install_candidates("python"), "fabflow_plot");
+}
+
+std::string shell_quote(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_./:=,@%+-").find(c) != std::string_view::npos;
+  });
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string command_line(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + shell_quote(a);
+  return out;
+}
+
+std::string seconds_text(double s) {
+  std::ostringstream o;
+  o.precision(s < 10 ? 1 : 0);
+  o << std::fixed << s << " s";
+  return o.str();
+}
+
+// ---- experiment list ----
+
+struct ListFlags {
+  std::string catalogue;
+  bool json = false;
+};
+
+int run_list(const ListFlags& f) {
+  const auto catalogues = load(f.catalogue);
+  if (f.json) {
+    for (const auto& c : catalogues)
+      for (const auto& x : c.entries)
+        std::cout << ojson{{"id", x.id},          {"seed", c.seed},
+                           {"title", x.title},    {"bench", x.bench},
+                           {"runnable", bench::runnable(x)}, {"status", bench::status_text(x)},
+                           {"file", x.file}}.dump()
+                  << "\n";
+    return 0;
+  }
+  std::size_t id_w = 2, status_w = 6;
+  for (const auto& c : catalogues)
+    for (const auto& x : c.entries) {
+      id_w = std::max(id_w, x.id.size());
+      status_w = std::max(status_w, bench::status_text(x).size());
+    }
+  status_w = std::min<std::size_t>(status_w, 56);  // longer reasons run over; --json has them whole
+  for (const auto& c : catalogues) {
+    std::cout << c.seed << (c.paper.empty() ? "" : "  " + c.paper) << "\n";
+    for (const auto& x : c.entries) {
+      std::string status = bench::status_text(x);
+      status.resize(std::max(status.size(), status_w), ' ');
+      std::string id = x.id;
+      id.resize(id_w, ' ');
+      std::cout << "  " << id << "  " << status << "  " << x.title << "\n";
+    }
+  }
+  return 0;
+}
+
+// ---- experiment run ----
+
+struct RunFlags {
+  std::string ids;
+  bool quick = false;
+  unsigned repeat = 1;
+  std::string provider = "shm";
+  std::string out = "fabflow-results";
+  std::string catalogue;
+  unsigned point_timeout_s = 600;
+  bool dry_run = false;
+};
+
+// Checks every flag of the entry against the real `fabflow bench <bench>` options, so that a
+// catalogue typo stops the run before anything starts.
+void check_flags(const ExperimentEntry& x, const CLI::App& bench_app) {
+  const std::string where = x.file + ": entry '" + x.id + "'";
+  auto found =
+      bench_app.get_subcommands([&](const CLI::App* a) { return a->get_name() == x.bench; });
+  if (found.empty()) throw UsageError(where + ": fabflow has no 'bench " + x.bench + "'");
+  const CLI::App& app = *found.front();
+  bench::FlagValues all = x.args;
+  all.insert(all.end(), x.quick_args.begin(), x.quick_args.end());
+  for (const auto& v : x.sweep)
+    for (const auto& value : v.values) all.emplace_back(v.flag, value);
+  for (const auto& [flag, value] : all) {
+    const CLI::Option* opt = app.get_option_no_throw(flag);
+    // Hidden options (empty group) are the launcher's own, not for catalogues.
+    if (!opt || !opt->nonpositional() || opt->get_group().empty())
+      throw UsageError(where + ": 'fabflow bench " + x.bench + "' has no flag " + flag);
+    const bool takes_value = opt->get_expected_max() > 0;  // add_flag sets expected(0)
+    if (takes_value && value.empty())
+      throw UsageError(where + ": " + flag + " needs a value");
+    if (!takes_value && !value.empty())
+      throw UsageError(where + ": " + flag + " takes no value (give \"\")");
+  }
+}
+
+std::vector<const ExperimentEntry*> select(const std::vector<bench::Catalogue>& catalogues,
+                                           const std::string& ids,
+                                           std::vector<const ExperimentEntry*>& skipped) {
+  std::vector<const ExperimentEntry*> out;
+  if (ids == "all") {
+    for (const auto& c : catalogues)
+      for (const auto& x : c.entries) (bench::runnable(x) ? out : skipped).push_back(&x);
+    return out;
+  }
+  for (const auto& id : split(ids, ',')) {
+    const ExperimentEntry* x = bench::find_experiment(catalogues, id);
+    if (!x)
+      throw UsageError("unknown experiment '" + id + "' (fabflow experiment list shows them)");
+    if (!bench::runnable(*x)) throw UsageError(id + " cannot run: " + bench::status_text(*x));
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  }
+  if (out.empty()) throw UsageError("no experiment given (an id, a comma list, or all)");
+  return out;
+}
+
+void prepare_output(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError("-o " + dir.string() + ": cannot create: " + ec.message());
+  const fs::path probe = dir / ".fabflow-write-test";
+  if (!std::ofstream(probe)) throw UsageError("-o " + dir.string() + ": cannot write there");
+  fs::remove(probe, ec);
+}
+
+// `<exe> bench <bench> <point's args> -p PROVIDER --json`.
+std::vector<std::string> bench_argv(const ExperimentEntry& x, const bench::SweepPoint& p,
+                                    const std::string& provider, const std::string& exe) {
+  std::vector<std::string> argv = {exe, "bench", x.bench};
+  argv.insert(argv.end(), p.args.begin(), p.args.end());
+  argv.insert(argv.end(), {"-p", provider, "--json"});
+  return argv;
+}
+
+// What one experiment left behind, for the summary.
+struct Outcome {
+  std::string id;
+  std::size_t points_done = 0, points = 0;
+  double seconds = 0;
+  std::string verdict;
+  std::vector<std::string> files;
+  bool failed = false;  // a bench run or the figure failed
+};
+
+// Draws figures with python/fabflow_plot; remembers once it is known missing, so that `all`
+// says so once.
+class Plotter {
+ public:
+  // Runs `python3 -m fabflow_plot <args>`; prints one line and returns false when it cannot run
+  // here. The module's stdout lines go to `on_line`, its stderr is captured in `err`.
+  bool run(const std::vector<std::string>& args,
+           const std::function<void(const std::string&)>& on_line, int* status,
+           std::string* err) {
+    if (missing_) return false;
+    std::string why;
+    const fs::path dir = plot_module_dir(&why);
+    if (dir.empty()) return give_up(why);
+    ChildOptions o;
+    o.argv = {"python3", "-m", "fabflow_plot"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    std::string path = dir.string();
+    if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += ":" + std::string(old);
+    o.env = {{"PYTHONPATH", path}};
+    o.timeout = std::chrono::seconds(600);
+    o.capture_stderr = true;
+    ChildResult r = run_child(o, on_line);
+    if (r.status == 127) return give_up("python3 was not found (scripts/setup.sh installs it)");
+    if (r.status == kNoFigures) {
+      std::string line = last_line(r.err);
+      const std::string prefix = "fabflow: error: ";
+      if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
+      return give_up(line.empty() ? "matplotlib is missing (install python3-matplotlib)" : line);
+    }
+    *status = r.timed_out ? -1 : r.status;
+    *err = r.err;
+    return true;
+  }
+  bool missing() const { return missing_; }
+
+  static std::string last_line(const std::string& text) {
+    std::string last, line;
+    std::istringstream in(text);
+    while (std::getline(in, line))
+      if (!line.empty()) last = line;
+    return last;
+  }
+
+ private:
+  bool give_up(const std::string& why) {
+    print_error(why + ": no figures drawn; the data stays in the .jsonl files");
+    missing_ = true;
+    return false;
+  }
+  bool missing_ = false;
+};
+
+// `fabflow report DIR`.
+int run_report(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError("report: " + dir + " is not a folder");
+  bool any = false;
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    any = any || f.path().extension() == ".jsonl";
+  if (!any)
+    throw UsageError("report: " + dir + " has no .jsonl (fabflow experiment run -o " + dir +
+                     " writes them)");
+  Plotter plot;
+  int status = 1;
+  std::string err;
+  auto print = [](const std::string& line) { std::cout << line << "\n"; };
+  if (!plot.run({"report", dir}, print, &status, &err)) return kNoFigures;
+  std::cerr << err;
+  return status == 0 ? 0 : 1;
+}
+
+class ExperimentRunner {
+ public:
+  ExperimentRunner(const RunFlags& f, fs::path exe) : f_(f), exe_(std::move(exe)) {}
+
+  Outcome run(const ExperimentEntry& x, Plotter& plot) {
+    Outcome o;
+    o.id = x.id;
+    const auto points = bench::expand(x, f_.quick);
+    o.points = points.size();
+    const fs::path jsonl = fs::path(f_.out) / (x.id + ".jsonl");
+    // Figures of an earlier run in DIR would be taken for this run's.
+    for (const char* ext : kFigureExtensions)
+      fs::remove(fs::path(jsonl).replace_extension(ext), ec_);
+    std::ofstream out(jsonl, std::ios::trunc);
+    if (!out) throw Error("cannot write " + jsonl.string());
+    std::vector<std::vector<std::string>> argvs;
+    ojson command_lines = ojson::array();
+    for (const auto& p : points) {
+      command_lines.push_back(command_line(bench_argv(x, p, f_.provider, "fabflow")));
+      argvs.push_back(bench_argv(x, p, f_.provider, exe_.string()));
+    }
+    ojson header = {{"type", "experiment"},
+                    {"id", x.id},
+                    {"entry", bench::entry_json(x, f_.quick)},
+                    {"provider", f_.provider},
+                    {"quick", f_.quick},
+                    {"repeat", f_.repeat},
+                    {"command_lines", command_lines},
+                    {"environment", bench::experiment_environment()}};
+    out << header.dump() << "\n" << std::flush;
+
+    const auto start = Clock::now();
+    const std::size_t runs = points.size() * f_.repeat;
+    std::size_t done = 0, not_json = 0;
+    for (std::size_t i = 0; i < points.size() && !o.failed; ++i) {
+      for (unsigned r = 0; r < f_.repeat && !o.failed; ++r) {
+        progress(x.id, i, points.size(), r, points[i].values, start, done, runs);
+        ChildOptions c;
+        c.argv = argvs[i];
+        c.timeout = std::chrono::seconds(f_.point_timeout_s);
+        ChildResult res = run_child(c, [&](const std::string& line) {
+          ojson row = ojson::parse(line, nullptr, false);
+          if (row.is_discarded() || !row.is_object()) {
+            ++not_json;
+            return;
+          }
+          bench::tag_row(row, x.id, i, points[i].values, r);
+          out << row.dump() << "\n" << std::flush;
+        });
+        if (interrupted()) throw Interrupted{};
+        if (res.status != 0 || res.timed_out) {
+          std::string why = res.timed_out ? "took longer than " +
+                                                std::to_string(f_.point_timeout_s) +
+                                                " s and was stopped (--point-timeout)"
+                                          : "failed (exit " + std::to_string(res.status) + ")";
+          print_error(x.id + " point " + std::to_string(i + 1) + ": " +
+                      command_lines[i].get<std::string>() + " " + why);
+          o.failed = true;
+        }
+        ++done;
+      }
+      if (!o.failed) o.points_done = i + 1;
+    }
+    if (!out.flush()) throw Error("writing " + jsonl.string() + " failed");
+    out.close();
+    if (not_json > 0)
+      std::cerr << "fabflow: warning: [" << x.id << "] " << not_json
+                << " line(s) of bench output were not JSON and were left out\n";
+    o.files.push_back(jsonl.filename().string());
+    if (o.failed) {
+      o.verdict = "bench failed: partial data, no figure";
+    } else {
+      figure(x, jsonl, plot, o);
+    }
+    o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return o;
+  }
+
+  struct Interrupted {};
+
+ private:
+  void progress(const std::string& id, std::size_t i, std::size_t n, unsigned r,
+                const bench::FlagValues& values, Clock::time_point start, std::size_t done,
+                std::size_t runs) const {
+    std::string swept;
+    for (const auto& [flag, value] : values)
+      swept += (swept.empty() ? "" : ", ") + flag + (value.empty() ? "" : " " + value);
+    if (swept.empty()) swept = "no sweep";
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    std::cerr << "[" << id << "] point " << i + 1 << "/" << n << " (repeat " << r + 1 << "/"
+              << f_.repeat << "): " << swept << "  elapsed " << seconds_text(elapsed);
+    if (done > 0)
+      std::cerr << ", about " << seconds_text(elapsed / done * (runs - done)) << " left";
+    std::cerr << "\n";
+  }
+
+  void figure(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
+    int status = 1;
+    std::string err;
+    nlohmann::json verdict;
+    const bool ran = plot.run({"figure", jsonl.string()}, [&](const std::string& line) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("verdict")) verdict = j;
+    }, &status, &err);
+    if (!ran) {
+      o.verdict = "no figure (plotting unavailable)";
+      return;
+    }
+    std::cerr << err;  // the module's warnings, or why it failed
+    if (status != 0 || !verdict.is_object()) {
+      if (status == 0) print_error(x.id + ": the plot module printed no verdict");
+      o.failed = true;
+      o.verdict = "plot failed";
+    } else {
+      o.verdict = verdict.value("verdict", "?");
+      std::string detail = verdict.contains("detail") && verdict["detail"].is_string()
+                               ? verdict["detail"].get<std::string>() : "";
+      std::cout << x.id << ": " << o.verdict << (detail.empty() ? "" : " (" + detail + ")") << "\n"
+                << std::flush;
+    }
+    for (const char* ext : kFigureExtensions) {
+      const fs::path p = fs::path(jsonl).replace_extension(ext);
+      if (fs::exists(p, ec_)) o.files.push_back(p.filename().string());
+    }
+  }
+
+  const RunFlags& f_;
+  fs::path exe_;
+  std::error_code ec_;  // for file checks whose failure only means "not there"
+};
+
+void print_summary(const std::vector<Outcome>& outcomes,
+                   const std::vector<const ExperimentEntry*>& skipped, const std::string& dir) {
+  std::vector<std::vector<std::string>> rows = {{"id", "points", "seconds", "verdict", "files"}};
+  for (const auto& o : outcomes) {
+    std::string files;
+    for (const auto& f : o.files) files += (files.empty() ? "" : " ") + f;
+    std::ostringstream secs;
+    secs.precision(1);
+    secs << std::fixed << o.seconds;
+    rows.push_back({o.id, std::to_string(o.points_done) + "/" + std::to_string(o.points),
+                    secs.str(), o.verdict, files});
+  }
+  std::vector<std::size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  std::cout << "\n";
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      std::string cell = r[i];
+      if (i + 1 < r.size()) cell.resize(w[i], ' ');
+      line += (i ? "  " : "") + cell;
+    }
+    std::cout << line << "\n";
+  }
+  std::cout << "(files in " << dir << ")\n";
+  if (!skipped.empty()) {
+    std::cout << "\nnot run:\n";
+    for (const auto* x : skipped)
+      std::cout << "  " << x->id << "  " << bench::status_text(*x) << "\n";
+  }
+  std::cout << std::flush;
+}
+
+int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
+  if (f.provider.empty() || f.provider.find(',') != std::string::npos)
+    throw UsageError("-p takes one provider (run once per provider, into separate -o folders)");
+  const auto catalogues = load(f.catalogue);
+  std::vector<const ExperimentEntry*> skipped;
+  const auto selected = select(catalogues, f.ids, skipped);
+  for (const auto* x : selected) check_flags(*x, bench_app);
+  if (f.dry_run) {
+    for (const auto* x : selected)
+      for (const auto& p : bench::expand(*x, f.quick))
+        std::cout << x->id << ": " << command_line(bench_argv(*x, p, f.provider, "fabflow"))
+                  << "\n";
+    for (const auto* x : skipped)
+      std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
+    return 0;
+  }
+  TransportOptions probe;
+  probe.provider = f.provider;
+  probe_transport(probe);  // an unknown provider is a usage error before anything starts
+  prepare_output(f.out);
+
+  ExperimentRunner runner(f, exe_path());
+  Plotter plot;
+  std::vector<Outcome> outcomes;
+  try {
+    for (const auto* x : selected) outcomes.push_back(runner.run(*x, plot));
+  } catch (const ExperimentRunner::Interrupted&) {
+    if (!outcomes.empty()) print_summary(outcomes, {}, f.out);
+    print_error("interrupted: the data measured so far is in " + f.out);
+    return 128 + interrupted();
+  }
+  print_summary(outcomes, skipped, f.out);
+  const bool failed =
+      std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.failed; });
+  if (failed) return 1;
+  return plot.missing() ? kNoFigures : 0;
+}
+
+}  // namespace
+
+void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
+  auto* exp =
+      app.add_subcommand("experiment", "the papers' figures as data: list, run and check them");
+  exp->require_subcommand(1);
+
+  auto* list = exp->add_subcommand("list", "every catalogue entry with its status");
+  auto lf = std::make_shared<ListFlags>();
+  list->add_option("--catalogue", lf->catalogue, "catalogue folder (default: experiments/)");
+  list->add_flag("--json", lf->json, "one JSON object per entry");
+  list->callback([&run, lf] { run = [lf] { return run_list(*lf); }; });
+
+  auto* r =
+      exp->add_subcommand("run", "run experiments, write DIR/<id>.jsonl, draw and check them");
+  auto rf = std::make_shared<RunFlags>();
+  r->add_option("ids", rf->ids, "experiment id, comma list of ids, or all")->required();
+  r->add_flag("--quick", rf->quick, "the entries' reduced sweeps: minutes, not hours");
+  r->add_option("--repeat", rf->repeat, "runs of every point (1..100)")->check(CLI::Range(1, 100));
+  r->add_option("-p,--provider", rf->provider,
+                "the one provider every bench runs on (default shm)");
+  r->add_option("-o,--out", rf->out, "output folder, created if missing (default fabflow-results)");
+  r->add_option("--catalogue", rf->catalogue, "catalogue folder (default: experiments/)");
+  r->add_option("--point-timeout", rf->point_timeout_s,
+                "seconds one bench run may take (default 600)")
+      ->check(CLI::Range(1u, 86400u));
+  r->add_flag("--dry-run", rf->dry_run, "check the entries and print the bench command lines only");
+  r->callback([&run, &bench_app, rf] {
+    run = [&bench_app, rf] { return run_experiments(*rf, bench_app); };
+  });
+}
+
+void add_report(CLI::App& app, Runner& run) {
+  auto* report = app.add_subcommand("report", "one HTML page of every experiment in DIR");
+  auto dir = std::make_shared<std::string>();
+  report->add_option("dir", *dir, "folder written by fabflow experiment run -o")->required();
+  report->callback([&run, dir] { run = [dir] { return run_report(*dir); }; });
+}
+
+}  // namespace fabflow::cli
