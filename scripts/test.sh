@@ -32,6 +32,19 @@ serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExac
 run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial"
 echo "== build: flow conformance streams, one at a time"
 (cd build && ctest --output-on-failure -j 1 -R "$serial")
+# The plotting module's unit tests (Debian's python3, which has python3-matplotlib), then every
+# runnable experiment of the catalogue in quick mode on local and on shm: each must write its
+# JSONL, PNG, SVG and page, and `fabflow report` the index of them all.
+echo "== python/fabflow_plot: unit tests"
+/usr/bin/python3 -m unittest discover -s python/tests -t python
+for provider in local shm; do
+  echo "== experiments, quick, on $provider"
+  out=build/experiments-quick-$provider
+  rm -rf "$out"
+  FABFLOW_PYTHON=/usr/bin/python3 build/fabflow experiment run all --quick -p "$provider" -o "$out"
+  FABFLOW_PYTHON=/usr/bin/python3 build/fabflow report "$out"
+  build/fabflow experiment list --json | /usr/bin/python3 scripts/check_experiments.py "$out"
+done
 # Under the sanitizers every flow design point and request-response combination still runs,
 # with fewer items / requests each.
 export FABFLOW_FLOW_ITEMS=300 FABFLOW_FLOW_PRESET_ITEMS=60 FABFLOW_RR_REQUESTS=60

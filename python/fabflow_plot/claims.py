@@ -43,12 +43,14 @@ class _Context:
         self.series_fields = list(series_fields)
         # x is interpreted once over all rows so that groups compare like for like.
         self.x_values = D.x_axis(rows, x_field)
+        self.divide_by = None  # the check's y_divide_by, set by evaluate()
 
     def points(self, y_field, where):
         """Aggregated points of the rows matching where; also the x order."""
         chosen = [r for r in self.rows if D.row_matches(r, where)]
         points, _, x_order, _, _ = D.aggregate(chosen, self.x_field, y_field,
-                                                self.series_fields, x_values=self.x_values)
+                                                self.series_fields, x_values=self.x_values,
+                                                divide_by=self.divide_by)
         return points, x_order
 
     def x_text(self, x):
@@ -78,7 +80,9 @@ def evaluate(entry, rows, x_field, series_fields, empty_reason=""):
     y_field = check.get("y")
     if not isinstance(y_field, str) or not y_field:
         return _unmeasurable(f"the {kind} check names no 'y' field")
-    return handler(check, y_field, _Context(rows, x_field, series_fields))
+    ctx = _Context(rows, x_field, series_fields)
+    ctx.divide_by = check.get("y_divide_by")
+    return handler(check, y_field, ctx)
 
 
 # --- bounds --------------------------------------------------------------------

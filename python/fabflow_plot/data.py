@@ -316,9 +316,12 @@ def x_axis(rows, x_field):
     return False, {id(row): _plain_text(v) for row, v in raw}
 
 
-def aggregate(rows, x_field, y_field, series_fields, scale=1.0, x_values=None):
+def aggregate(rows, x_field, y_field, series_fields, scale=1.0, x_values=None, divide_by=None):
     """Group rows by (series, x) and reduce y to median/min/max.
 
+    divide_by: a field each row's y is divided by first (e.g. instructions per message over
+    the response bytes gives instructions per byte); rows where it is missing or zero count
+    as rows without a numeric y.
     Returns (points, x_numeric, x_order, series_order, skipped) where skipped
     counts rows without an x or a numeric y.  Series keep first-seen order; x
     is sorted when numeric and kept in first-seen order when categorical.
@@ -331,6 +334,9 @@ def aggregate(rows, x_field, y_field, series_fields, scale=1.0, x_values=None):
     skipped = 0
     for row in rows:
         y = to_number(get_field(row, y_field))
+        if y is not None and divide_by:
+            d = to_number(get_field(row, divide_by))
+            y = y / d if d else None
         if id(row) not in xs or y is None:
             skipped += 1
             continue
@@ -385,7 +391,7 @@ def prepare(exp):
     scale = 1.0 if scale is None else scale
     kept, refused_rows = select_rows(exp)
     points, numeric, x_order, series_order, skipped = aggregate(
-        kept, x_field, y_field, series_fields, scale)
+        kept, x_field, y_field, series_fields, scale, divide_by=plot.get("y_divide_by"))
     notes = []
     if skipped:
         notes.append(f"{skipped} row(s) without a value for '{x_field}' or a numeric '{y_field}' were left out")

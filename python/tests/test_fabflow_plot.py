@@ -149,6 +149,24 @@ class FieldAndFilterTest(unittest.TestCase):
 
 
 class ClaimTest(unittest.TestCase):
+    def test_y_divide_by(self):
+        rows = [{"pattern": p, "response_bytes": b, "ir": ir}
+                for p, b, ir in (("A", 64, 6400), ("A", 4096, 40960), ("B", 64, 640),
+                                 ("B", 4096, 4096), ("B", 8192, 0))]
+        rows.append({"pattern": "B", "response_bytes": 0, "ir": 5})  # no bytes: left out
+        points, _, _, _, skipped = D.aggregate(rows, "response_bytes", "ir", ["pattern"],
+                                               divide_by="response_bytes")
+        per_byte = {(p.series[0], p.x): p.median for p in points}
+        self.assertEqual(per_byte[("A", 64)], 100.0)
+        self.assertEqual(per_byte[("A", 4096)], 10.0)
+        self.assertEqual(per_byte[("B", 8192)], 0.0)
+        self.assertEqual(skipped, 1)
+        entry = {"claim": {"text": "per byte falls", "check": {
+            "kind": "trend", "y": "ir", "y_divide_by": "response_bytes",
+            "where": {"pattern": "A"}, "direction": "decreasing", "tolerance": 0.5}}}
+        verdict = C.evaluate(entry, rows, "response_bytes", ["pattern"])
+        self.assertEqual(verdict.verdict, "holds here", verdict.detail)
+
     def assertVerdict(self, verdict, expected, *fragments):
         self.assertEqual(verdict.verdict, expected, verdict.detail)
         for fragment in fragments:

@@ -10,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include "bench/report.h"
+
 namespace fabflow::bench {
 namespace {
 
@@ -338,7 +340,9 @@ nlohmann::ordered_json entry_json(const ExperimentEntry& entry, bool quick) {
 }
 
 nlohmann::json experiment_environment() {
-  return {{"fabflow_version", FABFLOW_VERSION}, {"build_type", FABFLOW_BUILD_TYPE}};
+  RunEnvironment env = machine_environment();
+  finish_environment(env);
+  return report::environment_json(env);
 }
 
 void tag_row(nlohmann::ordered_json& row, const std::string& id, std::size_t point_index,

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/subprocess.h"
 
 namespace fabflow::cli {
@@ -246,15 +247,29 @@ class Plotter {
     std::string why;
     const fs::path dir = plot_module_dir(&why);
     if (dir.empty()) return give_up(why);
-    ChildOptions o;
-    o.argv = {"python3", "-m", "fabflow_plot"};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
     std::string path = dir.string();
     if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += ":" + std::string(old);
-    o.env = {{"PYTHONPATH", path}};
-    o.timeout = std::chrono::seconds(600);
-    o.capture_stderr = true;
-    ChildResult r = run_child(o, on_line);
+    // The interpreter: $FABFLOW_PYTHON, else the first python3 on PATH, else Debian's, whose
+    // python3-matplotlib scripts/setup.sh installs (a python3 earlier on PATH, such as a
+    // pyenv or virtualenv one, may lack matplotlib).
+    std::vector<std::string> pythons;
+    if (const char* p = std::getenv("FABFLOW_PYTHON"); p && *p) pythons = {p};
+    else pythons = {"python3", "/usr/bin/python3"};
+    if (!python_.empty()) pythons = {python_};
+    ChildResult r;
+    for (const auto& python : pythons) {
+      ChildOptions o;
+      o.argv = {python, "-m", "fabflow_plot"};
+      o.argv.insert(o.argv.end(), args.begin(), args.end());
+      o.env = {{"PYTHONPATH", path}};
+      o.timeout = std::chrono::seconds(600);
+      o.capture_stderr = true;
+      r = run_child(o, on_line);
+      if (r.status != 127 && r.status != kNoFigures) {
+        python_ = python;
+        break;
+      }
+    }
     if (r.status == 127) return give_up("python3 was not found (scripts/setup.sh installs it)");
     if (r.status == kNoFigures) {
       std::string line = last_line(r.err);
@@ -283,6 +298,7 @@ class Plotter {
     return false;
   }
   bool missing_ = false;
+  std::string python_;  // the interpreter that drew, once one did
 };
 
 // `fabflow report DIR`.
@@ -525,14 +541,13 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
   auto rf = std::make_shared<RunFlags>();
   r->add_option("ids", rf->ids, "experiment id, comma list of ids, or all")->required();
   r->add_flag("--quick", rf->quick, "the entries' reduced sweeps: minutes, not hours");
-  r->add_option("--repeat", rf->repeat, "runs of every point (1..100)")->check(CLI::Range(1, 100));
+  add_number<unsigned>(*r, "--repeat", rf->repeat, 1, 100, "runs of every point");
   r->add_option("-p,--provider", rf->provider,
                 "the one provider every bench runs on (default shm)");
   r->add_option("-o,--out", rf->out, "output folder, created if missing (default fabflow-results)");
   r->add_option("--catalogue", rf->catalogue, "catalogue folder (default: experiments/)");
-  r->add_option("--point-timeout", rf->point_timeout_s,
-                "seconds one bench run may take (default 600)")
-      ->check(CLI::Range(1u, 86400u));
+  add_number<unsigned>(*r, "--point-timeout", rf->point_timeout_s, 1, 86400,
+                       "seconds one bench run may take (default 600)");
   r->add_flag("--dry-run", rf->dry_run, "check the entries and print the bench command lines only");
   r->callback([&run, &bench_app, rf] {
     run = [&bench_app, rf] { return run_experiments(*rf, bench_app); };

@@ -195,8 +195,12 @@ TEST(ExperimentCli, FailedOrStoppedPointIsReportedAndTheRunGoesOn) {
 }
 
 // Whether python3 can import matplotlib and the plot module of this source tree.
+// Whether one of the interpreters the runner tries (python3 on PATH, then Debian's) draws.
 bool can_draw() {
-  CliResult r = run_cli({"/bin/sh", "-c", "python3 -c 'import matplotlib, fabflow_plot'"}, 60s,
+  CliResult r = run_cli({"/bin/sh", "-c",
+                         "python3 -c 'import matplotlib, fabflow_plot' 2>/dev/null || "
+                         "/usr/bin/python3 -c 'import matplotlib, fabflow_plot'"},
+                        60s,
                         {{"PYTHONPATH", (kSource / "python").string()}});
   return r.status == 0;
 }
