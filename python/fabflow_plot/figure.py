@@ -153,6 +153,9 @@ def _x_ticks(ax, plot, pdata):
             if len(pdata.x_order) <= 16:
                 ax.xaxis.set_major_locator(ticker.FixedLocator(pdata.x_order))
                 ax.xaxis.set_minor_locator(ticker.NullLocator())
+        elif len(pdata.x_order) <= 16:
+            # Counts (requesters, threads): ticks at the measured values, not at 1.2, 1.4.
+            ax.xaxis.set_major_locator(ticker.FixedLocator(pdata.x_order))
         formatter = (lambda v, _: D.format_size(v)) if size else (lambda v, _: f"{v:g}")
         ax.xaxis.set_major_formatter(ticker.FuncFormatter(formatter))
     if plot.get("logy"):
@@ -186,7 +189,7 @@ def table_rows(plot, pdata):
                                           "median", "min", "max", "n"]
     rows = []
     for p in pdata.points:
-        rows.append([D.series_label((v,)) for v in p.series] +
+        rows.append([D.series_label((v,)) if v is not None else "-" for v in p.series] +
                     [D.format_x(p.x, pdata.x_field), _short(p.median), _short(p.low),
                      _short(p.high), str(p.n)])
     return header, rows
@@ -204,9 +207,13 @@ def _short(value):
 def _table_figure(plt, exp, pdata):
     header, rows = table_rows(exp.plot, pdata)
     height = 0.26 * (len(rows) + 1)
-    fig, ax = plt.subplots(figsize=(FIGSIZE[0], height))
+    # As wide as the longest cell of each column needs (design names are long).
+    widths = [max(4, max(len(str(r[i])) for r in [header] + rows)) for i in range(len(header))]
+    fig, ax = plt.subplots(figsize=(max(FIGSIZE[0], 0.075 * sum(widths) + 0.5), height))
     ax.axis("off")
-    table = ax.table(cellText=rows, colLabels=header, cellLoc="center", bbox=[0, 0, 1, 1])
+    total = float(sum(widths))
+    table = ax.table(cellText=rows, colLabels=header, cellLoc="center", bbox=[0, 0, 1, 1],
+                     colWidths=[w / total for w in widths])
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     for (r, _), cell in table.get_celld().items():
