@@ -7,6 +7,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -94,6 +95,23 @@ bool RunEnvironment::busy() const noexcept {
 const RunEnvironment& machine_environment() {
   static const RunEnvironment env = gather();
   return env;
+}
+
+void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu) {
+  std::int32_t mine = cpu;
+  std::vector<std::byte> blob(sizeof mine);
+  std::memcpy(blob.data(), &mine, sizeof mine);
+  auto all = boot.allgather(blob);
+  env.pinned = true;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof mine)
+      throw PeerError(static_cast<int>(r), "bench: malformed CPU number from rank " + std::to_string(r));
+    std::int32_t c;
+    std::memcpy(&c, all[r].data(), sizeof c);
+    if (c < 0) env.pinned = false;
+    if (r == 0) env.cpu_initiator = c;
+    if (r == 1) env.cpu_target = c;
+  }
 }
 
 void finish_environment(RunEnvironment& env) { env.load_end = load_average(); }

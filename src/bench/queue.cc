@@ -422,13 +422,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   result.env = machine_environment();
   result.params = params;
   result.env.clock = clock.name();
-  struct Cpu {
-    int cpu;
-  };
-  auto cpus = boot.allgather(as_blob(Cpu{params.cpu}));
-  result.env.cpu_initiator = from_blob<Cpu>(cpus[0]).cpu;
-  result.env.cpu_target = from_blob<Cpu>(cpus[1]).cpu;
-  result.env.pinned = result.env.cpu_initiator >= 0 && result.env.cpu_target >= 0;
+  gather_pinning(result.env, boot, params.cpu);
 
   std::map<std::size_t, References> refs;
   for (std::size_t size : params.sizes) {

@@ -647,17 +647,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
   result.env = machine_environment();
   result.params = params;
   result.env.clock = clock.name();
-  struct Cpu {
-    int cpu;
-  };
-  auto cpus = boot.allgather(as_blob(Cpu{params.cpu}));
-  result.env.pinned = true;
-  for (const auto& c : cpus) {
-    Cpu v{-1};
-    if (c.size() == sizeof v) std::memcpy(&v, c.data(), sizeof v);
-    if (v.cpu < 0) result.env.pinned = false;
-  }
-  result.env.cpu_initiator = params.cpu;
+  gather_pinning(result.env, boot, params.cpu);
   const unsigned slots_per_requester =
       params.depth * params.threads;  // both models: the same outstanding requests per process
   for (rr::Pattern pattern : params.patterns)

@@ -13,6 +13,8 @@
 
 namespace fabflow {
 
+class Bootstrap;
+
 // Percentiles of a set of samples, in nanoseconds.
 struct LatencyStats {
   double mean = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
@@ -79,6 +81,11 @@ struct RunEnvironment {
 // The machine and software fields, gathered on the first call (thread-safe); the run fields
 // are left at their defaults for the engine to fill.
 const RunEnvironment& machine_environment();
+
+// Collective: every rank tells the CPU it is pinned to (-1: none); `env` gets pinned (all
+// ranks are) and cpu_initiator / cpu_target (ranks 0 and 1). Throws PeerError on a malformed
+// answer.
+void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu);
 
 // Refreshes load_end; call when the result is reported.
 void finish_environment(RunEnvironment& env);
