@@ -8,9 +8,11 @@ file(GLOB_RECURSE FABFLOW_TEST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/t
 file(GLOB_RECURSE FABFLOW_TEST_SUPPORT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/support/*.cc)
 add_executable(fabflow_tests ${FABFLOW_TEST_SOURCES} ${FABFLOW_TEST_SUPPORT})
 target_include_directories(fabflow_tests PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
-target_link_libraries(fabflow_tests PRIVATE fabflow GTest::gtest GTest::gtest_main)
+target_link_libraries(fabflow_tests PRIVATE fabflow PkgConfig::LIBFABRIC OpenSSL::Crypto
+  GTest::gtest GTest::gtest_main)
 target_compile_options(fabflow_tests PRIVATE ${FABFLOW_WARNINGS})
-target_compile_definitions(fabflow_tests PRIVATE FABFLOW_BIN="$<TARGET_FILE:fabflow_cli>")
+target_compile_definitions(fabflow_tests PRIVATE FABFLOW_BIN="$<TARGET_FILE:fabflow_cli>"
+  ${FABFLOW_BUILD_DEFINITIONS})
 add_dependencies(fabflow_tests fabflow_cli)
 gtest_discover_tests(fabflow_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
 

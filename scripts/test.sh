@@ -32,6 +32,10 @@ serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExac
 run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial"
 echo "== build: flow conformance streams, one at a time"
 (cd build && ctest --output-on-failure -j 1 -R "$serial")
+# fabflow as a user gets it: installed into a temporary prefix, the examples built against it
+# (find_package and pkg-config) and run, the Debian package built and inspected.
+echo "== install, examples, package"
+scripts/check_install.sh build
 # The plotting module's unit tests (Debian's python3, which has python3-matplotlib), then every
 # runnable experiment of the catalogue in quick mode on local and on shm: each must write its
 # JSONL, PNG, SVG and page, and `fabflow report` the index of them all.

@@ -165,7 +165,8 @@ using Handler = std::function<std::size_t(int requester, std::span<const std::by
 class Responder {
  public:
   virtual ~Responder() = default;
-  // Serves what has arrived: ok with *served > 0, empty when nothing, failed (error()).
+  // Serves what has arrived: ok when it took something (*served: the requests answered; a
+  // requester's close is taken but not counted), empty when nothing, failed (error()).
   // Without a handler every response is response_bytes long and its contents unspecified.
   virtual Status serve(const Handler* handler, unsigned* served) noexcept = 0;
   // True once every requester has closed.

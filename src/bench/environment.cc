@@ -2,6 +2,7 @@
 // once per process from /proc, /sys and libfabric.
 #include <fabflow/bench/common.h>
 #include <fabflow/bootstrap.h>
+#include <fabflow/version.h>
 
 #include <rdma/fabric.h>
 #include <sys/utsname.h>

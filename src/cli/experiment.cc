@@ -49,9 +49,9 @@ fs::path first_dir(const std::vector<fs::path>& candidates, const fs::path& must
 
 std::vector<fs::path> install_candidates(const char* what) {
   const fs::path exe_dir = exe_path().parent_path();
-  // The build tree is <repo>/build, an install is <prefix>/bin.
-  return {exe_dir / ".." / what, fs::path(FABFLOW_SOURCE_DIR) / what,
-          exe_dir / ".." / "share" / "fabflow" / what};
+  // An install is <prefix>/bin next to <prefix>/share/fabflow; the build tree is <repo>/build.
+  return {exe_dir / ".." / "share" / "fabflow" / what, exe_dir / ".." / what,
+          fs::path(FABFLOW_SOURCE_DIR) / what};
 }
 
 std::vector<bench::Catalogue> load(const std::string& flag) {

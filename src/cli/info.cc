@@ -1,5 +1,6 @@
 // `fabflow info`: the providers libfabric finds here and what fabflow makes of each.
 #include <fabflow/transport.h>
+#include <fabflow/version.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>

@@ -1,6 +1,7 @@
 // fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
 // experiment list, experiment run, report.
 #include <fabflow/status.h>
+#include <fabflow/version.h>
 
 #include <csignal>
 #include <iostream>

@@ -476,6 +476,7 @@ class ResponderImpl final : public Responder, Endpoint {
     const std::size_t n = mailboxes_;
     const bool dense = o_.mailbox == Mailbox::dense;
     const std::byte* flags = mr_->data() + layout_->flag_off;
+    bool moved = false;  // a request or a close was taken
     for (std::size_t i = 0; i < n; ++i) {
       if (dense && __atomic_load_n(reinterpret_cast<const std::uint8_t*>(flags + i), __ATOMIC_RELAXED) ==
                        flag_seen_[i])
@@ -501,9 +502,10 @@ class ResponderImpl final : public Responder, Endpoint {
       Status st = take(handler, r, slot, s, frame, &answer, &len);
       if (st == Status::ok && answer) st = respond(r, slot, s.seq, len);
       if (st != Status::ok) return st;
-      ++*served;
+      *served += answer;  // a close is taken, not served
+      moved = true;
     }
-    if (*served) return Status::ok;
+    if (moved) return Status::ok;
     t_.progress();
     return Status::empty;
   }
@@ -512,6 +514,7 @@ class ResponderImpl final : public Responder, Endpoint {
     Completion c[16];
     int n = t_.poll_rx(c);
     if (n < 0) return failed("receive failed: " + t_.last_error());
+    bool moved = false;  // a request or a close was taken
     for (int k = 0; k < n; ++k) {
       if (c[k].context >= peers_.total_slots) return failed("receive completion with unknown context");
       const std::size_t b = c[k].context;
@@ -542,9 +545,10 @@ class ResponderImpl final : public Responder, Endpoint {
       if (st == Status::ok) st = repost(b);
       if (st == Status::ok && answer) st = respond(static_cast<int>(r), slot, s.seq, len);
       if (st != Status::ok) return st;
-      ++*served;
+      *served += answer;  // a close is taken, not served
+      moved = true;
     }
-    if (*served) return Status::ok;
+    if (moved) return Status::ok;
     return Status::empty;
   }
 

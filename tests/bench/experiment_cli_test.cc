@@ -1,6 +1,7 @@
 // `fabflow experiment list|run` and `fabflow report` through the CLI: listing a catalogue with
 // statuses, one-line errors (unknown id, unknown bench flag, unwritable -o, empty report folder)
 // before anything runs, and one tiny real experiment end to end on the local transport.
+#include <fabflow/version.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -2,6 +2,7 @@
 // file and the entry; sweep expansion (product order, --quick reductions, no sweep); lookup.
 #include <fabflow/bench/experiment.h>
 #include <fabflow/status.h>
+#include <fabflow/version.h>
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -42,11 +42,14 @@ Handler tagger(int me) {
 }
 
 // Serves until every requester closed or the channel failed; returns the error ("" if none).
-std::string serve_all(Responder& r, const Handler& h, std::chrono::milliseconds bound = 5s) {
+// *served: the requests serve() said it answered.
+std::string serve_all(Responder& r, const Handler& h, std::chrono::milliseconds bound = 5s,
+                      std::uint64_t* served = nullptr) {
   auto end = std::chrono::steady_clock::now() + bound;
   while (!r.done()) {
     unsigned n = 0;
     if (r.serve(&h, &n) == Status::failed) return r.error();
+    if (served) *served += n;
     if (std::chrono::steady_clock::now() > end) return "timed out";
     if (n == 0) std::this_thread::yield();
   }
@@ -65,8 +68,11 @@ TEST_P(RrIds, ResponsesMatchTheirRequestsWithSeveralOutstanding) {
     if (rank != 0) {
       auto r = make_responder(t, boot, o, 1);
       boot.barrier([&] { t.progress(); });
-      std::string e = serve_all(*r, tagger(rank - 1));
+      std::uint64_t served = 0;
+      std::string e = serve_all(*r, tagger(rank - 1), 5s, &served);
       if (!e.empty()) throw Error(e);
+      // Half of the 50 x 4 requests each; the requester's close is not a request.
+      if (served != 100) throw Error("responder counted " + std::to_string(served) + " served");
       return;
     }
     auto q = make_requester(t, boot, o, 1, 4);
