@@ -60,8 +60,8 @@ int produce(fabflow::flow::Producer& queue, const std::string& path) {
     std::cerr << "flow_pipeline: close failed: " << queue.error() << "\n";
     return 1;
   }
-  std::printf("producer: %llu items, checksum %016llx\n",
-              static_cast<unsigned long long>(items), static_cast<unsigned long long>(sum.value));
+  std::printf("producer: %llu items, checksum %016llx\n", static_cast<unsigned long long>(items),
+              static_cast<unsigned long long>(sum.value));
   return 0;
 }
 
@@ -146,8 +146,10 @@ int main(int argc, char** argv) try {
   }
   // Neither side leaves (and tears down its memory) while the other may still reach it; a
   // failed side tells the other at once instead.
-  if (status != 0) boot->abort("flow_pipeline failed on rank " + std::to_string(boot->rank()));
-  else boot->barrier([&] { transport->progress(); });
+  if (status != 0)
+    boot->abort("flow_pipeline failed on rank " + std::to_string(boot->rank()));
+  else
+    boot->barrier([&] { transport->progress(); });
   return status;
 } catch (const std::exception& e) {
   std::cerr << "flow_pipeline: " << e.what() << "\n";

@@ -89,10 +89,14 @@ int main(int argc, char** argv) try {
   long requests = 10000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view flag = argv[i];
-    if (flag == "--pattern") pattern_name = argv[i + 1];
-    else if (flag == "-p") provider = argv[i + 1];
-    else if (flag == "-n") requests = std::atol(argv[i + 1]);
-    else requests = -1;
+    if (flag == "--pattern")
+      pattern_name = argv[i + 1];
+    else if (flag == "-p")
+      provider = argv[i + 1];
+    else if (flag == "-n")
+      requests = std::atol(argv[i + 1]);
+    else
+      requests = -1;
   }
   auto pattern = fabflow::rr::parse_pattern(pattern_name);
   if (!pattern || requests < 0 || argc % 2 == 0) {
@@ -129,8 +133,10 @@ int main(int argc, char** argv) try {
     auto channel = fabflow::rr::make_responder(*transport, *boot, options, 1);
     status = server(*channel, *boot);
   }
-  if (status != 0) boot->abort("rpc_echo failed on rank " + std::to_string(boot->rank()));
-  else boot->barrier([&] { transport->progress(); });
+  if (status != 0)
+    boot->abort("rpc_echo failed on rank " + std::to_string(boot->rank()));
+  else
+    boot->barrier([&] { transport->progress(); });
   return status;
 } catch (const std::exception& e) {
   std::cerr << "rpc_echo: " << e.what() << "\n";

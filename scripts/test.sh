@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --deps
 
+# The layout of every C++ file, before anything builds (fails fast).
+scripts/check_format.sh
+
 jobs=$(nproc)
 run_tree() {  # name, cmake args..., -- ctest args...
   local dir=$1; shift

@@ -19,12 +19,12 @@ namespace fabflow {
 
 // Where rank, size, coordinator and secret come from. Explicit values win over the environment.
 struct BootstrapConfig {
-  int rank = -1;             // -1: from the environment
-  int size = -1;             // -1: from the environment
-  int local_rank = -1;       // rank among the processes on this host; -1: from the environment
-  std::string coordinator;   // "host:port" of rank 0's coordinator; empty: FABFLOW_COORD
-  int listen_fd = -1;        // rank 0 only: an already-listening socket (FABFLOW_COORD_FD)
-  std::string secret;        // empty: FABFLOW_SECRET
+  int rank = -1;            // -1: from the environment
+  int size = -1;            // -1: from the environment
+  int local_rank = -1;      // rank among the processes on this host; -1: from the environment
+  std::string coordinator;  // "host:port" of rank 0's coordinator; empty: FABFLOW_COORD
+  int listen_fd = -1;       // rank 0 only: an already-listening socket (FABFLOW_COORD_FD)
+  std::string secret;       // empty: FABFLOW_SECRET
   std::chrono::milliseconds timeout{8000};  // join, all-gather and barrier bound
 
   // Fills unset fields from FABFLOW_RANK / FABFLOW_SIZE / FABFLOW_LOCAL_RANK / FABFLOW_COORD /

@@ -17,13 +17,13 @@ namespace fabflow {
 // faults. Every knob off (the default) makes the wrapper a plain pass-through.
 struct FaultPlan {
   std::uint64_t seed = 1;
-  double again_probability = 0;          // a post returns again without reaching the inner one
-  unsigned delay_completions = 0;        // a completion reaped at poll k is delivered at k + n
-  unsigned reorder_window = 0;           // > 1: shuffle each run of this many in one poll's output
+  double again_probability = 0;    // a post returns again without reaching the inner one
+  unsigned delay_completions = 0;  // a completion reaped at poll k is delivered at k + n
+  unsigned reorder_window = 0;     // > 1: shuffle each run of this many in one poll's output
   std::optional<std::uint64_t> fail_after_posts;  // after n successful posts every post fails
-  double corrupt_recv_probability = 0;   // flip one received byte when delivering a recv
+  double corrupt_recv_probability = 0;            // flip one received byte when delivering a recv
   std::optional<std::uint64_t> kill_after_posts;  // call on_kill right after the n-th post
-  std::function<void()> on_kill;         // e.g. [] { std::_Exit(1); } in a multi-process test
+  std::function<void()> on_kill;  // e.g. [] { std::_Exit(1); } in a multi-process test
 };
 
 // What was injected so far.

@@ -47,27 +47,27 @@ struct Design {
   TransferNotify transfer = TransferNotify::watermark;
   SpaceNotify space = SpaceNotify::pull;
 
-  bool valid() const noexcept;            // one of the 33
-  std::string name() const;               // "push1-watermark-pull"
+  bool valid() const noexcept;  // one of the 33
+  std::string name() const;     // "push1-watermark-pull"
   static std::optional<Design> parse(std::string_view name) noexcept;
-  static std::vector<Design> all();       // the 33, in a fixed order
+  static std::vector<Design> all();  // the 33, in a fixed order
   friend bool operator==(const Design&, const Design&) = default;
 };
 
 struct QueueOptions {
   Design design;
-  bool socket = false;                    // the TCP socket baseline instead of a design point
-  std::size_t capacity = 1024;            // S: items the ring holds
-  std::size_t item_bytes = 64;            // maximum item size; items may be shorter
+  bool socket = false;          // the TCP socket baseline instead of a design point
+  std::size_t capacity = 1024;  // S: items the ring holds
+  std::size_t item_bytes = 64;  // maximum item size; items may be shorter
   // Orthogonal options (thesis chapter 4 / section 6.4).
-  bool batching = false;                  // at most one data transfer in flight, coalescing
-  bool active_producer = false;           // a data-mover thread moves items for the producer
-  bool active_consumer = false;           // a thread on the consumer side drives notifications
-  unsigned signal_every = 1;              // request a completion every n-th data operation
-  bool inline_small = true;               // inject items up to the provider's inject size
-  double lazy_refresh = 0.5;              // refresh the peer's counter only when the cached
-                                          // free space (or items) falls below this fraction
-  std::size_t recv_pool = 0;              // push2: receives kept posted (0: capacity)
+  bool batching = false;         // at most one data transfer in flight, coalescing
+  bool active_producer = false;  // a data-mover thread moves items for the producer
+  bool active_consumer = false;  // a thread on the consumer side drives notifications
+  unsigned signal_every = 1;     // request a completion every n-th data operation
+  bool inline_small = true;      // inject items up to the provider's inject size
+  double lazy_refresh = 0.5;     // refresh the peer's counter only when the cached
+                                 // free space (or items) falls below this fraction
+  std::size_t recv_pool = 0;     // push2: receives kept posted (0: capacity)
   // Notifications (counter writes, reads and sends) on a second transport, so they never queue
   // behind data operations (thesis section 6.1). Needs the two-transport make_producer /
   // make_consumer; the data transport then carries only the data.
@@ -81,11 +81,11 @@ struct QueueOptions {
 // Operation counts by purpose: the notification ratios of the thesis.
 struct QueueStats {
   std::uint64_t items = 0;
-  std::uint64_t data_ops = 0;             // fabric operations that moved item bytes
-  std::uint64_t transfer_ops = 0;         // operations that told the consumer about new items
-  std::uint64_t space_ops = 0;            // operations that told the producer about free space
-  std::uint64_t full = 0;                 // try_enqueue returned full
-  std::uint64_t empty = 0;                // try_dequeue returned empty
+  std::uint64_t data_ops = 0;      // fabric operations that moved item bytes
+  std::uint64_t transfer_ops = 0;  // operations that told the consumer about new items
+  std::uint64_t space_ops = 0;     // operations that told the producer about free space
+  std::uint64_t full = 0;          // try_enqueue returned full
+  std::uint64_t empty = 0;         // try_dequeue returned empty
 };
 
 // Producer endpoint. Enqueue-side calls never allocate.
@@ -95,7 +95,8 @@ class Producer {
   // Status::ok, Status::full (no room now), Status::failed (peer gone or protocol violation:
   // error() says which), Status::closed (after close()).
   virtual Status try_enqueue(std::span<const std::byte> item) noexcept = 0;
-  virtual Status enqueue(std::span<const std::byte> item, std::chrono::milliseconds timeout) noexcept = 0;
+  virtual Status enqueue(std::span<const std::byte> item,
+                         std::chrono::milliseconds timeout) noexcept = 0;
   // Zero-copy: reserve room for `len` bytes, fill `*slot`, then commit.
   virtual Status reserve(std::size_t len, std::span<std::byte>* slot) noexcept = 0;
   virtual Status commit() noexcept = 0;
@@ -128,10 +129,10 @@ class Consumer {
 // one all-gather they run (contributing any blob). Throws UsageError for a design point the
 // transport cannot support (the message says why, e.g. no remote CQ data) and Error/PeerError
 // for setup failures.
-std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot,
-                                        int consumer_rank, const QueueOptions& options);
-std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot,
-                                        int producer_rank, const QueueOptions& options);
+std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, int consumer_rank,
+                                        const QueueOptions& options);
+std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, int producer_rank,
+                                        const QueueOptions& options);
 
 // separate_notify_endpoint: notifications travel over `notify`, a second transport of the same
 // kind (same concrete type; UsageError otherwise), opened with required_notify_ops(options) and

@@ -45,19 +45,19 @@ enum class Model : std::uint8_t { private_connections, dispatcher };
 enum class Topology : std::uint8_t { one_to_one, n_to_one, n_to_m };
 
 inline constexpr NameTable<Pattern, 4> kPatternNames{{{{"WriteWrite", Pattern::write_write},
-                                                      {"SendSend", Pattern::send_send},
-                                                      {"WriteSend", Pattern::write_send},
-                                                      {"SendWrite", Pattern::send_write}}},
-                                                    /*case_insensitive=*/true};
-inline constexpr NameTable<Mailbox, 2> kMailboxNames{{{{"sparse", Mailbox::sparse},
-                                                      {"dense", Mailbox::dense}}}};
-inline constexpr NameTable<Model, 2> kModelNames{{{{"private", Model::private_connections},
-                                                  {"dispatcher", Model::dispatcher}}}};
+                                                       {"SendSend", Pattern::send_send},
+                                                       {"WriteSend", Pattern::write_send},
+                                                       {"SendWrite", Pattern::send_write}}},
+                                                     /*case_insensitive=*/true};
+inline constexpr NameTable<Mailbox, 2> kMailboxNames{
+    {{{"sparse", Mailbox::sparse}, {"dense", Mailbox::dense}}}};
+inline constexpr NameTable<Model, 2> kModelNames{
+    {{{"private", Model::private_connections}, {"dispatcher", Model::dispatcher}}}};
 inline constexpr NameTable<Topology, 5> kTopologyNames{{{{"1:1", Topology::one_to_one},
-                                                        {"N:1", Topology::n_to_one},
-                                                        {"N:M", Topology::n_to_m},
-                                                        {"n:1", Topology::n_to_one},
-                                                        {"n:m", Topology::n_to_m}}}};
+                                                         {"N:1", Topology::n_to_one},
+                                                         {"N:M", Topology::n_to_m},
+                                                         {"n:1", Topology::n_to_one},
+                                                         {"n:m", Topology::n_to_m}}}};
 constexpr const auto& name_table(Pattern) noexcept { return kPatternNames; }
 constexpr const auto& name_table(Mailbox) noexcept { return kMailboxNames; }
 constexpr const auto& name_table(Model) noexcept { return kModelNames; }
@@ -86,7 +86,7 @@ bool request_by_write(Pattern p) noexcept;
 bool response_by_write(Pattern p) noexcept;
 
 inline constexpr std::size_t kMaxPayload = std::size_t{4} << 20;  // requests and responses
-inline constexpr std::size_t kFrameOverhead = 24;  // 16-byte header + 8-byte trailer
+inline constexpr std::size_t kFrameOverhead = 24;                 // 16-byte header + 8-byte trailer
 
 struct ChannelOptions {
   Pattern pattern = Pattern::write_write;
@@ -112,8 +112,8 @@ std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o);
 std::string_view receive_queue_kind(const Capabilities& caps) noexcept;
 
 struct ChannelStats {
-  std::uint64_t requests = 0;   // requests sent (requester) / served (responder)
-  std::uint64_t posts = 0;      // fabric operations posted (flag writes included)
+  std::uint64_t requests = 0;     // requests sent (requester) / served (responder)
+  std::uint64_t posts = 0;        // fabric operations posted (flag writes included)
   std::uint64_t empty_polls = 0;  // polls or scans that found nothing
 };
 

@@ -31,17 +31,17 @@ enum class EndpointType : std::uint8_t { automatic, msg, rdm };
 enum class Op : std::uint8_t { write, read, send, writedata, fadd, cswap };
 enum class ProgressMode : std::uint8_t { automatic, thread, inline_only };
 
-inline constexpr NameTable<EndpointType, 3> kEndpointNames{{{
-    {"auto", EndpointType::automatic}, {"msg", EndpointType::msg}, {"rdm", EndpointType::rdm}}}};
+inline constexpr NameTable<EndpointType, 3> kEndpointNames{
+    {{{"auto", EndpointType::automatic}, {"msg", EndpointType::msg}, {"rdm", EndpointType::rdm}}}};
 inline constexpr NameTable<Op, 6> kOpNames{{{{"write", Op::write},
                                              {"read", Op::read},
                                              {"send", Op::send},
                                              {"writedata", Op::writedata},
                                              {"fadd", Op::fadd},
                                              {"cswap", Op::cswap}}}};
-inline constexpr NameTable<ProgressMode, 3> kProgressNames{{{
-    {"auto", ProgressMode::automatic}, {"on", ProgressMode::thread},
-    {"off", ProgressMode::inline_only}}}};
+inline constexpr NameTable<ProgressMode, 3> kProgressNames{{{{"auto", ProgressMode::automatic},
+                                                             {"on", ProgressMode::thread},
+                                                             {"off", ProgressMode::inline_only}}}};
 constexpr const auto& name_table(EndpointType) noexcept { return kEndpointNames; }
 constexpr const auto& name_table(Op) noexcept { return kOpNames; }
 constexpr const auto& name_table(ProgressMode) noexcept { return kProgressNames; }
@@ -70,20 +70,20 @@ struct Capabilities {
 
   std::size_t inject_size = 0;
   std::size_t max_msg_size = 0;
-  std::size_t cq_data_size = 0;        // bytes of remote CQ data carried by writedata
-  std::size_t max_rma_size = 0;        // == max_msg_size for libfabric
+  std::size_t cq_data_size = 0;  // bytes of remote CQ data carried by writedata
+  std::size_t max_rma_size = 0;  // == max_msg_size for libfabric
   bool rma = false;
-  bool atomics_u64 = false;            // fetch-add and compare-swap on u64
-  bool shared_rx = false;              // shared receive context available
-  bool rx_cq_data_consumes_recv = false;  // FI_RX_CQ_DATA mode: writedata eats a posted recv
-  bool in_order_data = false;          // FI_ORDER_DATA: bytes of a write land in order
-  bool write_after_write = false;      // FI_ORDER_WAW (RMA writes complete in order)
-  bool data_progress_manual = false;   // target must drive progress for data to land
+  bool atomics_u64 = false;                      // fetch-add and compare-swap on u64
+  bool shared_rx = false;                        // shared receive context available
+  bool rx_cq_data_consumes_recv = false;         // FI_RX_CQ_DATA mode: writedata eats a posted recv
+  bool in_order_data = false;                    // FI_ORDER_DATA: bytes of a write land in order
+  bool write_after_write = false;                // FI_ORDER_WAW (RMA writes complete in order)
+  bool data_progress_manual = false;             // target must drive progress for data to land
   bool data_progress_advertised_manual = false;  // what the provider itself says
   bool control_progress_manual = false;
-  std::uint64_t mr_mode = 0;           // FI_MR_* bits in force
-  std::uint64_t msg_order = 0;         // FI_ORDER_* bits
-  int threading = 0;                   // enum fi_threading
+  std::uint64_t mr_mode = 0;    // FI_MR_* bits in force
+  std::uint64_t msg_order = 0;  // FI_ORDER_* bits
+  int threading = 0;            // enum fi_threading
 
   bool supports(Op op) const noexcept;
   // Empty when supported, else one line saying why not.
@@ -92,11 +92,11 @@ struct Capabilities {
 
 // What to ask the fabric for.
 struct TransportOptions {
-  std::string provider = "auto";       // libfabric provider name, or "auto"
+  std::string provider = "auto";  // libfabric provider name, or "auto"
   EndpointType endpoint = EndpointType::automatic;
-  std::vector<Op> ops;                 // the operations that will be used (drives the request)
-  bool thread_safe = false;            // a progress thread runs beside the data path
-  std::string node;                    // local address to bind (tcp); empty = provider default
+  std::vector<Op> ops;       // the operations that will be used (drives the request)
+  bool thread_safe = false;  // a progress thread runs beside the data path
+  std::string node;          // local address to bind (tcp); empty = provider default
   std::size_t tx_depth = 256;
   std::size_t rx_depth = 256;
   // Open completion queues with wait fds so wait_tx/wait_rx sleep in poll(2) instead of
@@ -106,8 +106,8 @@ struct TransportOptions {
 };
 
 // Access a registration grants.
-inline constexpr unsigned kLocalRead = 1u << 0;    // source of sends and writes
-inline constexpr unsigned kLocalWrite = 1u << 1;   // target of receives, reads, atomic results
+inline constexpr unsigned kLocalRead = 1u << 0;   // source of sends and writes
+inline constexpr unsigned kLocalWrite = 1u << 1;  // target of receives, reads, atomic results
 inline constexpr unsigned kRemoteRead = 1u << 2;
 inline constexpr unsigned kRemoteWrite = 1u << 3;  // also remote atomics
 inline constexpr unsigned kAllAccess = 0xfu;
@@ -134,7 +134,7 @@ class MemoryRegion {
 
 // A peer's registered region, imported from the key blob it published. Plain value.
 struct RemoteMemory {
-  std::uint64_t base = 0;    // address that offset 0 maps to (VA, or 0 without FI_MR_VIRT_ADDR)
+  std::uint64_t base = 0;  // address that offset 0 maps to (VA, or 0 without FI_MR_VIRT_ADDR)
   std::uint64_t length = 0;
   std::uint64_t key = 0;
   int peer = -1;
@@ -193,17 +193,17 @@ class Transport {
                            std::uint64_t context) noexcept = 0;
   // RMA write of [buf, buf+len) to remote offset; `imm` carries remote CQ data (writedata).
   virtual Status post_write(int peer, const void* buf, std::size_t len, void* desc,
-                            const RemoteMemory& dst, std::uint64_t offset,
-                            std::uint64_t context, unsigned flags,
+                            const RemoteMemory& dst, std::uint64_t offset, std::uint64_t context,
+                            unsigned flags,
                             std::optional<std::uint64_t> imm = std::nullopt) noexcept = 0;
   virtual Status post_read(int peer, void* buf, std::size_t len, void* desc,
-                           const RemoteMemory& src, std::uint64_t offset,
-                           std::uint64_t context, unsigned flags) noexcept = 0;
+                           const RemoteMemory& src, std::uint64_t offset, std::uint64_t context,
+                           unsigned flags) noexcept = 0;
   // 8-byte atomic on remote offset; the previous value lands in *result.
-  virtual Status post_atomic(int peer, AtomicOp op, std::uint64_t operand,
-                             std::uint64_t compare, std::uint64_t* result, void* result_desc,
-                             const RemoteMemory& dst, std::uint64_t offset,
-                             std::uint64_t context, unsigned flags) noexcept = 0;
+  virtual Status post_atomic(int peer, AtomicOp op, std::uint64_t operand, std::uint64_t compare,
+                             std::uint64_t* result, void* result_desc, const RemoteMemory& dst,
+                             std::uint64_t offset, std::uint64_t context,
+                             unsigned flags) noexcept = 0;
 
   // Reap completions; returns how many were written, or -1 on a failed operation
   // (last_error() says which and why).

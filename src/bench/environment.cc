@@ -106,7 +106,8 @@ void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu) {
   env.pinned = true;
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r].size() != sizeof mine)
-      throw PeerError(static_cast<int>(r), "bench: malformed CPU number from rank " + std::to_string(r));
+      throw PeerError(static_cast<int>(r),
+                      "bench: malformed CPU number from rank " + std::to_string(r));
     std::int32_t c;
     std::memcpy(&c, all[r].data(), sizeof c);
     if (c < 0) env.pinned = false;

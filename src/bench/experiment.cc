@@ -291,10 +291,12 @@ ExperimentEntry effective(const ExperimentEntry& e, bool quick) {
   ExperimentEntry x = e;
   if (!quick) return x;
   for (const auto& [flag, value] : e.quick_args) {
-    auto it = std::find_if(x.args.begin(), x.args.end(),
-                           [&](const auto& a) { return a.first == flag; });
-    if (it != x.args.end()) it->second = value;
-    else x.args.emplace_back(flag, value);
+    auto it =
+        std::find_if(x.args.begin(), x.args.end(), [&](const auto& a) { return a.first == flag; });
+    if (it != x.args.end())
+      it->second = value;
+    else
+      x.args.emplace_back(flag, value);
   }
   for (const auto& q : e.quick_sweep) find_variable(x.sweep, q.flag)->values = q.values;
   x.quick_args.clear();

@@ -87,9 +87,12 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
   const std::size_t stride = (item_bytes + kLine - 1) / kLine * kLine;
   // Cache-line aligned: allocated and freed with the aligned operator new[] / delete[].
   struct AlignedDelete {
-    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{kLine}); }
+    void operator()(std::byte* p) const noexcept {
+      ::operator delete[](p, std::align_val_t{kLine});
+    }
   };
-  std::unique_ptr<std::byte[], AlignedDelete> ring(new (std::align_val_t{kLine}) std::byte[capacity * stride]);
+  std::unique_ptr<std::byte[], AlignedDelete> ring(new (std::align_val_t{kLine})
+                                                       std::byte[capacity * stride]);
   std::memset(ring.get(), 0, capacity * stride);
   std::uint64_t first = 0, last = 0, bad = 0;
   on_two_cores(

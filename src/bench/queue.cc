@@ -51,7 +51,8 @@ std::string queue_error(const char* end, const std::string& why, Status s) {
          (why.empty() ? "" : ": " + why);
 }
 
-QueueOptions queue_options(const QueueParams& params, const QueueDesign& d, std::size_t item_bytes) {
+QueueOptions queue_options(const QueueParams& params, const QueueDesign& d,
+                           std::size_t item_bytes) {
   QueueOptions o;
   if (d.design == "socket") {
     o.socket = true;
@@ -94,8 +95,8 @@ EndSummary summary_of(const flow::QueueStats& s) {
 // when there is room. Copy API: try_enqueue of `buf`. Zero-copy API: reserve / commit, writing
 // only the sequence number into the slot (the raw write stream does not touch its payload
 // either).
-void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy,
-         Stall& stall, const Clock& clock, std::vector<double>* samples) {
+void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy, Stall& stall,
+         const Clock& clock, std::vector<double>* samples) {
   if (!zero_copy && buf.size() >= 8) std::memcpy(buf.data(), &seq, 8);
   stall.reset();
   for (;;) {
@@ -122,8 +123,8 @@ void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_
 
 // Spins until item `seq` arrives; false at end of stream. Checks length and order. Copy API:
 // try_dequeue into `buf`; zero-copy API: peek / release, reading the item in place.
-bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy,
-         Stall& stall, const Clock& clock, std::vector<double>* samples) {
+bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy, Stall& stall,
+         const Clock& clock, std::vector<double>* samples) {
   stall.reset();
   for (;;) {
     std::size_t len = 0;
@@ -144,11 +145,12 @@ bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_
     }
     if (s == Status::ok) {
       if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
-      if (len != buf.size()) throw Error("queue bench: item " + std::to_string(seq) + " has " +
-                                         std::to_string(len) + " bytes, expected " +
-                                         std::to_string(buf.size()));
+      if (len != buf.size())
+        throw Error("queue bench: item " + std::to_string(seq) + " has " + std::to_string(len) +
+                    " bytes, expected " + std::to_string(buf.size()));
       if (got != seq)
-        throw Error("queue bench: item " + std::to_string(seq) + " arrived as " + std::to_string(got));
+        throw Error("queue bench: item " + std::to_string(seq) + " arrived as " +
+                    std::to_string(got));
       return true;
     }
     if (s == Status::closed) return false;
@@ -176,11 +178,13 @@ struct QueueTransports {
   Transport* notify = nullptr;
 };
 
-std::unique_ptr<Producer> producer_on(QueueTransports q, Bootstrap& boot, int peer, const QueueOptions& o) {
+std::unique_ptr<Producer> producer_on(QueueTransports q, Bootstrap& boot, int peer,
+                                      const QueueOptions& o) {
   return q.notify ? flow::make_producer(q.data, *q.notify, boot, peer, o)
                   : flow::make_producer(q.data, boot, peer, o);
 }
-std::unique_ptr<Consumer> consumer_on(QueueTransports q, Bootstrap& boot, int peer, const QueueOptions& o) {
+std::unique_ptr<Consumer> consumer_on(QueueTransports q, Bootstrap& boot, int peer,
+                                      const QueueOptions& o) {
   return q.notify ? flow::make_consumer(q.data, *q.notify, boot, peer, o)
                   : flow::make_consumer(q.data, boot, peer, o);
 }
@@ -197,8 +201,8 @@ void close_queue(Producer& p, std::uint64_t timeout_ms) {
   if (s != Status::ok) throw Error(queue_error("close", p.error(), s));
 }
 
-void throughput(const QueueParams& params, const QueueOptions& o, QueueTransports q, Bootstrap& boot,
-                const Clock& clock, QueueRow& row) {
+void throughput(const QueueParams& params, const QueueOptions& o, QueueTransports q,
+                Bootstrap& boot, const Clock& clock, QueueRow& row) {
   std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
   Stall stall(boot, params.timeout_ms);
   std::vector<double> samples;
@@ -255,13 +259,17 @@ void close_both(Producer& p, Consumer& c, std::vector<std::byte>& buf, Stall& st
   while (!closed || !drained) {
     if (!closed) {
       Status s = p.close(std::chrono::milliseconds(0));
-      if (s == Status::ok) closed = true;
-      else if (s != Status::timeout) throw Error(queue_error("close", p.error(), s));
+      if (s == Status::ok)
+        closed = true;
+      else if (s != Status::timeout)
+        throw Error(queue_error("close", p.error(), s));
     }
     std::size_t len = 0;
     Status s = c.try_dequeue(buf, &len);
-    if (s == Status::closed) drained = true;
-    else if (s != Status::empty) throw Error(queue_error("dequeue at the end", c.error(), s));
+    if (s == Status::closed)
+      drained = true;
+    else if (s != Status::empty)
+      throw Error(queue_error("dequeue at the end", c.error(), s));
     stall.idle("closing");
   }
 }
@@ -292,7 +300,8 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
       std::uint64_t t0 = clock.now();
       put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
-      if (!get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr)) throw Error("queue bench: echo queue closed early");
+      if (!get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr))
+        throw Error("queue bench: echo queue closed early");
       if (i >= params.warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
     }
   } else {
@@ -393,9 +402,8 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
       ref.cacheline = cacheline_pingpong(params.round_trips, params.warmup, cpu0, cpu1, clock);
       ref.cacheline_measured = true;
     } else {
-      ref.spsc_items_per_s =
-          spsc_ring_items_per_s(params.items, size, queue_capacity(params, size),
-                                params.zero_copy, cpu0, cpu1, clock);
+      ref.spsc_items_per_s = spsc_ring_items_per_s(params.items, size, queue_capacity(params, size),
+                                                   params.zero_copy, cpu0, cpu1, clock);
     }
     boot.barrier();
   } else {
@@ -430,8 +438,8 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
     if (params.pingpong) raw_reference(params, size, boot, ref);
     if (params.reference) {
       if (!params.pingpong) raw_reference(params, size, boot, ref);
-      core_references(params, size, boot, clock, result.env.cpu_initiator,
-                      result.env.cpu_target, ref);
+      core_references(params, size, boot, clock, result.env.cpu_initiator, result.env.cpu_target,
+                      ref);
     }
   }
   for (const QueueDesign& d : params.designs)

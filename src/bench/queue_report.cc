@@ -29,9 +29,8 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
            (p.active_consumer ? "  active consumer" : "") + "  api " +
            (p.zero_copy ? "zero-copy (reserve/commit, peek/release)"
                         : "copy (try_enqueue/try_dequeue)"),
-       std::string("notifications ") +
-           (p.separate_notify ? "separate (a second endpoint per queue)"
-                              : "shared (the data endpoint)"),
+       std::string("notifications ") + (p.separate_notify ? "separate (a second endpoint per queue)"
+                                                          : "shared (the data endpoint)"),
        p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
                         std::to_string(p.warmup)
                   : "throughput " + std::to_string(p.items) + " items",
@@ -64,13 +63,12 @@ void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& ro
                   l.p99 / 1e3, l.p999 / 1e3, l.max / 1e3, raw, row.data_per_item,
                   row.transfer_per_item, row.space_per_item);
   } else {
-    std::snprintf(line, sizeof line,
-                  "  %-32s %6zu %8llu %10.4f %10.2f %8.3f %8.3f %8.3f %9llu %9llu\n",
-                  label(row.design).c_str(), row.item_bytes,
-                  static_cast<unsigned long long>(row.items), row.items_per_s / 1e6, row.mbps,
-                  row.data_per_item, row.transfer_per_item, row.space_per_item,
-                  static_cast<unsigned long long>(row.full),
-                  static_cast<unsigned long long>(row.empty));
+    std::snprintf(
+        line, sizeof line, "  %-32s %6zu %8llu %10.4f %10.2f %8.3f %8.3f %8.3f %9llu %9llu\n",
+        label(row.design).c_str(), row.item_bytes, static_cast<unsigned long long>(row.items),
+        row.items_per_s / 1e6, row.mbps, row.data_per_item, row.transfer_per_item,
+        row.space_per_item, static_cast<unsigned long long>(row.full),
+        static_cast<unsigned long long>(row.empty));
   }
   out << line;
   if (row.unsupported.empty() && r.params.reference) {
@@ -120,7 +118,8 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
   j.update({
       {"type", r.params.pingpong ? "pingpong" : "throughput"},
       {"design", row.design.design},
-      {"preset", row.design.preset.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.design.preset)},
+      {"preset",
+       row.design.preset.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.design.preset)},
       {"provider", row.provider},
       {"item_bytes", row.item_bytes},
       {"capacity", row.capacity},

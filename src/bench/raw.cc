@@ -21,7 +21,7 @@
 namespace fabflow {
 namespace {
 
-constexpr std::size_t kRxDepth = 64;      // receives kept posted
+constexpr std::size_t kRxDepth = 64;  // receives kept posted
 constexpr std::size_t kPollBatch = 16;
 
 // Ping-pong ops measure a round trip and report half of it; the others time one operation.
@@ -78,8 +78,13 @@ template <class T>
 class RawRunner {
  public:
   RawRunner(T& t, Bootstrap& boot, const RawParams& p, const Clock& clock, bool progress_thread)
-      : t_(t), boot_(boot), p_(p), clock_(clock), inline_progress_(!progress_thread),
-        peer_(1 - boot.rank()), initiator_(boot.rank() == 0) {
+      : t_(t),
+        boot_(boot),
+        p_(p),
+        clock_(clock),
+        inline_progress_(!progress_thread),
+        peer_(1 - boot.rank()),
+        initiator_(boot.rank() == 0) {
     max_size_ = *std::max_element(p.sizes.begin(), p.sizes.end());
     if (is_atomic(p.op)) max_size_ = 8;
     // Layout: [0, max) source / atomic result, [max, 2max) target of the peer's operations.
@@ -177,10 +182,10 @@ class RawRunner {
       if (initiator_) {
         double per_op = seconds / static_cast<double>(n);
         if (seconds >= p_.duration_s / 10 || n >= kMaxIters / 4 || per_op <= 0)
-          decision = kFinal | std::clamp<std::uint64_t>(
-                                  per_op > 0 ? static_cast<std::uint64_t>(p_.duration_s / per_op)
-                                             : n,
-                                  100, kMaxIters);
+          decision =
+              kFinal | std::clamp<std::uint64_t>(
+                           per_op > 0 ? static_cast<std::uint64_t>(p_.duration_s / per_op) : n, 100,
+                           kMaxIters);
         else
           decision = n * 4;
       }
@@ -198,8 +203,7 @@ class RawRunner {
   }
 
   // One phase (warm-up when samples == nullptr) of `count` iterations; returns seconds.
-  double phase(RawTest test, std::size_t size, std::uint64_t count,
-               std::vector<double>* samples) {
+  double phase(RawTest test, std::size_t size, std::uint64_t count, std::vector<double>* samples) {
     if (count == 0) return 0;
     auto t0 = std::chrono::steady_clock::now();
     if (test == RawTest::latency) {
@@ -219,7 +223,8 @@ class RawRunner {
   }
 
   void check(Status s, const char* what) {
-    if (s == Status::failed) throw Error(std::string("raw bench: ") + what + ": " + t_.last_error());
+    if (s == Status::failed)
+      throw Error(std::string("raw bench: ") + what + ": " + t_.last_error());
   }
 
   // Reaps transmit completions; each carries in its context how many posts it retires.
@@ -251,8 +256,8 @@ class RawRunner {
     }
   }
   RecvPool recv_pool(std::uint64_t messages) const {
-    const bool needs_recv = p_.op == Op::send ||
-                            (p_.op == Op::writedata && t_.caps().rx_cq_data_consumes_recv);
+    const bool needs_recv =
+        p_.op == Op::send || (p_.op == Op::writedata && t_.caps().rx_cq_data_consumes_recv);
     return RecvPool{needs_recv ? messages : 0, 0, 0};
   }
 
@@ -271,8 +276,7 @@ class RawRunner {
           s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags);
           break;
         default:
-          s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags,
-                            seq);
+          s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags, seq);
           break;
       }
       if (s == Status::ok) break;
@@ -329,8 +333,7 @@ class RawRunner {
       }
       if (p_.op == Op::writedata && (!c[0].has_data || c[0].data != seq))
         throw PeerError(peer_, "raw bench: write-with-data carried sequence " +
-                                   std::to_string(c[0].data) + ", expected " +
-                                   std::to_string(seq));
+                                   std::to_string(c[0].data) + ", expected " + std::to_string(seq));
       if (p_.op == Op::send && c[0].length != size)
         throw PeerError(peer_, "raw bench: received " + std::to_string(c[0].length) +
                                    " bytes, expected " + std::to_string(size));
@@ -343,7 +346,9 @@ class RawRunner {
   }
 
   // A barrier used inside a phase: both sides progress while waiting.
-  void wait_all_light() { boot_.barrier([this] { t_.progress(); }); }
+  void wait_all_light() {
+    boot_.barrier([this] { t_.progress(); });
+  }
 
   void drain_tx() {
     // Signalled sends still in flight complete once the peer has answered; collect them so
@@ -377,8 +382,8 @@ class RawRunner {
         return t_.post_atomic(peer_, AtomicOp::fetch_add, 1, 0, result, mr_->desc(), remote_,
                               rx_offset(), ctx, kSignal);
       case Op::cswap:
-        return t_.post_atomic(peer_, AtomicOp::compare_swap, ++seq_, *result, result,
-                              mr_->desc(), remote_, rx_offset(), ctx, kSignal);
+        return t_.post_atomic(peer_, AtomicOp::compare_swap, ++seq_, *result, result, mr_->desc(),
+                              remote_, rx_offset(), ctx, kSignal);
       default: return Status::failed;
     }
   }
@@ -398,8 +403,8 @@ class RawRunner {
       bool progressed = false;
       for (unsigned b = 0; b < batch && posted < count && posted - retired < window; ++b) {
         const bool last = posted + 1 == count;
-        const bool signal = is_atomic(p_.op) || p_.op == Op::read || since_signal + 1 == every ||
-                            last;
+        const bool signal =
+            is_atomic(p_.op) || p_.op == Op::read || since_signal + 1 == every || last;
         const bool more = b + 1 < batch && !last && posted + 1 - retired < window;
         unsigned flags = (signal ? kSignal : 0) | (inject ? kInject : 0) | (more ? kMore : 0);
         std::uint64_t ctx = signal ? since_signal + 1 : 0;

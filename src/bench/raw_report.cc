@@ -30,11 +30,11 @@ nlohmann::json common_fields(const RawResult& r, const RawRow& row) {
       {"inject", row.injected},
       {"signal_every", r.params.signal_every},
       {"progress", std::string(to_string(r.params.progress))},
-      {"progress_thread", {{"initiator", e.progress_thread_initiator},
-                           {"target", e.progress_thread_target}}},
+      {"progress_thread",
+       {{"initiator", e.progress_thread_initiator}, {"target", e.progress_thread_target}}},
       {"cpus", {{"initiator", e.cpu_initiator}, {"target", e.cpu_target}}},
-      {"cpu_ns_per_msg", {{"initiator", row.cpu.initiator_ns_per_msg},
-                          {"target", row.cpu.target_ns_per_msg}}},
+      {"cpu_ns_per_msg",
+       {{"initiator", row.cpu.initiator_ns_per_msg}, {"target", row.cpu.target_ns_per_msg}}},
       {"progress_thread_cpu_s", row.cpu.progress_thread_s},
       {"instructions_per_msg", nullptr},
       {"cycles_per_msg", nullptr},
@@ -49,10 +49,9 @@ void print_raw_header(std::ostream& out, const RawResult& r) {
   const auto& p = r.params;
   report::print_header(
       out, e, "raw",
-      {"op " + std::string(to_string(p.op)) + "  warmup " + std::to_string(p.warmup) +
-           "  window " + std::to_string(p.window) + "  signal every " +
-           std::to_string(p.signal_every) + "  batch " + std::to_string(p.batch) + "  inject " +
-           (p.inject ? "on" : "off"),
+      {"op " + std::string(to_string(p.op)) + "  warmup " + std::to_string(p.warmup) + "  window " +
+           std::to_string(p.window) + "  signal every " + std::to_string(p.signal_every) +
+           "  batch " + std::to_string(p.batch) + "  inject " + (p.inject ? "on" : "off"),
        "progress " + std::string(to_string(p.progress)) + " (thread: initiator " +
            (e.progress_thread_initiator ? "yes" : "no") + ", target " +
            (e.progress_thread_target ? "yes" : "no") + ")",
@@ -75,9 +74,9 @@ void print_raw_table(std::ostream& out, const RawResult& r) {
                   "  %-10s %6s %8llu %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %7.0f / %-7.0f %s%s\n",
                   std::string(to_string(row.op)).c_str(), size_text(row.size).c_str(),
                   static_cast<unsigned long long>(row.iterations), l.mean / 1e3, l.p50 / 1e3,
-                  l.p90 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.max / 1e3,
-                  row.cpu.initiator_ns_per_msg, row.cpu.target_ns_per_msg,
-                  row.injected ? "inject" : "", row.one_way ? "" : " (completion time)");
+                  l.p90 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.max / 1e3, row.cpu.initiator_ns_per_msg,
+                  row.cpu.target_ns_per_msg, row.injected ? "inject" : "",
+                  row.one_way ? "" : " (completion time)");
     out << line;
   }
   header = false;
@@ -89,9 +88,9 @@ void print_raw_table(std::ostream& out, const RawResult& r) {
     }
     std::snprintf(line, sizeof line, "  %-10s %6s %8llu %10.2f %10.4f  %7.0f / %-7.0f %s\n",
                   std::string(to_string(row.op)).c_str(), size_text(row.size).c_str(),
-                  static_cast<unsigned long long>(row.iterations), row.mbps,
-                  row.msgs_per_s / 1e6, row.cpu.initiator_ns_per_msg,
-                  row.cpu.target_ns_per_msg, row.injected ? "inject" : "");
+                  static_cast<unsigned long long>(row.iterations), row.mbps, row.msgs_per_s / 1e6,
+                  row.cpu.initiator_ns_per_msg, row.cpu.target_ns_per_msg,
+                  row.injected ? "inject" : "");
     out << line;
   }
   if (!r.rows.empty() && r.rows.front().cpu.progress_thread_s > 0)

@@ -25,21 +25,21 @@ void print_header(std::ostream& out, const RunEnvironment& e, std::string_view f
   out << "# fabflow " << e.fabflow_version << " (" << e.git_revision << ") bench " << family
       << "  (libfabric " << e.libfabric_version << ", build " << e.build_type
       << (e.sanitizer.empty() ? "" : "+" + e.sanitizer) << ")\n"
-      << "# machine " << e.cpu_model << ", " << e.cores << " cores, SMT " << e.smt
-      << ", governor " << e.governor << ", TSC " << (e.tsc_invariant ? "invariant" : "not invariant")
-      << ", kernel " << e.kernel << ", load " << fmt("%.2f", e.load_start) << "\n"
+      << "# machine " << e.cpu_model << ", " << e.cores << " cores, SMT " << e.smt << ", governor "
+      << e.governor << ", TSC " << (e.tsc_invariant ? "invariant" : "not invariant") << ", kernel "
+      << e.kernel << ", load " << fmt("%.2f", e.load_start) << "\n"
       << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
       << c.fabric << "  domain " << c.domain << "\n"
       << "# inject_size " << c.inject_size << "  max_msg_size "
       << (c.max_msg_size >= (std::size_t{1} << 48) ? std::string("unlimited")
-                                                    : std::to_string(c.max_msg_size))
+                                                   : std::to_string(c.max_msg_size))
       << "  cq_data_size " << c.cq_data_size << "  data progress "
       << (c.data_progress_manual ? "manual" : "auto") << "\n";
   for (const auto& line : config) out << "# " << line << "\n";
   out << "# pinned "
-      << (e.pinned ? "cpu " + std::to_string(e.cpu_initiator) + " / cpu " +
-                         std::to_string(e.cpu_target)
-                   : std::string("NO"))
+      << (e.pinned
+              ? "cpu " + std::to_string(e.cpu_initiator) + " / cpu " + std::to_string(e.cpu_target)
+              : std::string("NO"))
       << "  clock " << e.clock << "  launcher " << e.launcher << "\n";
   for (const auto& w : environment_warnings(e)) out << "# WARNING: " << w << "\n";
 }

@@ -30,7 +30,6 @@
 namespace fabflow {
 namespace {
 
-
 // ---- payloads for --verify: every byte follows from a 64-bit tag naming the request ----
 
 std::uint64_t mix(std::uint64_t x) {
@@ -60,7 +59,8 @@ void make_request(std::span<std::byte> p, std::uint64_t tag) {
 // The verifying responder: the response starts with the request's checksum, then bytes
 // derived from the request's tag, so a response can only pass for its own request.
 std::size_t verify_handler(int, std::span<const std::byte> req, std::span<std::byte> resp) {
-  if (req.size() < 8 || resp.size() < 8) throw Error("verify needs requests and responses of 8+ bytes");
+  if (req.size() < 8 || resp.size() < 8)
+    throw Error("verify needs requests and responses of 8+ bytes");
   std::uint64_t tag, sum = checksum(req);
   std::memcpy(&tag, req.data(), 8);
   fill(resp, ~tag);
@@ -97,7 +97,8 @@ ThreadLoad measured(std::uint64_t* messages, F&& body) {
   l.messages = *messages;
   auto after = counters.read();
   if (before && after)
-    l.counters = CounterValues{after->instructions - before->instructions, after->cycles - before->cycles};
+    l.counters =
+        CounterValues{after->instructions - before->instructions, after->cycles - before->cycles};
   return l;
 }
 
@@ -134,7 +135,8 @@ class PrivatePort {
 class DispatchPort {
  public:
   // sleep: wait on the doorbell instead of spinning (more threads than CPUs).
-  DispatchPort(rr::DispatcherRequester& d, unsigned worker, bool sleep) : d_(d), w_(worker), sleep_(sleep) {}
+  DispatchPort(rr::DispatcherRequester& d, unsigned worker, bool sleep)
+      : d_(d), w_(worker), sleep_(sleep) {}
   unsigned depth() const { return d_.slots_per_worker(); }
   std::span<std::byte> buffer(unsigned k) { return d_.request_buffer(w_, k); }
   Status submit(unsigned k, int responder, std::size_t len) {
@@ -177,7 +179,7 @@ struct WorkerSetup {
   const RrParams& p;
   const rr::ChannelOptions& o;
   const Clock& clock;
-  Bootstrap* boot;   // liveness checks; one thread per process at a time may use it
+  Bootstrap* boot;                // liveness checks; one thread per process at a time may use it
   const std::atomic<bool>* stop;  // another thread of this rank failed
   bool yield;
   std::uint64_t tag_base;  // rank and thread, for --verify tags
@@ -215,7 +217,8 @@ WorkerResult drive(Port& port, const WorkerSetup& s) {
       unsigned k;
       std::span<const std::byte> data;
       if (!port.poll(&k, &data)) {
-        if (s.stop->load(std::memory_order_relaxed)) throw Error("rr bench: stopped after another thread failed");
+        if (s.stop->load(std::memory_order_relaxed))
+          throw Error("rr bench: stopped after another thread failed");
         watch.idle("rr", "waiting for a response");
         continue;
       }
@@ -278,7 +281,8 @@ double callgrind_ir(const std::string& dir) {
     if (e.path().filename().string().rfind(prefix, 0) == 0 &&
         (newest.empty() || e.path().filename().string() > newest.filename().string()))
       newest = e.path();
-  if (newest.empty()) throw Error("rr bench: no callgrind dump in " + dir + " (not run under callgrind?)");
+  if (newest.empty())
+    throw Error("rr bench: no callgrind dump in " + dir + " (not run under callgrind?)");
   std::ifstream in(newest);
   std::string line;
   while (std::getline(in, line))
@@ -291,23 +295,31 @@ class Config {
  public:
   Config(const RrParams& p, Bootstrap& boot, const Clock& clock, const rr::ChannelOptions& o,
          rr::Model model)
-      : p_(p), boot_(boot), clock_(clock), o_(o), model_(model),
+      : p_(p),
+        boot_(boot),
+        clock_(clock),
+        o_(o),
+        model_(model),
         requester_(boot.rank() < p.requesters) {
     // More spinning threads on this host than CPUs: waits yield so the peer can run.
-    const unsigned spinning = static_cast<unsigned>(p.requesters) * (p.threads + (model == rr::Model::dispatcher)) +
-                              static_cast<unsigned>(p.responders);
+    const unsigned spinning =
+        static_cast<unsigned>(p.requesters) * (p.threads + (model == rr::Model::dispatcher)) +
+        static_cast<unsigned>(p.responders);
     yield_ = p.always_yield || spinning > std::max<std::size_t>(p.cpus.size(), 1);
   }
 
   RankSummary run(const TransportOptions& to) {
     const unsigned lanes = model_ == rr::Model::private_connections ? p_.threads : 1;
-    const unsigned slots = model_ == rr::Model::private_connections ? p_.depth : p_.depth * p_.threads;
+    const unsigned slots =
+        model_ == rr::Model::private_connections ? p_.depth : p_.depth * p_.threads;
     std::vector<Lane> lane(lanes);
     for (auto& l : lane) {  // collective, one lane at a time
       l.transport = open_transport(to);
       l.transport->connect(boot_);
-      if (requester_) l.requester = rr::make_requester(*l.transport, boot_, o_, p_.requesters, slots);
-      else l.responder = rr::make_responder(*l.transport, boot_, o_, p_.requesters);
+      if (requester_)
+        l.requester = rr::make_requester(*l.transport, boot_, o_, p_.requesters, slots);
+      else
+        l.responder = rr::make_responder(*l.transport, boot_, o_, p_.requesters);
     }
     boot_.barrier([&] {
       for (auto& l : lane) l.transport->progress();
@@ -462,9 +474,10 @@ class Config {
     std::uint64_t served = 0;
     ThreadLoad load = measured(&served, [&] {
       BoundedWait watch(std::chrono::milliseconds(p_.timeout_ms), &boot_, {}, 256);
-    watch.yield_when_idle(yield_);
+      watch.yield_when_idle(yield_);
       auto all_done = [&] {
-        return std::all_of(lane.begin(), lane.end(), [](const Lane& l) { return l.responder->done(); });
+        return std::all_of(lane.begin(), lane.end(),
+                           [](const Lane& l) { return l.responder->done(); });
       };
       while (!all_done()) {
         unsigned got = 0;
@@ -551,7 +564,8 @@ void collect(const RrParams& p, Bootstrap& boot, const RankSummary& mine,
   std::vector<RankSummary> all;
   for (std::size_t r = 0; r < blobs.size(); ++r) {
     if (blobs[r].size() != sizeof(RankSummary) || sample_blobs[r].size() % sizeof(double) != 0)
-      throw PeerError(static_cast<int>(r), "rr bench: malformed summary from rank " + std::to_string(r));
+      throw PeerError(static_cast<int>(r),
+                      "rr bench: malformed summary from rank " + std::to_string(r));
     RankSummary s;
     std::memcpy(&s, blobs[r].data(), sizeof s);
     all.push_back(s);
@@ -575,8 +589,8 @@ void collect(const RrParams& p, Bootstrap& boot, const RankSummary& mine,
   }
   // Every request answered exactly once: the responders served what the requesters got.
   if (served != sent)
-    throw Error("rr bench: responders served " + std::to_string(served) + " requests, requesters got " +
-                std::to_string(sent) + " responses");
+    throw Error("rr bench: responders served " + std::to_string(served) +
+                " requests, requesters got " + std::to_string(sent) + " responses");
   row.latency = summarize(every);
   row.mbps = row.requests_per_s * static_cast<double>(row.response_bytes) / 1e6;
   row.requester = side_cpu(all, 0, p);
@@ -616,21 +630,26 @@ void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row) {
 
 void validate(const RrParams& p, const Bootstrap& boot) {
   using rr::Topology;
-  if (p.requesters < 1 || p.responders < 1) throw UsageError("rr: at least one requester and one responder");
+  if (p.requesters < 1 || p.responders < 1)
+    throw UsageError("rr: at least one requester and one responder");
   if (boot.size() != p.requesters + p.responders)
-    throw UsageError("rr: " + std::to_string(p.requesters) + " requesters + " + std::to_string(p.responders) +
-                     " responders need that many processes, got " + std::to_string(boot.size()));
+    throw UsageError("rr: " + std::to_string(p.requesters) + " requesters + " +
+                     std::to_string(p.responders) + " responders need that many processes, got " +
+                     std::to_string(boot.size()));
   if (p.topology == Topology::one_to_one && (p.requesters != 1 || p.responders != 1))
     throw UsageError("rr: topology 1:1 needs exactly 1 requester and 1 responder");
   if (p.topology == Topology::n_to_one && p.responders != 1)
     throw UsageError("rr: topology N:1 needs exactly 1 responder");
   if (p.topology == Topology::n_to_m && p.responders < 2)
     throw UsageError("rr: topology N:M needs at least 2 responders (1 is N:1)");
-  if (p.threads < 1 || p.depth < 1 || p.requests < 1) throw UsageError("rr: threads, depth and requests must be at least 1");
+  if (p.threads < 1 || p.depth < 1 || p.requests < 1)
+    throw UsageError("rr: threads, depth and requests must be at least 1");
   if (p.empty_mailboxes_pct > 99) throw UsageError("rr: --empty-mailboxes must be in 0..99");
-  if (p.reference && p.topology != Topology::one_to_one) throw UsageError("rr: --reference needs topology 1:1");
-  if (p.verify && (p.request_bytes < 8 || std::any_of(p.response_sizes.begin(), p.response_sizes.end(),
-                                                      [](std::size_t s) { return s < 8; })))
+  if (p.reference && p.topology != Topology::one_to_one)
+    throw UsageError("rr: --reference needs topology 1:1");
+  if (p.verify &&
+      (p.request_bytes < 8 || std::any_of(p.response_sizes.begin(), p.response_sizes.end(),
+                                          [](std::size_t s) { return s < 8; })))
     throw UsageError("rr: verifying needs requests and responses of at least 8 bytes");
 }
 
@@ -661,7 +680,8 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
         o.inject = params.inject;
         o.signal_every = params.signal_every;
         o.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
-        const std::size_t active = static_cast<std::size_t>(params.requesters) * slots_per_requester;
+        const std::size_t active =
+            static_cast<std::size_t>(params.requesters) * slots_per_requester;
         const unsigned pct = params.empty_mailboxes_pct;
         o.empty_mailboxes = pct ? (active * pct + (100 - pct) - 1) / (100 - pct) : 0;
         RrRow row;

@@ -14,7 +14,9 @@
 namespace fabflow {
 namespace {
 
-nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json opt(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 nlohmann::json cpu_json(const RrCpu& c) {
   return {{"cpu_ns_per_msg", c.ns_per_msg},
@@ -42,12 +44,13 @@ void print_rr_header(std::ostream& out, const RrResult& r) {
            " threads  responders " + std::to_string(p.responders) + "  depth " +
            std::to_string(p.depth) + "  mailbox " + std::string(rr::to_string(p.mailbox)) +
            "  empty mailboxes " + std::to_string(p.empty_mailboxes_pct) + "%",
-       "request " + std::to_string(p.request_bytes) + " B  requests " +
-           std::to_string(p.requests) + " per thread, warm-up " + std::to_string(p.warmup),
+       "request " + std::to_string(p.request_bytes) + " B  requests " + std::to_string(p.requests) +
+           " per thread, warm-up " + std::to_string(p.warmup),
        "latency: full round trip per request; MB/s: response bytes, sum of requester threads' "
        "rates; CPU per message per side (all its threads; busy polling included)"});
   out << "\n  pattern     model       bytes   requests     req/s      MB/s  p50(us)  p99(us)"
-         "  max(us)  req cpu ns/msg  rsp cpu ns/msg  req instr  rsp instr  req cycles  rsp cycles\n";
+         "  max(us)  req cpu ns/msg  rsp cpu ns/msg  req instr  rsp instr  req cycles  rsp "
+         "cycles\n";
   out.flush();
 }
 
@@ -61,19 +64,20 @@ void print_rr_row(std::ostream& out, const RrResult&, const RrRow& row) {
     out << line << std::flush;
     return;
   }
-  std::snprintf(line, sizeof line,
-                "  %-11s %-10s %6zu %10llu %9.0f %9.2f %8.2f %8.2f %8.2f %15.0f %15.0f %10s %10s %11s %11s\n",
-                std::string(rr::to_string(row.pattern)).c_str(),
-                std::string(rr::to_string(row.model)).c_str(), row.response_bytes,
-                static_cast<unsigned long long>(row.requests), row.requests_per_s, row.mbps,
-                row.latency.p50 / 1e3, row.latency.p99 / 1e3, row.latency.max / 1e3,
-                row.requester.ns_per_msg, row.responder.ns_per_msg,
-                na(row.requester.instructions_per_msg).c_str(), na(row.responder.instructions_per_msg).c_str(),
-                na(row.requester.cycles_per_msg).c_str(), na(row.responder.cycles_per_msg).c_str());
+  std::snprintf(
+      line, sizeof line,
+      "  %-11s %-10s %6zu %10llu %9.0f %9.2f %8.2f %8.2f %8.2f %15.0f %15.0f %10s %10s %11s %11s\n",
+      std::string(rr::to_string(row.pattern)).c_str(),
+      std::string(rr::to_string(row.model)).c_str(), row.response_bytes,
+      static_cast<unsigned long long>(row.requests), row.requests_per_s, row.mbps,
+      row.latency.p50 / 1e3, row.latency.p99 / 1e3, row.latency.max / 1e3, row.requester.ns_per_msg,
+      row.responder.ns_per_msg, na(row.requester.instructions_per_msg).c_str(),
+      na(row.responder.instructions_per_msg).c_str(), na(row.requester.cycles_per_msg).c_str(),
+      na(row.responder.cycles_per_msg).c_str());
   out << line;
   if (row.requester.callgrind_ir_per_msg)
-    out << "    callgrind Ir/msg: requester " << na(row.requester.callgrind_ir_per_msg) << ", responder "
-        << na(row.responder.callgrind_ir_per_msg) << "\n";
+    out << "    callgrind Ir/msg: requester " << na(row.requester.callgrind_ir_per_msg)
+        << ", responder " << na(row.responder.callgrind_ir_per_msg) << "\n";
   if (row.raw_measured) {
     std::snprintf(line, sizeof line,
                   "    raw 64 B write ping-pong round trip p50 %.2f us (rr/raw %.2f)\n",
@@ -114,7 +118,8 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
   j["MBps"] = row.mbps;
   j["latency_ns"] = report::latency_json(row.latency);
   j["cpu"] = {{"requester", cpu_json(row.requester)}, {"responder", cpu_json(row.responder)}};
-  j["raw_write_rtt_ns"] = row.raw_measured ? report::latency_json(row.raw_write_rtt) : nlohmann::json(nullptr);
+  j["raw_write_rtt_ns"] =
+      row.raw_measured ? report::latency_json(row.raw_write_rtt) : nlohmann::json(nullptr);
   j["verified"] = p.verify;
   out << j.dump() << "\n" << std::flush;
 }

@@ -48,10 +48,14 @@ std::size_t parse_one_size(const std::string& text) {
   if (text[0] == '-') throw UsageError("bad size '" + text + "' (negative)");
   std::string suffix = text.substr(pos);
   unsigned long long mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
-  else if (!suffix.empty()) throw UsageError("bad size '" + text + "' (use e.g. 64, 4K, 1M)");
+  if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
+    mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
+    mult = 1ull << 30;
+  else if (!suffix.empty())
+    throw UsageError("bad size '" + text + "' (use e.g. 64, 4K, 1M)");
   if (v == 0) throw UsageError("bad size '" + text + "' (must be at least 1 byte)");
   if (v > (1ull << 40) / mult) throw UsageError("bad size '" + text + "' (too large)");
   return static_cast<std::size_t>(v * mult);
@@ -113,10 +117,9 @@ Clock::Clock() {
 
 std::uint64_t Clock::now() const noexcept {
   if (tsc_) return __rdtsc();
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
 }
 
 }  // namespace fabflow

@@ -234,9 +234,7 @@ void Coordinator::Relay::on_handshake(Conn& c, const Frame& f) {
 
 void Coordinator::Relay::on_frame(Conn& c, const Frame& f) {
   switch (static_cast<Msg>(f.type)) {
-    case Msg::gather:
-      on_gather(c, f);
-      return;
+    case Msg::gather: on_gather(c, f); return;
     case Msg::abort:
       fail(c.rank, "rank " + std::to_string(c.rank) + " aborted: " + printable(f.body), c.rank);
       return;
@@ -245,8 +243,7 @@ void Coordinator::Relay::on_frame(Conn& c, const Frame& f) {
       c.dead = true;
       check_round();
       return;
-    default:
-      violation(c, "unexpected message type " + std::to_string(f.type));
+    default: violation(c, "unexpected message type " + std::to_string(f.type));
   }
 }
 

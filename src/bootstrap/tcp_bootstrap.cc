@@ -190,11 +190,8 @@ void TcpBootstrap::join(const sockaddr_in& addr) {
                             : " waiting for coordinator " + label_ + " to answer the handshake"));
     }
     switch (static_cast<Msg>(f->type)) {
-      case Msg::reject:
-        throw Error(at + " rejected this process: " + printable(f->body));
-      case Msg::abort:
-        failure_ = decode_abort(f->body);
-        throw_failure();
+      case Msg::reject: throw Error(at + " rejected this process: " + printable(f->body));
+      case Msg::abort: failure_ = decode_abort(f->body); throw_failure();
       case Msg::welcome: {
         Mac mac{};
         if (welcomed || f->body.size() != mac.size())
@@ -268,15 +265,12 @@ void TcpBootstrap::pump(int timeout_ms) {
 
 void TcpBootstrap::dispatch(Frame f) {
   switch (static_cast<Msg>(f.type)) {
-    case Msg::abort:
-      failure_ = decode_abort(f.body);
-      return;
+    case Msg::abort: failure_ = decode_abort(f.body); return;
     case Msg::result:
       if (!awaiting_result_ || result_) throw ProtocolError("unexpected result");
       result_ = std::move(f.body);
       return;
-    default:
-      throw ProtocolError("unexpected message type " + std::to_string(f.type));
+    default: throw ProtocolError("unexpected message type " + std::to_string(f.type));
   }
 }
 

@@ -117,8 +117,10 @@ int run_queue_rank(const QueueFlags& flags, const Validated& v) {
     finish_environment(result.env);
     if (!flags.json) print_queue_header(std::cout, result);
     for (const auto& row : result.rows) {
-      if (flags.json) print_queue_json(std::cout, result, row);
-      else print_queue_row(std::cout, result, row);
+      if (flags.json)
+        print_queue_json(std::cout, result, row);
+      else
+        print_queue_row(std::cout, result, row);
     }
     if (flags.json) report::warn_stderr(result.env);
   });
@@ -127,9 +129,10 @@ int run_queue_rank(const QueueFlags& flags, const Validated& v) {
 }  // namespace
 
 Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand("queue", "flow queues: throughput, operations per item and "
-                                            "transfer time of the design points and the socket "
-                                            "baseline");
+  auto* app = bench.add_subcommand("queue",
+                                   "flow queues: throughput, operations per item and "
+                                   "transfer time of the design points and the socket "
+                                   "baseline");
   auto f = std::make_shared<QueueFlags>();
   add_common_flags(*app, *f, "item size(s): 64 | 64,4K | 4:64K; default 64",
                    "progress thread of the raw write reference: auto, on, off");
@@ -150,12 +153,14 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   app->add_flag("--active-consumer", f->active_consumer,
                 "a helper thread on the consumer side validates (pull designs: reads) items ahead "
                 "of the dequeuing thread (not for socket)");
-  add_choice<QueueApi>(*app, "--api", f->api,
-                  "copy: try_enqueue / try_dequeue copy every item; zero-copy: reserve / commit "
-                  "and peek / release, touching only the 8-byte sequence number in place");
-  add_choice<NotifyEndpoint>(*app, "--notify-endpoint", f->notify_endpoint,
-                  "shared (default): notifications share the data endpoint; separate: each queue "
-                  "opens a second endpoint for its counter writes, reads and sends");
+  add_choice<QueueApi>(
+      *app, "--api", f->api,
+      "copy: try_enqueue / try_dequeue copy every item; zero-copy: reserve / commit "
+      "and peek / release, touching only the 8-byte sequence number in place");
+  add_choice<NotifyEndpoint>(
+      *app, "--notify-endpoint", f->notify_endpoint,
+      "shared (default): notifications share the data endpoint; separate: each queue "
+      "opens a second endpoint for its counter writes, reads and sends");
   app->add_flag("--reference", f->reference,
                 "also measure, per size and on the same CPUs: throughput: the provider's raw "
                 "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong: a "

@@ -34,9 +34,9 @@ struct RawFlags : CommonFlags {
   unsigned signal_every = 1;
   unsigned batch = 1;
   std::string test = "both";
-  std::string launched_op;        // internal: the one operation a launched rank runs
-  std::string result_path;        // internal: rank 0 also writes its JSON lines here
-  bool reference = false;         // also run fi_pingpong for send latency
+  std::string launched_op;  // internal: the one operation a launched rank runs
+  std::string result_path;  // internal: rank 0 also writes its JSON lines here
+  bool reference = false;   // also run fi_pingpong for send latency
 };
 
 // Everything that can be checked without a peer; throws UsageError.
@@ -156,20 +156,26 @@ void report_reference(const std::string& result_path, bool json) {
     std::uint64_t iters = row["iterations"];
     double mean_ns = row["latency_ns"]["mean"];
     std::string why;
-    auto ref = run_fi_pingpong(row["provider"], row["endpoint"], size, iters,
-                               row["cpus"]["target"], row["cpus"]["initiator"], &why);
+    auto ref = run_fi_pingpong(row["provider"], row["endpoint"], size, iters, row["cpus"]["target"],
+                               row["cpus"]["initiator"], &why);
     if (!ref) {
       std::cerr << "fabflow: warning: reference not measured: " << why << "\n";
       continue;
     }
     double ratio = mean_ns / 1000.0 / ref->usec_per_xfer;
     if (json) {
-      nlohmann::json j = {{"type", "reference"},          {"bench", "raw"},
-                          {"tool", "fi_pingpong"},        {"command", ref->command},
-                          {"provider", row["provider"]},  {"endpoint", row["endpoint"]},
-                          {"op", "send"},                 {"size_bytes", size},
-                          {"iterations", iters},          {"usec_per_xfer", ref->usec_per_xfer},
-                          {"fabflow_mean_ns", mean_ns},   {"ratio", ratio}};
+      nlohmann::json j = {{"type", "reference"},
+                          {"bench", "raw"},
+                          {"tool", "fi_pingpong"},
+                          {"command", ref->command},
+                          {"provider", row["provider"]},
+                          {"endpoint", row["endpoint"]},
+                          {"op", "send"},
+                          {"size_bytes", size},
+                          {"iterations", iters},
+                          {"usec_per_xfer", ref->usec_per_xfer},
+                          {"fabflow_mean_ns", mean_ns},
+                          {"ratio", ratio}};
       std::cout << j.dump() << "\n";
     } else {
       if (!header) {
@@ -191,8 +197,9 @@ void report_reference(const std::string& result_path, bool json) {
 }  // namespace
 
 Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand("raw", "raw fabric microbenchmarks: ping-pong latency and "
-                                          "streaming bandwidth of one operation");
+  auto* app = bench.add_subcommand("raw",
+                                   "raw fabric microbenchmarks: ping-pong latency and "
+                                   "streaming bandwidth of one operation");
   auto f = std::make_shared<RawFlags>();
   add_common_flags(*app, *f,
                    "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)",
@@ -231,23 +238,23 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
     bool first = true;
     for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i)
       for (std::size_t k = 0; k < v.ops.size() && status == 0; ++k) {
-      const bool reference = f->reference && v.ops[k] == Op::send &&
-                             v.params.test != RawTest::bandwidth && !f->netns;
-      char result_path[] = "/tmp/fabflow-result-XXXXXX";
-      int result_fd = reference ? mkstemp(result_path) : -1;
-      std::vector<std::string> extra = {"--launched-provider", v.providers[i], "--launched-op",
-                                        std::string(to_string(v.ops[k]))};
-      if (result_fd >= 0) extra.insert(extra.end(), {"--result-path", result_path});
-      LaunchConfig lc = self_launch(self, f->netns, extra);
-      if (!first && !f->json) std::cout << "\n" << std::flush;
-      first = false;
-      status = launch_local(lc);
-      if (result_fd >= 0) {
-        if (status == 0) report_reference(result_path, f->json);
-        close(result_fd);
-        unlink(result_path);
+        const bool reference = f->reference && v.ops[k] == Op::send &&
+                               v.params.test != RawTest::bandwidth && !f->netns;
+        char result_path[] = "/tmp/fabflow-result-XXXXXX";
+        int result_fd = reference ? mkstemp(result_path) : -1;
+        std::vector<std::string> extra = {"--launched-provider", v.providers[i], "--launched-op",
+                                          std::string(to_string(v.ops[k]))};
+        if (result_fd >= 0) extra.insert(extra.end(), {"--result-path", result_path});
+        LaunchConfig lc = self_launch(self, f->netns, extra);
+        if (!first && !f->json) std::cout << "\n" << std::flush;
+        first = false;
+        status = launch_local(lc);
+        if (result_fd >= 0) {
+          if (status == 0) report_reference(result_path, f->json);
+          close(result_fd);
+          unlink(result_path);
+        }
       }
-    }
     return status;
   };
 }

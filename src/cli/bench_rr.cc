@@ -87,13 +87,15 @@ Validated validate(const RrFlags& f) {
   p.requesters = f.requesters >= 0 ? f.requesters : (one ? 1 : 2);
   p.responders = f.responders >= 0 ? f.responders : (n_to_m ? 2 : 1);
   if (p.requesters < 1 || p.responders < 1 || p.requesters + p.responders > 64)
-    throw UsageError("--requesters and --responders must be at least 1 and at most 64 processes together");
+    throw UsageError(
+        "--requesters and --responders must be at least 1 and at most 64 processes together");
   if (one && (p.requesters != 1 || p.responders != 1))
-    throw UsageError("topology 1:1 has 1 requester and 1 responder (got " + std::to_string(p.requesters) +
-                     " and " + std::to_string(p.responders) + ")");
+    throw UsageError("topology 1:1 has 1 requester and 1 responder (got " +
+                     std::to_string(p.requesters) + " and " + std::to_string(p.responders) + ")");
   if (p.topology == rr::Topology::n_to_one && p.responders != 1)
     throw UsageError("topology N:1 has 1 responder (got " + std::to_string(p.responders) + ")");
-  if (n_to_m && p.responders < 2) throw UsageError("topology N:M needs at least 2 responders (1 is N:1)");
+  if (n_to_m && p.responders < 2)
+    throw UsageError("topology N:M needs at least 2 responders (1 is N:1)");
   p.threads = f.threads;
   p.depth = f.depth;
   p.response_sizes = f.sizes.empty() ? parse_sizes("64:16K") : parse_sizes(f.sizes);
@@ -106,7 +108,8 @@ Validated validate(const RrFlags& f) {
   p.signal_every = f.signal_every;
   p.inject = !f.no_inject && parse_name<Switch>(f.inject) == Switch::on;
   p.reference = f.reference;
-  if (p.reference && !one) throw UsageError("--reference compares with the raw ping-pong: topology 1:1 only");
+  if (p.reference && !one)
+    throw UsageError("--reference compares with the raw ping-pong: topology 1:1 only");
   p.verify = f.verify;
   if (p.verify && (p.request_bytes < 8 || p.response_sizes.front() < 8))
     throw UsageError("--verify needs requests and responses of at least 8 bytes");
@@ -125,34 +128,39 @@ Validated validate(const RrFlags& f) {
 
 int run_rr_rank(const RrFlags& flags, const Validated& v) {
   // Ranks under callgrind start slowly: give the bootstrap time to meet them all.
-  const auto min_timeout = v.params.callgrind ? std::chrono::milliseconds(120000)
-                                              : std::chrono::milliseconds(0);
-  return run_rank(flags, [&](Rank& rank) {
-    RrParams params = v.params;
-    params.provider = v.providers.front();
-    params.pin = !flags.no_pin;
-    params.cpus = rank.allowed_cpus;
-    params.cpu = rank.cpu;
-    bool header = false;
-    RunEnvironment last;
-    for (unsigned pct : v.empty_pcts) {
-      params.empty_mailboxes_pct = pct;
-      bool step_shown = false;
-      run_rr(params, rank.boot, [&](const RrResult& partial, const RrRow& row) {
-        RrResult r = partial;
-        finish_environment(r.env);
-        last = r.env;
-        if (!flags.json && !header) print_rr_header(std::cout, r);
-        header = true;
-        if (!flags.json && v.empty_pcts.size() > 1 && !step_shown)
-          std::cout << "  -- empty mailboxes " << pct << "%\n";
-        step_shown = true;
-        if (flags.json) print_rr_json(std::cout, r, row);
-        else print_rr_row(std::cout, r, row);
-      });
-    }
-    if (flags.json && header) report::warn_stderr(last);
-  }, min_timeout);
+  const auto min_timeout =
+      v.params.callgrind ? std::chrono::milliseconds(120000) : std::chrono::milliseconds(0);
+  return run_rank(
+      flags,
+      [&](Rank& rank) {
+        RrParams params = v.params;
+        params.provider = v.providers.front();
+        params.pin = !flags.no_pin;
+        params.cpus = rank.allowed_cpus;
+        params.cpu = rank.cpu;
+        bool header = false;
+        RunEnvironment last;
+        for (unsigned pct : v.empty_pcts) {
+          params.empty_mailboxes_pct = pct;
+          bool step_shown = false;
+          run_rr(params, rank.boot, [&](const RrResult& partial, const RrRow& row) {
+            RrResult r = partial;
+            finish_environment(r.env);
+            last = r.env;
+            if (!flags.json && !header) print_rr_header(std::cout, r);
+            header = true;
+            if (!flags.json && v.empty_pcts.size() > 1 && !step_shown)
+              std::cout << "  -- empty mailboxes " << pct << "%\n";
+            step_shown = true;
+            if (flags.json)
+              print_rr_json(std::cout, r, row);
+            else
+              print_rr_row(std::cout, r, row);
+          });
+        }
+        if (flags.json && header) report::warn_stderr(last);
+      },
+      min_timeout);
 }
 
 // Under --callgrind every rank runs inside valgrind and dumps its counts into a fresh folder.
@@ -176,7 +184,8 @@ struct CallgrindDir {
 // Runs every rank under callgrind, writing its counts into `dir`.
 void wrap_in_callgrind(LaunchConfig& lc, const std::string& dir) {
   const char* valgrind = "/usr/bin/valgrind";
-  if (access(valgrind, X_OK) != 0) throw UsageError("--callgrind needs valgrind (scripts/setup.sh installs it)");
+  if (access(valgrind, X_OK) != 0)
+    throw UsageError("--callgrind needs valgrind (scripts/setup.sh installs it)");
   std::vector<std::string> pre = {valgrind, "--tool=callgrind", "--quiet",
                                   "--callgrind-out-file=" + dir + "/cg.%p"};
   lc.argv.insert(lc.argv.begin(), pre.begin(), pre.end());
@@ -186,8 +195,9 @@ void wrap_in_callgrind(LaunchConfig& lc, const std::string& dir) {
 }  // namespace
 
 Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand("rr", "request-response patterns (WriteWrite, SendSend, WriteSend, "
-                                         "SendWrite) over private connections or a dispatcher");
+  auto* app = bench.add_subcommand("rr",
+                                   "request-response patterns (WriteWrite, SendSend, WriteSend, "
+                                   "SendWrite) over private connections or a dispatcher");
   auto f = std::make_shared<RrFlags>();
   f->timeout_ms = 2000;  // a vanished peer is reported within this bound
   add_common_flags(*app, *f, "response size(s): 64 | 64,4K | 64:16K (default) | up to 4M",
@@ -210,7 +220,8 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
                             "requests per requester thread not measured");
   app->add_option("--empty-mailboxes", f->empty_mailboxes,
                   "percent of the responder's mailboxes left empty, e.g. 0,10,...,90 (Fig 9b)");
-  add_number<unsigned>(*app, "--depth", f->depth, 1, 64, "outstanding requests per requester thread");
+  add_number<unsigned>(*app, "--depth", f->depth, 1, 64,
+                       "outstanding requests per requester thread");
   add_choice<rr::Mailbox>(*app, "--mailbox", f->mailbox,
                           "request mailboxes: sparse, or dense (a flag array)");
   add_number<unsigned>(*app, "--signal", f->signal_every, 1, 64,

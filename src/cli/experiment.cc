@@ -121,10 +121,14 @@ int run_list(const ListFlags& f) {
   if (f.json) {
     for (const auto& c : catalogues)
       for (const auto& x : c.entries)
-        std::cout << ojson{{"id", x.id},          {"seed", c.seed},
-                           {"title", x.title},    {"bench", x.bench},
-                           {"runnable", bench::runnable(x)}, {"status", bench::status_text(x)},
-                           {"file", x.file}}.dump()
+        std::cout << ojson{{"id", x.id},
+                           {"seed", c.seed},
+                           {"title", x.title},
+                           {"bench", x.bench},
+                           {"runnable", bench::runnable(x)},
+                           {"status", bench::status_text(x)},
+                           {"file", x.file}}
+                         .dump()
                   << "\n";
     return 0;
   }
@@ -179,8 +183,7 @@ void check_flags(const ExperimentEntry& x, const CLI::App& bench_app) {
     if (!opt || !opt->nonpositional() || opt->get_group().empty())
       throw UsageError(where + ": 'fabflow bench " + x.bench + "' has no flag " + flag);
     const bool takes_value = opt->get_expected_max() > 0;  // add_flag sets expected(0)
-    if (takes_value && value.empty())
-      throw UsageError(where + ": " + flag + " needs a value");
+    if (takes_value && value.empty()) throw UsageError(where + ": " + flag + " needs a value");
     if (!takes_value && !value.empty())
       throw UsageError(where + ": " + flag + " takes no value (give \"\")");
   }
@@ -241,8 +244,7 @@ class Plotter {
   // Runs `python3 -m fabflow_plot <args>`; prints one line and returns false when it cannot run
   // here. The module's stdout lines go to `on_line`, its stderr is captured in `err`.
   bool run(const std::vector<std::string>& args,
-           const std::function<void(const std::string&)>& on_line, int* status,
-           std::string* err) {
+           const std::function<void(const std::string&)>& on_line, int* status, std::string* err) {
     if (missing_) return false;
     std::string why;
     const fs::path dir = plot_module_dir(&why);
@@ -253,8 +255,10 @@ class Plotter {
     // python3-matplotlib scripts/setup.sh installs (a python3 earlier on PATH, such as a
     // pyenv or virtualenv one, may lack matplotlib).
     std::vector<std::string> pythons;
-    if (const char* p = std::getenv("FABFLOW_PYTHON"); p && *p) pythons = {p};
-    else pythons = {"python3", "/usr/bin/python3"};
+    if (const char* p = std::getenv("FABFLOW_PYTHON"); p && *p)
+      pythons = {p};
+    else
+      pythons = {"python3", "/usr/bin/python3"};
     if (!python_.empty()) pythons = {python_};
     ChildResult r;
     for (const auto& python : pythons) {
@@ -371,10 +375,10 @@ class ExperimentRunner {
         });
         if (interrupted()) throw Interrupted{};
         if (res.status != 0 || res.timed_out) {
-          std::string why = res.timed_out ? "took longer than " +
-                                                std::to_string(f_.point_timeout_s) +
-                                                " s and was stopped (--point-timeout)"
-                                          : "failed (exit " + std::to_string(res.status) + ")";
+          std::string why = res.timed_out
+                                ? "took longer than " + std::to_string(f_.point_timeout_s) +
+                                      " s and was stopped (--point-timeout)"
+                                : "failed (exit " + std::to_string(res.status) + ")";
           print_error(x.id + " point " + std::to_string(i + 1) + ": " +
                       command_lines[i].get<std::string>() + " " + why);
           o.failed = true;
@@ -420,10 +424,13 @@ class ExperimentRunner {
     int status = 1;
     std::string err;
     nlohmann::json verdict;
-    const bool ran = plot.run({"figure", jsonl.string()}, [&](const std::string& line) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("verdict")) verdict = j;
-    }, &status, &err);
+    const bool ran = plot.run(
+        {"figure", jsonl.string()},
+        [&](const std::string& line) {
+          auto j = nlohmann::json::parse(line, nullptr, false);
+          if (j.is_object() && j.contains("verdict")) verdict = j;
+        },
+        &status, &err);
     if (!ran) {
       o.verdict = "no figure (plotting unavailable)";
       return;
@@ -436,7 +443,8 @@ class ExperimentRunner {
     } else {
       o.verdict = verdict.value("verdict", "?");
       std::string detail = verdict.contains("detail") && verdict["detail"].is_string()
-                               ? verdict["detail"].get<std::string>() : "";
+                               ? verdict["detail"].get<std::string>()
+                               : "";
       std::cout << x.id << ": " << o.verdict << (detail.empty() ? "" : " (" + detail + ")") << "\n"
                 << std::flush;
     }

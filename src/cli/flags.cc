@@ -28,15 +28,15 @@ std::string long_name(const std::string& names) {
 std::int64_t parse_integer(const std::string& flag, const std::string& text, std::int64_t lo,
                            std::int64_t hi) {
   auto bad = [&] {
-    return CLI::ValidationError(flag + " must be an integer in " + range_text(lo, hi) +
-                                ", got '" + text + "'");
+    return CLI::ValidationError(flag + " must be an integer in " + range_text(lo, hi) + ", got '" +
+                                text + "'");
   };
   if (text.empty()) throw bad();
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
-  if (*end != '\0' || errno == ERANGE || v < lo || v > hi || std::isspace(
-      static_cast<unsigned char>(text.front())))
+  if (*end != '\0' || errno == ERANGE || v < lo || v > hi ||
+      std::isspace(static_cast<unsigned char>(text.front())))
     throw bad();
   return v;
 }
@@ -61,7 +61,8 @@ CLI::Option* add_real(CLI::App& app, const std::string& names, double& var, doub
   std::ostringstream range;
   range << lo << ".." << hi;
   auto* opt = app.add_option_function<std::string>(
-      names, [&var, flag, lo, hi](const std::string& text) { var = parse_real(flag, text, lo, hi); },
+      names,
+      [&var, flag, lo, hi](const std::string& text) { var = parse_real(flag, text, lo, hi); },
       help + " (" + range.str() + ")");
   opt->type_name(kRealType);
   return opt;

@@ -41,11 +41,12 @@ CLI::Option* add_number(CLI::App& app, const std::string& names, T& var, T lo, T
   static_assert(std::is_integral_v<T>);
   const std::string flag = long_name(names);
   const auto l = static_cast<std::int64_t>(lo);
-  const auto h = static_cast<std::int64_t>(
-      std::min<std::uint64_t>(static_cast<std::uint64_t>(hi),
-                              static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
+  const auto h = static_cast<std::int64_t>(std::min<std::uint64_t>(
+      static_cast<std::uint64_t>(hi),
+      static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
   auto* opt = app.add_option_function<std::string>(
-      names, [&var, flag, l, h](const std::string& text) {
+      names,
+      [&var, flag, l, h](const std::string& text) {
         var = static_cast<T>(parse_integer(flag, text, l, h));
       },
       help + " (" + std::to_string(l) + ".." + std::to_string(h) + ")");
@@ -71,14 +72,13 @@ CLI::Option* add_choice(CLI::App& app, const std::string& names, std::string& va
   for (E v : all_values<E>()) valid.emplace_back(name_of(v));
   valid.insert(valid.end(), extra.begin(), extra.end());
   auto accept = [extra](const std::string& s) {  // aliases too
-    return parse_name<E>(s).has_value() ||
-           std::find(extra.begin(), extra.end(), s) != extra.end();
+    return parse_name<E>(s).has_value() || std::find(extra.begin(), extra.end(), s) != extra.end();
   };
   std::string shown;
   for (const auto& v : valid) shown += (shown.empty() ? "" : ",") + v;
   auto* opt = app.add_option(names, var, help);
-  opt->check(choice_validator(accept, valid, list).description("{" + shown + "}" +
-                                                               (list ? "[,..]" : "")));
+  opt->check(
+      choice_validator(accept, valid, list).description("{" + shown + "}" + (list ? "[,..]" : "")));
   return opt;
 }
 

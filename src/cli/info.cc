@@ -45,19 +45,24 @@ std::string order_text(const Capabilities& c) {
 std::vector<std::string> consequences(const Capabilities& c) {
   std::vector<std::string> n;
   if (c.data_progress_manual)
-    n.push_back("data lands only while the target drives progress: passive peers get a "
-                "progress thread (--progress auto)");
+    n.push_back(
+        "data lands only while the target drives progress: passive peers get a "
+        "progress thread (--progress auto)");
   if (!c.in_order_data)
-    n.push_back("no in-order placement: polled writes carry header+trailer sequence numbers, "
-                "never last-byte polling");
+    n.push_back(
+        "no in-order placement: polled writes carry header+trailer sequence numbers, "
+        "never last-byte polling");
   n.push_back("inject (inline) used for messages <= " + std::to_string(c.inject_size) + " B");
   if (!c.atomics_u64) n.push_back("no u64 atomics: fadd/cswap refused");
   if (c.cq_data_size < 4) n.push_back("no remote CQ data: writedata refused");
   if (c.rx_cq_data_consumes_recv) n.push_back("writedata consumes a posted receive: posted for it");
-  if (c.mr_mode & FI_MR_LOCAL) n.push_back("local buffers passed with their descriptors (MR_LOCAL)");
+  if (c.mr_mode & FI_MR_LOCAL)
+    n.push_back("local buffers passed with their descriptors (MR_LOCAL)");
   if (!(c.mr_mode & FI_MR_VIRT_ADDR)) n.push_back("remote addresses are offsets (no VIRT_ADDR)");
-  if (c.mr_mode & FI_MR_PROV_KEY) n.push_back("keys chosen by the provider (PROV_KEY)");
-  else n.push_back("unique requested keys per domain; peers always use fi_mr_key()");
+  if (c.mr_mode & FI_MR_PROV_KEY)
+    n.push_back("keys chosen by the provider (PROV_KEY)");
+  else
+    n.push_back("unique requested keys per domain; peers always use fi_mr_key()");
   if (c.mr_mode & FI_MR_ENDPOINT) n.push_back("regions bound to the endpoint (MR_ENDPOINT)");
   if (c.mr_mode & FI_MR_RAW) n.push_back("raw keys exchanged and mapped (MR_RAW)");
   if (!c.shared_rx) n.push_back("no shared receive context: one receive queue per endpoint");
@@ -109,14 +114,14 @@ Runner add_info(CLI::App& app) {
       std::string max_msg = c.max_msg_size >= (std::size_t{1} << 48)
                                 ? std::string("unlimited")
                                 : std::to_string(c.max_msg_size);
-      std::printf("%-14s %-4s %-14s %7zu %9s %5zu %4s %6s %4s %-8s %-24s %s\n",
-                  c.provider.c_str(), std::string(to_string(c.endpoint)).c_str(),
-                  c.domain.substr(0, 14).c_str(), c.inject_size, max_msg.c_str(), c.cq_data_size,
-                  c.rma ? "yes" : "no", c.atomics_u64 ? "yes" : "no", c.shared_rx ? "yes" : "no",
-                  !c.data_progress_manual ? "auto"
-                  : c.data_progress_advertised_manual ? "manual" : "manual*",
-                  mr_mode_text(c.mr_mode).c_str(),
-                  order_text(c).c_str());
+      std::printf("%-14s %-4s %-14s %7zu %9s %5zu %4s %6s %4s %-8s %-24s %s\n", c.provider.c_str(),
+                  std::string(to_string(c.endpoint)).c_str(), c.domain.substr(0, 14).c_str(),
+                  c.inject_size, max_msg.c_str(), c.cq_data_size, c.rma ? "yes" : "no",
+                  c.atomics_u64 ? "yes" : "no", c.shared_rx ? "yes" : "no",
+                  !c.data_progress_manual             ? "auto"
+                  : c.data_progress_advertised_manual ? "manual"
+                                                      : "manual*",
+                  mr_mode_text(c.mr_mode).c_str(), order_text(c).c_str());
     }
     std::cout << "\nWhat fabflow does about it:\n";
     for (const auto& c : all) {

@@ -125,8 +125,15 @@ std::optional<ReferenceRun> run_fi_pingpong(const std::string& provider,
     *why = "no free port for fi_pingpong";
     return std::nullopt;
   }
-  std::vector<std::string> common{exe, "-p", provider, "-e", endpoint, "-I",
-                                  std::to_string(iterations), "-S", std::to_string(size)};
+  std::vector<std::string> common{exe,
+                                  "-p",
+                                  provider,
+                                  "-e",
+                                  endpoint,
+                                  "-I",
+                                  std::to_string(iterations),
+                                  "-S",
+                                  std::to_string(size)};
   auto server_args = common;
   server_args.insert(server_args.end(), {"-B", std::to_string(port)});
   auto client_args = common;
@@ -148,8 +155,8 @@ std::optional<ReferenceRun> run_fi_pingpong(const std::string& provider,
     close(client_out);
     ok = reap(client, !ok) == 0 && ok;
   }
-  bool server_done = drain(server_out, &server_text, std::chrono::steady_clock::now() +
-                                                         std::chrono::seconds(5));
+  bool server_done =
+      drain(server_out, &server_text, std::chrono::steady_clock::now() + std::chrono::seconds(5));
   close(server_out);
   reap(server, !server_done);
   auto usec = parse_usec(client_text, size);

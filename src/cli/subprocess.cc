@@ -51,7 +51,8 @@ class SignalForward {
   SignalForward& operator=(const SignalForward&) = delete;
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 [[noreturn]] void exec_child(const ChildOptions& o, int out_fd, int err_fd, pid_t parent) {
@@ -151,8 +152,10 @@ ChildResult run_child(const ChildOptions& o,
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;
-  if (WIFEXITED(status)) r.status = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r.status = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    r.status = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.status = 128 + WTERMSIG(status);
   return r;
 }
 

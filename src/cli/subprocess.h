@@ -14,7 +14,7 @@ struct ChildOptions {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::pair<std::string, std::string>> env;  // set in the child only
   std::chrono::seconds timeout{0};                       // 0: none
-  bool capture_stderr = false;  // false: the child's stderr is ours
+  bool capture_stderr = false;                           // false: the child's stderr is ours
 };
 
 struct ChildResult {

@@ -26,7 +26,9 @@ class BoundedWait {
 
   BoundedWait(std::chrono::milliseconds timeout, Bootstrap* liveness,
               std::initializer_list<Transport*> drive = {}, unsigned spins_per_check = 1024)
-      : timeout_(timeout), liveness_(liveness), spins_per_check_(spins_per_check ? spins_per_check : 1) {
+      : timeout_(timeout),
+        liveness_(liveness),
+        spins_per_check_(spins_per_check ? spins_per_check : 1) {
     for (Transport* t : drive)
       if (t && drives_ < drive_.size()) drive_[drives_++] = t;
   }

@@ -3,8 +3,8 @@
 
 namespace fabflow::flow::detail {
 
-std::unique_ptr<Consumer> make_consumer_impl(Transport& t, Transport& n, Bootstrap& boot,
-                                             int peer, const QueueOptions& o) {
+std::unique_ptr<Consumer> make_consumer_impl(Transport& t, Transport& n, Bootstrap& boot, int peer,
+                                             const QueueOptions& o) {
   const bool imm_recvs =
       o.design.transfer == TransferNotify::imm && t.caps().rx_cq_data_consumes_recv;
   const std::size_t pool = imm_recvs ? kCounterPool : 0;

@@ -106,7 +106,8 @@ void add_op(std::vector<Op>& ops, Op op) {
 
 // The operations that move items.
 void data_ops(const Design& d, std::vector<Op>& ops) {
-  if (d.data == DataFlow::push1) add_op(ops, d.transfer == TransferNotify::imm ? Op::writedata : Op::write);
+  if (d.data == DataFlow::push1)
+    add_op(ops, d.transfer == TransferNotify::imm ? Op::writedata : Op::write);
   if (d.data == DataFlow::push2) add_op(ops, Op::send);
   if (d.data == DataFlow::pull) add_op(ops, Op::read);
 }
@@ -136,9 +137,11 @@ std::string why_unsupported_on(const Capabilities& data, const Capabilities& not
   if (!(o.lazy_refresh >= 0.0 && o.lazy_refresh <= 1.0))
     return "flow: lazy_refresh must be in [0, 1]";
   if (o.batching && d.data == DataFlow::push2)
-    return "flow: " + name + " cannot batch: push2 moves one item per message into one posted receive";
+    return "flow: " + name +
+           " cannot batch: push2 moves one item per message into one posted receive";
   const char* where = o.separate_notify_endpoint ? " (notify endpoint)" : "";
-  auto check = [&](const Capabilities& caps, const std::vector<Op>& ops, const char* which) -> std::string {
+  auto check = [&](const Capabilities& caps, const std::vector<Op>& ops,
+                   const char* which) -> std::string {
     for (Op op : ops) {
       if (op == Op::writedata) {
         if (caps.cq_data_size == 0)
@@ -195,7 +198,8 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
     return PeerError(peer, "flow: rank " + std::to_string(peer) + " " + why);
   };
   Hello h;
-  if (blob.size() < sizeof h) throw bad("sent a short queue hello (" + std::to_string(blob.size()) + " bytes)");
+  if (blob.size() < sizeof h)
+    throw bad("sent a short queue hello (" + std::to_string(blob.size()) + " bytes)");
   std::memcpy(&h, blob.data(), sizeof h);
   if (h.magic != Hello::kMagic || h.version != expect.version)
     throw bad("is not a flow queue end of this version");
@@ -203,11 +207,14 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
     // The peer found the design point unsupported after both ends committed to the exchange:
     // a refusal on both sides, with its reason (bounded, printable bytes only).
     std::string why;
-    for (std::byte b : blob.subspan(sizeof h).first(std::min<std::size_t>(blob.size() - sizeof h, 512)))
+    for (std::byte b :
+         blob.subspan(sizeof h).first(std::min<std::size_t>(blob.size() - sizeof h, 512)))
       why += std::isprint(static_cast<unsigned char>(b)) ? static_cast<char>(b) : '?';
-    throw UsageError(why.empty() ? "flow: rank " + std::to_string(peer) + " refused the queue" : why);
+    throw UsageError(why.empty() ? "flow: rank " + std::to_string(peer) + " refused the queue"
+                                 : why);
   }
-  if (h.role == expect.role) throw bad("is a queue end of the same role (both producers or both consumers)");
+  if (h.role == expect.role)
+    throw bad("is a queue end of the same role (both producers or both consumers)");
   if (h.data != expect.data || h.transfer != expect.transfer || h.space != expect.space)
     throw bad("uses a different design point");
   if (h.capacity != expect.capacity || h.item_bytes != expect.item_bytes)
@@ -243,9 +250,10 @@ void check_peer_rank(Bootstrap& boot, int peer) {
 void check_usage(Transport& transport, Bootstrap& boot, int peer, const QueueOptions& o) {
   check_peer_rank(boot, peer);
   if (o.separate_notify_endpoint)
-    throw UsageError("flow: separate_notify_endpoint needs a second transport for the "
-                     "notifications: open one with required_notify_ops(options) and pass it to "
-                     "the make_producer / make_consumer overload that takes (data, notify, ...)");
+    throw UsageError(
+        "flow: separate_notify_endpoint needs a second transport for the "
+        "notifications: open one with required_notify_ops(options) and pass it to "
+        "the make_producer / make_consumer overload that takes (data, notify, ...)");
   if (auto why = why_unsupported(transport.caps(), o); !why.empty()) throw UsageError(why);
 }
 
@@ -255,14 +263,16 @@ void check_usage(Transport& data, Transport& notify, Bootstrap& boot, int peer,
   if (!o.separate_notify_endpoint)
     throw UsageError("flow: a notify transport was given but separate_notify_endpoint is off");
   if (&data == &notify)
-    throw UsageError("flow: separate_notify_endpoint needs a second transport, the data "
-                     "transport was given twice");
+    throw UsageError(
+        "flow: separate_notify_endpoint needs a second transport, the data "
+        "transport was given twice");
   // The queue end is one instantiation over the data transport's concrete type: the notify
   // transport must be of that type too (static dispatch on both, no virtual call).
   if (typeid(data) != typeid(notify))
     throw UsageError("flow: the notify transport (" + std::string(notify.name()) +
                      ") is not of the data transport's kind (" + std::string(data.name()) + ")");
-  if (auto why = why_unsupported(data.caps(), notify.caps(), o); !why.empty()) throw UsageError(why);
+  if (auto why = why_unsupported(data.caps(), notify.caps(), o); !why.empty())
+    throw UsageError(why);
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ constexpr std::size_t slot_used(std::size_t len) noexcept {
 }
 
 inline std::uint64_t load_acquire(const std::byte* p) noexcept {
-  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
+  return std::atomic_ref<std::uint64_t>(
+             *reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
       .load(std::memory_order_acquire);
 }
 inline void store_release(std::byte* p, std::uint64_t v) noexcept {
@@ -56,10 +57,10 @@ struct Layout {
   std::size_t stride = 0;
   std::size_t ring_bytes = 0;
   std::size_t pool = 0;
-  std::size_t region_bytes = 0;   // the data region
-  std::size_t notify_bytes = 0;   // the notify region (0: none, the cells follow the ring)
-  std::size_t cells_base = 0;     // offset of cell 0 in the region that holds the cells
-  std::size_t pool_base = 0;      // offset of pool cell 0 in the region that holds the pool
+  std::size_t region_bytes = 0;  // the data region
+  std::size_t notify_bytes = 0;  // the notify region (0: none, the cells follow the ring)
+  std::size_t cells_base = 0;    // offset of cell 0 in the region that holds the cells
+  std::size_t pool_base = 0;     // offset of pool cell 0 in the region that holds the pool
 
   static Layout make(std::size_t capacity, std::size_t item_bytes, std::size_t pool,
                      bool separate = false, bool pool_notify = false) noexcept {
@@ -87,7 +88,9 @@ struct Layout {
   }
   bool separate() const noexcept { return notify_bytes != 0; }
   std::size_t slot(std::uint64_t index) const noexcept { return (index % capacity) * stride; }
-  std::size_t cell(int i) const noexcept { return cells_base + static_cast<std::size_t>(i) * kCellBytes; }
+  std::size_t cell(int i) const noexcept {
+    return cells_base + static_cast<std::size_t>(i) * kCellBytes;
+  }
   std::size_t pool_cell(std::size_t i) const noexcept { return pool_base + i * 8; }
   // Bytes the peer's regions must at least hold for this end to reach: its ring and cells
   // (the pool is never reached remotely).
@@ -107,7 +110,8 @@ constexpr bool needs_sum(DataFlow d, TransferNotify t) noexcept {
 // copies (rep movsb, CMA in the kernel) may fetch cache lines in any order, so a read can see
 // the new header and trailer around a stale 64-byte line of the previous lap; the sum catches
 // that. Four independent multiply lanes: about 8 bytes per cycle. Not cryptographic.
-inline std::uint32_t payload_sum(std::uint64_t seq, std::uint32_t len, const std::byte* p) noexcept {
+inline std::uint32_t payload_sum(std::uint64_t seq, std::uint32_t len,
+                                 const std::byte* p) noexcept {
   constexpr std::uint64_t k0 = 0x9E3779B97F4A7C15ull, k1 = 0xC2B2AE3D27D4EB4Full,
                           k2 = 0x165667B19E3779F9ull, k3 = 0xD6E8FEB86659FD93ull;
   std::uint64_t a = seq ^ k0, b = len ^ k1, c = k2, d = k3;
@@ -152,7 +156,8 @@ inline void write_slot(std::byte* slot, std::uint64_t index, const void* data, s
   std::memcpy(trailer, &seq, 8);
   const std::uint64_t m = meta(len, flags);
   const std::uint64_t t =
-      sum ? std::uint64_t{len} | (std::uint64_t{payload_sum(seq, len, slot + kSlotHeader)} << 32) : m;
+      sum ? std::uint64_t{len} | (std::uint64_t{payload_sum(seq, len, slot + kSlotHeader)} << 32)
+          : m;
   std::memcpy(trailer + 8, &t, 8);
   std::memcpy(slot + 8, &m, 8);
   store_release(slot, seq);

@@ -3,8 +3,8 @@
 
 namespace fabflow::flow::detail {
 
-std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstrap& boot,
-                                             int peer, const QueueOptions& o) {
+std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstrap& boot, int peer,
+                                             const QueueOptions& o) {
   const bool space_recvs = o.design.space == SpaceNotify::push2;
   const std::size_t pool =
       space_recvs ? std::min(effective_capacity(o), kCounterPool) : std::size_t{0};

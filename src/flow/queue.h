@@ -46,12 +46,13 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
                  const std::function<void(Shared&)>& before_exchange);
 // Posts a receive of `len` bytes at `offset` of the data region (notify: of the notify
 // transport's region holding the pool).
-void post_setup_recv(Shared& s, bool notify, std::size_t offset, std::size_t len, std::uint64_t ctx);
+void post_setup_recv(Shared& s, bool notify, std::size_t offset, std::size_t len,
+                     std::uint64_t ctx);
 
-std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstrap& boot,
-                                             int peer, const QueueOptions& o);
-std::unique_ptr<Consumer> make_consumer_impl(Transport& t, Transport& n, Bootstrap& boot,
-                                             int peer, const QueueOptions& o);
+std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstrap& boot, int peer,
+                                             const QueueOptions& o);
+std::unique_ptr<Consumer> make_consumer_impl(Transport& t, Transport& n, Bootstrap& boot, int peer,
+                                             const QueueOptions& o);
 
 inline constexpr std::uint64_t kCtxData = 1;
 inline constexpr std::uint64_t kCtxRead = 2;
@@ -65,7 +66,9 @@ inline constexpr std::size_t kMoverPipelineBytes = 64 * 1024;  // ... when each 
 // Single writer: the increment is a plain load and store.
 struct Counter {
   std::atomic<std::uint64_t> v{0};
-  void inc(std::uint64_t n = 1) noexcept { v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void inc(std::uint64_t n = 1) noexcept {
+    v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };
 
@@ -77,8 +80,14 @@ template <class Tr>
 class EndBase {
  public:
   EndBase(Tr& t, Tr& n, Shared s)
-      : t_(t), n_(n), s_(std::move(s)), L_(s_.layout), base_(s_.mr->data()), desc_(s_.mr->desc()),
-        nbase_(s_.nmr ? s_.nmr->data() : base_), ndesc_(s_.nmr ? s_.nmr->desc() : desc_),
+      : t_(t),
+        n_(n),
+        s_(std::move(s)),
+        L_(s_.layout),
+        base_(s_.mr->data()),
+        desc_(s_.mr->desc()),
+        nbase_(s_.nmr ? s_.nmr->data() : base_),
+        ndesc_(s_.nmr ? s_.nmr->desc() : desc_),
         separate_(s_.nmr != nullptr) {}
   EndBase(const EndBase&) = delete;
   EndBase& operator=(const EndBase&) = delete;
@@ -133,7 +142,8 @@ class EndBase {
     while ((st = post()) == Status::again) {
       const Status w = waited(wait);
       if (w == Status::timeout) {
-        fail("flow: the transport stayed busy for " + std::to_string(s_.options.peer_timeout.count()) + " ms");
+        fail("flow: the transport stayed busy for " +
+             std::to_string(s_.options.peer_timeout.count()) + " ms");
         return Status::failed;
       }
       if (w != Status::ok) return Status::failed;
@@ -163,7 +173,8 @@ class EndBase {
   }
   // A failed notification operation: the notify transport's error, named as such.
   bool fail_notify() noexcept {
-    if (!failed()) fail(std::string("flow: ") + (separate_ ? "notify endpoint: " : "") + n_.last_error());
+    if (!failed())
+      fail(std::string("flow: ") + (separate_ ? "notify endpoint: " : "") + n_.last_error());
     return false;
   }
 
@@ -265,9 +276,9 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     // The data mover's whole job is moving batches: it keeps several coalesced writes in
     // flight so the fabric never idles between one write's completion and the next post.
     if (active_) max_inflight_ = kMoverWrites;
-    if (active_) B::start_helper([this](bool* moved, bool* outstanding) {
-      return try_pump(false, moved, outstanding);
-    });
+    if (active_)
+      B::start_helper(
+          [this](bool* moved, bool* outstanding) { return try_pump(false, moved, outstanding); });
   }
   ~ProducerImpl() override {
     B::stop_helper();
@@ -289,7 +300,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return commit();
   }
 
-  Status enqueue(std::span<const std::byte> item, std::chrono::milliseconds timeout) noexcept override {
+  Status enqueue(std::span<const std::byte> item,
+                 std::chrono::milliseconds timeout) noexcept override {
     return blocking(timeout, [&] { return try_enqueue(item); });
   }
 
@@ -333,7 +345,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   Status flush(std::chrono::milliseconds timeout) noexcept override {
     if (failed()) return Status::failed;
     // Flushing needs nothing from the consumer: no head refresh (`need` false).
-    return wait_until(timeout, false, [&] { return done_pub_.load(std::memory_order_acquire) >= staged_; });
+    return wait_until(timeout, false,
+                      [&] { return done_pub_.load(std::memory_order_acquire) >= staged_; });
   }
 
   Status close(std::chrono::milliseconds timeout) noexcept override {
@@ -378,8 +391,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   // The most slots the consumer can have seen (read by the pump): pull data, every slot
   // written or being written; otherwise what was sent.
   std::uint64_t visible() const noexcept {
-    if constexpr (D == DataFlow::pull) return active_ ? visible_pub_.load(std::memory_order_acquire) : staged_;
-    else return sent_;
+    if constexpr (D == DataFlow::pull)
+      return active_ ? visible_pub_.load(std::memory_order_acquire) : staged_;
+    else
+      return sent_;
   }
 
   template <class Try>
@@ -416,8 +431,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   // the data mover is not in one (else the core goes to the mover).
   void help(bool need) noexcept {
     bool moved, outstanding;
-    if (!active_) pump(need);
-    else if (!try_pump(need, &moved, &outstanding)) std::this_thread::yield();
+    if (!active_)
+      pump(need);
+    else if (!try_pump(need, &moved, &outstanding))
+      std::this_thread::yield();
   }
 
   // Active producer: one pump round unless the other thread (mover or owner) is in one.
@@ -440,7 +457,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     const std::uint64_t before_sent = sent_, before_head = head_known_;
     if (!reap_tx()) return false;
     const std::uint64_t staged = active_ ? staged_pub_.load(std::memory_order_acquire) : staged_;
-    if constexpr (D == DataFlow::pull) sent_ = staged;  // the ring itself is what the consumer reads
+    if constexpr (D == DataFlow::pull)
+      sent_ = staged;  // the ring itself is what the consumer reads
     if constexpr (S == SpaceNotify::push2) {
       if (!reap_rx()) return false;
     }
@@ -470,7 +488,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
         // when out of room, when the caller needs room, or to finish a close.
         const bool closing = closing_pub_.load(std::memory_order_acquire);
         // (Pull data: the head may count a slot the owner is still publishing.)
-        const std::uint64_t free_slots = L_.capacity - (staged > head_known_ ? staged - head_known_ : 0);
+        const std::uint64_t free_slots =
+            L_.capacity - (staged > head_known_ ? staged - head_known_ : 0);
         const bool early = free_slots < refresh_below_ && staged - refreshed_at_ >= refresh_gap_;
         if (need || free_slots == 0 || early || (closing && head_known_ < staged)) {
           refreshed_at_ = staged;
@@ -518,7 +537,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return true;
   }
 
-  Status post_data(std::uint64_t index, std::size_t bytes, unsigned flags, std::uint64_t n) noexcept {
+  Status post_data(std::uint64_t index, std::size_t bytes, unsigned flags,
+                   std::uint64_t n) noexcept {
     const std::size_t off = L_.slot(index);
     if constexpr (D == DataFlow::push2) {
       return t_.post_send(s_.peer, base_ + off, bytes, desc_, kCtxData, flags);
@@ -685,13 +705,14 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 
  public:
   ConsumerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
-    notify_every_ = static_cast<std::uint64_t>(s_.options.lazy_refresh * static_cast<double>(L_.capacity));
+    notify_every_ =
+        static_cast<std::uint64_t>(s_.options.lazy_refresh * static_cast<double>(L_.capacity));
     if (notify_every_ == 0) notify_every_ = 1;
     if (notify_every_ > L_.capacity) notify_every_ = L_.capacity;
     active_ = s_.options.active_consumer;
-    if (active_) B::start_helper([this](bool* moved, bool* outstanding) {
-      return try_pump(moved, outstanding);
-    });
+    if (active_)
+      B::start_helper(
+          [this](bool* moved, bool* outstanding) { return try_pump(moved, outstanding); });
   }
   // A read still in flight would land in the region freed next: reap it first, bounded by
   // peer_timeout (reap_read fails the queue then).
@@ -815,8 +836,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       return;
     }
     next_ = head_;
-    if (retire(seen_)) ++seen_;
-    else B::fail("flow: could not re-post a receive: " + t_.last_error());
+    if (retire(seen_))
+      ++seen_;
+    else
+      B::fail("flow: could not re-post a receive: " + t_.last_error());
     B::progress_notify_sometimes();  // serve head reads, send queued head updates while busy
   }
 
@@ -846,8 +869,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   bool try_pump(bool* moved, bool* outstanding) noexcept {
     return B::try_round([&] {
       *moved = pump();
-      *outstanding = pending_ != Read::none ||
-                     head_pub_.load(std::memory_order_acquire) != seen_ ||
+      *outstanding = pending_ != Read::none || head_pub_.load(std::memory_order_acquire) != seen_ ||
                      (S != SpaceNotify::pull && seen_ != head_sent_);
     });
   }
@@ -867,8 +889,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       ready_pub_.store(++next_, std::memory_order_release);
     }
     if (failed()) return false;
-    if (next_ == before_next) B::progress_idle();
-    else B::progress_notify_sometimes();
+    if (next_ == before_next)
+      B::progress_idle();
+    else
+      B::progress_notify_sometimes();
     notify_head(next_ == before_next && seen_ != head_sent_);
     return next_ != before_next || seen_ != before_seen;
   }
@@ -884,7 +908,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       head_value_ = seen_;
       Status st;
       if constexpr (S == SpaceNotify::push) {
-        st = n_.post_write(s_.peer, &head_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell), kCtxData, kInject);
+        st = n_.post_write(s_.peer, &head_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell),
+                           kCtxData, kInject);
       } else {
         st = n_.post_send(s_.peer, &head_value_, 8, nullptr, kCtxData, kInject);
       }
@@ -975,8 +1000,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // in a row is a producer whose sums are wrong. False: the queue failed.
   bool note_torn() noexcept {
     if (++torn_ <= kMaxTorn) return true;
-    fail("flow: slot " + std::to_string(next_) + " failed its payload sum " + std::to_string(torn_) +
-         " times in a row (protocol violation by the producer)");
+    fail("flow: slot " + std::to_string(next_) + " failed its payload sum " +
+         std::to_string(torn_) + " times in a row (protocol violation by the producer)");
     return false;
   }
 
@@ -990,7 +1015,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (v <= tail_known_) return true;
     if (v - seen_ > L_.capacity) {
       fail("flow: the producer's tail counter " + std::to_string(v) + " is out of range (head " +
-           std::to_string(seen_) + ", capacity " + std::to_string(L_.capacity) + ", protocol violation)");
+           std::to_string(seen_) + ", capacity " + std::to_string(L_.capacity) +
+           ", protocol violation)");
       return false;
     }
     tail_known_ = v;
@@ -1003,22 +1029,26 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   Status start_read(Read what, std::byte* dst, std::size_t len, std::size_t remote_off) noexcept {
     const bool tail = what == Read::tail;  // a notification: over n_, into the notify region
     Tr& tr = tail ? n_ : t_;
-    Status st = tr.post_read(s_.peer, dst, len, tail ? B::ndesc_ : desc_, tail ? s_.nremote : s_.remote,
-                             remote_off, kCtxRead, kSignal);
+    Status st = tr.post_read(s_.peer, dst, len, tail ? B::ndesc_ : desc_,
+                             tail ? s_.nremote : s_.remote, remote_off, kCtxRead, kSignal);
     if (st == Status::again) {
       tr.progress();
       return Status::empty;
     }
     if (st != Status::ok) {
-      if (tail) B::fail_notify();
-      else fail_transport();
+      if (tail)
+        B::fail_notify();
+      else
+        fail_transport();
       return Status::failed;
     }
     pending_ = what;
     read_posted_ = Clock::now();
     read_polls_ = 0;
-    if (what == Read::tail) transfer_ops_.inc();
-    else data_ops_.inc();
+    if (what == Read::tail)
+      transfer_ops_.inc();
+    else
+      data_ops_.inc();
     return reap_read();
   }
 
@@ -1031,8 +1061,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     for (;;) {
       int n = (tail ? n_ : t_).poll_tx(c);
       if (n < 0) {
-        if (tail) B::fail_notify();
-        else fail_transport();
+        if (tail)
+          B::fail_notify();
+        else
+          fail_transport();
         return Status::failed;
       }
       for (int i = 0; i < n; ++i)
@@ -1049,7 +1081,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
     const Read what = pending_;
     pending_ = Read::none;
-    if (what == Read::tail && !take_tail(load_acquire(B::cell(kLandingCell)))) return Status::failed;
+    if (what == Read::tail && !take_tail(load_acquire(B::cell(kLandingCell))))
+      return Status::failed;
     return Status::ok;
   }
 
@@ -1088,27 +1121,27 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   static constexpr unsigned kMaxTorn = 16;
   bool active_ = false;
   // Owner thread.
-  std::uint64_t head_ = 0;          // slots released
-  std::uint32_t cur_len_ = 0;       // the peeked slot's length and flags
+  std::uint64_t head_ = 0;     // slots released
+  std::uint32_t cur_len_ = 0;  // the peeked slot's length and flags
   std::uint32_t cur_flags_ = 0;
   bool peeked_ = false;
   bool closed_ = false;
   QueueStats stats_;
   // Pump (the owner thread when passive, the helper or the owner in turn when active).
-  std::uint64_t next_ = 0;          // the slot being made valid; passive: == head_
-  std::uint64_t seen_ = 0;          // releases taken in (and published or sent); passive: == head_
+  std::uint64_t next_ = 0;  // the slot being made valid; passive: == head_
+  std::uint64_t seen_ = 0;  // releases taken in (and published or sent); passive: == head_
   std::uint64_t tail_known_ = 0;
   std::uint64_t head_sent_ = 0;
   std::uint64_t head_value_ = 0;
   std::uint64_t notify_every_ = 1;
-  std::uint32_t pump_len_ = 0;      // length and flags of the slot at next_ (local_state)
+  std::uint32_t pump_len_ = 0;  // length and flags of the slot at next_ (local_state)
   std::uint32_t pump_flags_ = 0;
-  bool close_seen_ = false;         // active: validation stops at the end-of-stream slot
-  Read pending_ = Read::none;       // the one read in flight
+  bool close_seen_ = false;    // active: validation stops at the end-of-stream slot
+  Read pending_ = Read::none;  // the one read in flight
   unsigned read_polls_ = 0;
   Clock::time_point read_posted_{};
   unsigned valid_polls_ = 0;
-  unsigned torn_ = 0;               // consecutive torn reads of the slot at next_
+  unsigned torn_ = 0;  // consecutive torn reads of the slot at next_
   // Between the two (active).
   std::atomic<std::uint64_t> ready_pub_{0};  // slots below this are valid
   std::atomic<std::uint64_t> head_pub_{0};   // the owner's head_

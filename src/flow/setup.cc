@@ -15,9 +15,10 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
                  int role, std::size_t pool, bool pool_notify,
                  const std::function<void(Shared&)>& before_exchange) {
   const bool separate = o.separate_notify_endpoint;
-  Shared s{t, n, boot, peer, o,
-           Layout::make(effective_capacity(o), o.item_bytes, pool, separate, pool_notify),
-           {}, {}, {}, {}};
+  Shared s{t,    n,  boot,
+           peer, o,  Layout::make(effective_capacity(o), o.item_bytes, pool, separate, pool_notify),
+           {},   {}, {},
+           {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);
   if (separate) s.nmr = n.allocate(s.layout.notify_bytes, kAllAccess);
   // A refusal found while preparing (too many receives to keep posted) still takes part in
@@ -51,7 +52,8 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   auto all = boot.allgather(encode_hello(h, key, nkey));
   if (!refusal.empty()) throw UsageError(refusal);
   if (all.size() <= static_cast<std::size_t>(peer))
-    throw PeerError(peer, "flow: the bootstrap all-gather returned no blob for rank " + std::to_string(peer));
+    throw PeerError(
+        peer, "flow: the bootstrap all-gather returned no blob for rank " + std::to_string(peer));
   std::span<const std::byte> peer_nkey;
   auto peer_key = decode_hello(all[static_cast<std::size_t>(peer)], peer, h, &peer_nkey);
   auto too_small = [&](const char* which, std::uint64_t got, std::size_t need) {
@@ -72,12 +74,14 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   return s;
 }
 
-void post_setup_recv(Shared& s, bool notify, std::size_t offset, std::size_t len, std::uint64_t ctx) {
+void post_setup_recv(Shared& s, bool notify, std::size_t offset, std::size_t len,
+                     std::uint64_t ctx) {
   Transport& t = notify ? s.notify : s.transport;
   MemoryRegion& mr = notify && s.nmr ? *s.nmr : *s.mr;
   Status st = t.post_recv(s.peer, mr.data() + offset, len, mr.desc(), ctx);
   if (st == Status::again)
-    throw UsageError("flow: " + s.options.design.name() + " keeps receives posted beyond the "
+    throw UsageError("flow: " + s.options.design.name() +
+                     " keeps receives posted beyond the "
                      "transport's receive queue; lower capacity or recv_pool, or raise rx_depth");
   if (st != Status::ok) throw Error("flow: posting a receive: " + t.last_error());
 }

@@ -37,9 +37,9 @@ using launcher::Fd;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kKillDelay{1000};     // SIGTERM -> SIGKILL
-constexpr milliseconds kReapBound{5000};     // SIGKILL -> giving up on a child
-constexpr milliseconds kDrainBound{1000};    // last children gone -> giving up on their pipes
+constexpr milliseconds kKillDelay{1000};   // SIGTERM -> SIGKILL
+constexpr milliseconds kReapBound{5000};   // SIGKILL -> giving up on a child
+constexpr milliseconds kDrainBound{1000};  // last children gone -> giving up on their pipes
 
 std::atomic<bool> g_launch_active{false};
 std::atomic<int> g_signal_pipe{-1};
@@ -579,8 +579,8 @@ int launch_local(const LaunchConfig& config) {
       if (signals.received() != 0) return 128 + signals.received();
       throw;
     }
-    coord_addr = launcher::VirtualNetwork::address(0) + ":" +
-                 std::to_string(launcher::kNetnsCoordPort);
+    coord_addr =
+        launcher::VirtualNetwork::address(0) + ":" + std::to_string(launcher::kNetnsCoordPort);
   } else {
     int port = 0;
     coord = listen_loopback(config.nprocs + 8, &port);

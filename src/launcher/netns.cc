@@ -122,9 +122,10 @@ std::optional<std::string> ip_failure(const std::vector<std::string>& args,
 
   pid_t pid = -1;
   const char* path = ip_path();
-  const int rc = path[0] == '/'
-                     ? ::posix_spawn(&pid, path, &setup.actions, &setup.attr, argv.data(), environ)
-                     : ::posix_spawnp(&pid, path, &setup.actions, &setup.attr, argv.data(), environ);
+  const int rc =
+      path[0] == '/'
+          ? ::posix_spawn(&pid, path, &setup.actions, &setup.attr, argv.data(), environ)
+          : ::posix_spawnp(&pid, path, &setup.actions, &setup.attr, argv.data(), environ);
   if (rc != 0) return errno_text("cannot run " + std::string(path), rc);
   err.write.reset();
   in.reset();

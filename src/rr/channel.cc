@@ -35,8 +35,8 @@ std::vector<Op> required_ops(const ChannelOptions& o) {
 std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o) {
   for (Op op : required_ops(o))
     if (!caps.supports(op))
-      return std::string(to_string(o.pattern)) + " needs " + std::string(to_string(op)) +
-             ": " + caps.why_not(op);
+      return std::string(to_string(o.pattern)) + " needs " + std::string(to_string(op)) + ": " +
+             caps.why_not(op);
   for (std::size_t payload : {o.request_bytes, o.response_bytes})
     if (frame_bytes(payload) > caps.max_msg_size)
       return "a " + std::to_string(frame_bytes(payload)) + "-byte message is above " +
@@ -58,8 +58,8 @@ bool per_endpoint(const Capabilities& caps) { return caps.endpoint == EndpointTy
 // What setup learnt about the other ranks of one channel.
 struct Peers {
   int requesters = 0, responders = 0;
-  std::vector<unsigned> slots;     // per requester rank
-  std::vector<std::size_t> base;   // first mailbox / response buffer of each requester
+  std::vector<unsigned> slots;    // per requester rank
+  std::vector<std::size_t> base;  // first mailbox / response buffer of each requester
   std::size_t total_slots = 0;
   std::vector<RemoteMemory> remote;  // per rank (imported for ranks of the other role)
 };
@@ -101,8 +101,8 @@ Peers gather_slots(Bootstrap& boot, int requesters, unsigned mine) {
     std::memcpy(&v, all[r].data(), sizeof v);
     const bool requester = static_cast<int>(r) < requesters;
     if (requester ? (v == 0 || v > kMaxSlots) : v != 0)
-      throw PeerError(static_cast<int>(r), "rr: rank " + std::to_string(r) +
-                                               " announced an impossible slot count");
+      throw PeerError(static_cast<int>(r),
+                      "rr: rank " + std::to_string(r) + " announced an impossible slot count");
     if (!requester) continue;
     p.slots.push_back(v);
     p.base.push_back(p.total_slots);
@@ -142,8 +142,10 @@ void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, 
     if (rank == boot.rank() || h.role == mine.role) continue;
     p.remote[r] = t.import_key(rank, {all[r].data() + sizeof(Hello), h.key_len});
     std::size_t need =
-        requester ? RequesterLayout(o, p.slots[r], response_rx_buffers(o, caps, p.slots[r], p.responders)).bytes
-                  : ResponderLayout(o, request_rx_buffers(o, p.total_slots), p.total_slots).bytes;
+        requester
+            ? RequesterLayout(o, p.slots[r], response_rx_buffers(o, caps, p.slots[r], p.responders))
+                  .bytes
+            : ResponderLayout(o, request_rx_buffers(o, p.total_slots), p.total_slots).bytes;
     if (h.region_bytes != need || !p.remote[r].contains(0, need))
       throw bad("published a region that does not hold its layout");
   }
@@ -155,7 +157,9 @@ class Endpoint {
   Endpoint(Transport& t, const ChannelOptions& o) : t_(t), o_(o) {}
 
  protected:
-  bool inject_ok(std::size_t len) const noexcept { return o_.inject && len <= t_.caps().inject_size; }
+  bool inject_ok(std::size_t len) const noexcept {
+    return o_.inject && len <= t_.caps().inject_size;
+  }
 
   // Flags for the next post of `len` bytes: inject when it fits, else a completion every
   // signal_every posts so the transmit queue drains (unsignalled posts retire with it).
@@ -218,7 +222,9 @@ class RequesterImpl final : public Requester, Endpoint {
  public:
   RequesterImpl(Transport& t, Bootstrap& boot, const ChannelOptions& o, int requesters,
                 unsigned slots)
-      : Endpoint(t, o), slots_(slots), me_(boot.rank()),
+      : Endpoint(t, o),
+        slots_(slots),
+        me_(boot.rank()),
         layout_(o, slots, response_rx_buffers(o, t.caps(), slots, boot.size() - requesters)) {
     if (me_ >= requesters) throw UsageError("rr: rank " + std::to_string(me_) + " is a responder");
     peers_ = gather_slots(boot, requesters, slots);
@@ -251,7 +257,8 @@ class RequesterImpl final : public Requester, Endpoint {
       return failed("request of " + std::to_string(len) + " bytes is above request_bytes " +
                     std::to_string(o_.request_bytes));
     SlotState& st = state_[slot];
-    if (st.seq == kMaxSeq) return failed("sequence numbers exhausted on slot " + std::to_string(slot));
+    if (st.seq == kMaxSeq)
+      return failed("sequence numbers exhausted on slot " + std::to_string(slot));
     Status s = send_frame(slot, responder, Stamp{st.seq + 1, len, false});
     if (s != Status::ok) return s;
     ++st.seq;
@@ -336,8 +343,8 @@ class RequesterImpl final : public Requester, Endpoint {
     const std::size_t mailbox = peers_.base[static_cast<std::size_t>(me_)] + slot;
     const ResponderLayout& rl = *responder_layout_;
     Status s = post([&] {
-      return t_.post_write(peer, frame, len, mr_->desc(), dst, rl.mailbox_off + mailbox * rl.req_slot,
-                           1, next_flags(len));
+      return t_.post_write(peer, frame, len, mr_->desc(), dst,
+                           rl.mailbox_off + mailbox * rl.req_slot, 1, next_flags(len));
     });
     if (s != Status::ok || o_.mailbox == Mailbox::sparse) return s;
     // Dense: the doorbell byte goes by a second write after the frame; the responder still
@@ -345,7 +352,8 @@ class RequesterImpl final : public Requester, Endpoint {
     std::byte* flag = mr_->data() + layout_.flag_off + slot;
     *flag = static_cast<std::byte>(stamp.seq % 255 + 1);
     return post([&] {
-      return t_.post_write(peer, flag, 1, mr_->desc(), dst, rl.flag_off + mailbox, 1, next_flags(1));
+      return t_.post_write(peer, flag, 1, mr_->desc(), dst, rl.flag_off + mailbox, 1,
+                           next_flags(1));
     });
   }
 
@@ -361,7 +369,8 @@ class RequesterImpl final : public Requester, Endpoint {
                     std::to_string(state_[slot].responder));
     if (s.len > o_.response_bytes)
       return failed("responder " + std::to_string(from) + " sent an oversized response (" +
-                    std::to_string(s.len) + " bytes, limit " + std::to_string(o_.response_bytes) + ")");
+                    std::to_string(s.len) + " bytes, limit " + std::to_string(o_.response_bytes) +
+                    ")");
     state_[slot].outstanding = false;
     --outstanding_;
     *out = Response{slot, from, {frame + kHeader, s.len}, buffer};
@@ -407,8 +416,9 @@ class RequesterImpl final : public Requester, Endpoint {
       return failed("received a response from unknown responder " + std::to_string(from));
     if (s.len > o_.response_bytes || c[0].length != frame_bytes(s.len) ||
         trailer_of(frame, s.len) != word)
-      return failed("responder " + std::to_string(from) + " sent a malformed or oversized response (" +
-                    std::to_string(c[0].length) + " bytes)");
+      return failed("responder " + std::to_string(from) +
+                    " sent a malformed or oversized response (" + std::to_string(c[0].length) +
+                    " bytes)");
     return accept(frame, word, slot_of(frame), static_cast<int>(from), buffer, out);
   }
 
@@ -440,7 +450,8 @@ class ResponderImpl final : public Responder, Endpoint {
     flag_seen_.assign(rx, 0);
     closed_by_.assign(static_cast<std::size_t>(requesters), false);
     for (int r = 0; r < requesters; ++r)
-      requester_rx_off_.push_back(RequesterLayout(o, peers_.slots[static_cast<std::size_t>(r)], 0).rx_off);
+      requester_rx_off_.push_back(
+          RequesterLayout(o, peers_.slots[static_cast<std::size_t>(r)], 0).rx_off);
     if (!request_by_write(o.pattern))
       for (std::size_t b = 0; b < peers_.total_slots; ++b)
         if (repost(b) != Status::ok) throw Error(error_);
@@ -478,8 +489,8 @@ class ResponderImpl final : public Responder, Endpoint {
     const std::byte* flags = mr_->data() + layout_->flag_off;
     bool moved = false;  // a request or a close was taken
     for (std::size_t i = 0; i < n; ++i) {
-      if (dense && __atomic_load_n(reinterpret_cast<const std::uint8_t*>(flags + i), __ATOMIC_RELAXED) ==
-                       flag_seen_[i])
+      if (dense && __atomic_load_n(reinterpret_cast<const std::uint8_t*>(flags + i),
+                                   __ATOMIC_RELAXED) == flag_seen_[i])
         continue;
       const std::byte* frame = mailbox(i);
       std::uint64_t word = load_stamp(frame);
@@ -490,7 +501,8 @@ class ResponderImpl final : public Responder, Endpoint {
       const int r = owner_of(i);
       if (s.len > o_.request_bytes)
         return failed("requester " + std::to_string(r) + " wrote an oversized request (" +
-                      std::to_string(s.len) + " bytes, limit " + std::to_string(o_.request_bytes) + ")");
+                      std::to_string(s.len) + " bytes, limit " + std::to_string(o_.request_bytes) +
+                      ")");
       if (trailer_of(frame, s.len) != word) continue;  // still arriving
       const auto slot = static_cast<std::uint32_t>(i - peers_.base[static_cast<std::size_t>(r)]);
       if (source_of(frame) != static_cast<std::uint32_t>(r) || slot_of(frame) != slot)
@@ -516,7 +528,8 @@ class ResponderImpl final : public Responder, Endpoint {
     if (n < 0) return failed("receive failed: " + t_.last_error());
     bool moved = false;  // a request or a close was taken
     for (int k = 0; k < n; ++k) {
-      if (c[k].context >= peers_.total_slots) return failed("receive completion with unknown context");
+      if (c[k].context >= peers_.total_slots)
+        return failed("receive completion with unknown context");
       const std::size_t b = c[k].context;
       const std::byte* frame = mailbox(b);
       if (c[k].length < kFrameOverhead) return failed("received a truncated request");
@@ -531,11 +544,13 @@ class ResponderImpl final : public Responder, Endpoint {
                       std::to_string(r));
       if (s.len > o_.request_bytes || c[k].length != frame_bytes(s.len) ||
           trailer_of(frame, s.len) != word)
-        return failed("requester " + std::to_string(r) + " sent a malformed or oversized request (" +
-                      std::to_string(c[k].length) + " bytes)");
+        return failed("requester " + std::to_string(r) +
+                      " sent a malformed or oversized request (" + std::to_string(c[k].length) +
+                      " bytes)");
       const std::size_t i = peers_.base[r] + slot;
       if (s.seq <= last_seq_[i])
-        return failed("requester " + std::to_string(r) + " replayed sequence " + std::to_string(s.seq));
+        return failed("requester " + std::to_string(r) + " replayed sequence " +
+                      std::to_string(s.seq));
       last_seq_[i] = s.seq;
       // The buffer goes back to its queue as soon as the handler is done with it, before the
       // response lets the requester send again.
@@ -556,7 +571,8 @@ class ResponderImpl final : public Responder, Endpoint {
     return per_endpoint(t_.caps()) ? owner_of(buffer) : 0;
   }
   Status repost(std::size_t b) noexcept {
-    return post([&] { return t_.post_recv(queue_peer(b), mailbox(b), layout_->req_slot, mr_->desc(), b); });
+    return post(
+        [&] { return t_.post_recv(queue_peer(b), mailbox(b), layout_->req_slot, mr_->desc(), b); });
   }
 
   // Takes request `s` from requester r's slot: a close, or a request whose response it
@@ -566,12 +582,14 @@ class ResponderImpl final : public Responder, Endpoint {
     const auto ri = static_cast<std::size_t>(r);
     *answer = false;
     if (s.bye) {
-      if (s.len != 0 || closed_by_[ri]) return failed("requester " + std::to_string(r) + " sent a malformed close");
+      if (s.len != 0 || closed_by_[ri])
+        return failed("requester " + std::to_string(r) + " sent a malformed close");
       closed_by_[ri] = true;
       ++closed_;
       return Status::ok;
     }
-    if (closed_by_[ri]) return failed("requester " + std::to_string(r) + " sent a request after closing");
+    if (closed_by_[ri])
+      return failed("requester " + std::to_string(r) + " sent a request after closing");
     std::byte* out = tx_frame(peers_.base[ri] + slot);
     *len = o_.response_bytes;
     if (handler && *handler) {
@@ -596,7 +614,8 @@ class ResponderImpl final : public Responder, Endpoint {
       return post([&] { return t_.post_send(r, out, bytes, mr_->desc(), 1, next_flags(bytes)); });
     const RemoteMemory& dst = peers_.remote[ri];
     const std::size_t off = requester_rx_off_[ri] + slot * layout_->resp_slot;
-    return post([&] { return t_.post_write(r, out, bytes, mr_->desc(), dst, off, 1, next_flags(bytes)); });
+    return post(
+        [&] { return t_.post_write(r, out, bytes, mr_->desc(), dst, off, 1, next_flags(bytes)); });
   }
 
   int me_;
@@ -632,7 +651,8 @@ std::unique_ptr<Responder> make_responder(Transport& t, Bootstrap& boot, const C
   return std::make_unique<ResponderImpl>(t, boot, o, requesters);
 }
 
-void Requester::call(unsigned slot, int responder, std::size_t len, Response* out, Bootstrap& boot) {
+void Requester::call(unsigned slot, int responder, std::size_t len, Response* out,
+                     Bootstrap& boot) {
   BoundedWait watch(options().peer_timeout, &boot, {}, 256);
   for (;;) {
     Status s = submit(slot, responder, len);
@@ -645,8 +665,8 @@ void Requester::call(unsigned slot, int responder, std::size_t len, Response* ou
     Status s = poll(out);
     if (s == Status::ok) {
       if (out->slot == slot) return;
-      throw Error("rr: a response to slot " + std::to_string(out->slot) + " arrived during a call on slot " +
-                  std::to_string(slot));
+      throw Error("rr: a response to slot " + std::to_string(out->slot) +
+                  " arrived during a call on slot " + std::to_string(slot));
     }
     if (s != Status::empty) throw Error(error());
     watch.idle("rr", "waiting for a response");

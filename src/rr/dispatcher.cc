@@ -15,9 +15,9 @@ enum : std::uint32_t { kFree, kReady, kInFlight, kAnswered, kReleased };
 
 struct DispatcherRequester::Slot {
   std::atomic<std::uint32_t> state{kFree};
-  int responder = 0;     // written by the worker before ready
-  std::size_t len = 0;   // written by the worker before ready
-  Response response;     // written by the dispatcher before answered
+  int responder = 0;    // written by the worker before ready
+  std::size_t len = 0;  // written by the worker before ready
+  Response response;    // written by the dispatcher before answered
 };
 
 DispatcherRequester::DispatcherRequester(Requester& inner, unsigned workers)
@@ -38,7 +38,8 @@ std::span<std::byte> DispatcherRequester::request_buffer(unsigned w, unsigned k)
   return inner_.request_buffer(w * per_worker_ + k);
 }
 
-Status DispatcherRequester::hand_over(unsigned w, unsigned k, int responder, std::size_t len) noexcept {
+Status DispatcherRequester::hand_over(unsigned w, unsigned k, int responder,
+                                      std::size_t len) noexcept {
   Slot& s = slot(w, k);
   // A released slot is free again only once the dispatcher recycled its response buffer.
   if (s.state.load(std::memory_order_acquire) != kFree) return Status::again;
@@ -48,7 +49,8 @@ Status DispatcherRequester::hand_over(unsigned w, unsigned k, int responder, std
   return Status::ok;
 }
 
-std::optional<std::span<const std::byte>> DispatcherRequester::response(unsigned w, unsigned k) noexcept {
+std::optional<std::span<const std::byte>> DispatcherRequester::response(unsigned w,
+                                                                        unsigned k) noexcept {
   Slot& s = slot(w, k);
   if (s.state.load(std::memory_order_acquire) != kAnswered) return std::nullopt;
   return s.response.data;
@@ -58,7 +60,9 @@ void DispatcherRequester::release(unsigned w, unsigned k) noexcept {
   slot(w, k).state.store(kReleased, std::memory_order_release);
 }
 
-bool DispatcherRequester::failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+bool DispatcherRequester::failed() const noexcept {
+  return failed_.load(std::memory_order_acquire);
+}
 
 std::uint32_t DispatcherRequester::doorbell(unsigned w) const noexcept {
   return bells_[w].load(std::memory_order_acquire);

@@ -40,7 +40,9 @@ constexpr Stamp unpack(std::uint64_t w) noexcept {
   return {w >> kSeqShift, static_cast<std::size_t>(w & kLenMask), (w & kByeBit) != 0};
 }
 
-constexpr std::size_t round_up(std::size_t v, std::size_t a) noexcept { return (v + a - 1) / a * a; }
+constexpr std::size_t round_up(std::size_t v, std::size_t a) noexcept {
+  return (v + a - 1) / a * a;
+}
 // Bytes a frame with `len` payload bytes occupies on the wire.
 constexpr std::size_t frame_bytes(std::size_t len) noexcept {
   return kFrameOverhead + round_up(len, 8);

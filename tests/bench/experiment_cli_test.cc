@@ -87,8 +87,7 @@ TEST(ExperimentCli, UnknownBenchFlagNamesFileEntryAndFlag) {
   auto cat = nlohmann::ordered_json::parse(in);
   cat["experiments"][0]["args"]["--no-such-flag"] = "1";
   std::ofstream(dir.file("900.json")) << cat.dump(2);
-  CliResult r =
-      experiment({"run", "all", "--catalogue", dir.path(), "-o", dir.file("results")});
+  CliResult r = experiment({"run", "all", "--catalogue", dir.path(), "-o", dir.file("results")});
   expect_one_error_line(r, 2, {dir.file("900.json"), "'900-tiny'", "--no-such-flag"});
 
   // A hidden option of the launched ranks is not a catalogue flag either.
@@ -116,8 +115,8 @@ TEST(ExperimentCli, FlagGivenOrDeniedAValueAgainstItsKind) {
 
 TEST(ExperimentCli, DryRunPrintsTheCommandLinesOnly) {
   TempDir dir;
-  CliResult r = experiment({"run", "all", "--quick", "--dry-run", "--catalogue", kCatalogue, "-o",
-                            dir.file("results")});
+  CliResult r = experiment(
+      {"run", "all", "--quick", "--dry-run", "--catalogue", kCatalogue, "-o", dir.file("results")});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(lines(r.out),
             (std::vector<std::string>{
@@ -188,7 +187,7 @@ TEST(ExperimentCli, FailedOrStoppedPointIsReportedAndTheRunGoesOn) {
     for (std::string line; std::getline(in, line);) ++n;
     return n;
   };
-  EXPECT_EQ(rows("900-bad"), 1u);   // the header line only
+  EXPECT_EQ(rows("900-bad"), 1u);  // the header line only
   EXPECT_EQ(rows("900-slow"), 1u);
   EXPECT_EQ(rows("900-tiny"), 3u);  // header, latency and bandwidth of the one quick point
   EXPECT_NE(r.out.find("900-bad   0/1"), std::string::npos) << r.out;
@@ -201,8 +200,7 @@ bool can_draw() {
   CliResult r = run_cli({"/bin/sh", "-c",
                          "python3 -c 'import matplotlib, fabflow_plot' 2>/dev/null || "
                          "/usr/bin/python3 -c 'import matplotlib, fabflow_plot'"},
-                        60s,
-                        {{"PYTHONPATH", (kSource / "python").string()}});
+                        60s, {{"PYTHONPATH", (kSource / "python").string()}});
   return r.status == 0;
 }
 

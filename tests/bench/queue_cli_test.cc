@@ -51,9 +51,9 @@ TEST(QueueCli, SocketAndDesignPointReportEveryField) {
 }
 
 TEST(QueueCli, AllDesignsMeasuredOrRefusedWithAReason) {
-  CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "all", "--items",
-                         "500", "--json"},
-                        80s);
+  CliResult r = run_cli(
+      {"fabflow", "bench", "queue", "-p", "shm", "--design", "all", "--items", "500", "--json"},
+      80s);
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.status, 0) << r.err;
   auto out = lines(r.out);
@@ -101,13 +101,14 @@ TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
   auto out = lines(t.out);
   ASSERT_EQ(out.size(), 1u) << t.out;
   auto j = nlohmann::json::parse(out[0]);
-  for (const char* k : {"raw_write_stream_MBps", "raw_write_stream_msgs_per_s", "spsc_ring_items_per_s"})
+  for (const char* k :
+       {"raw_write_stream_MBps", "raw_write_stream_msgs_per_s", "spsc_ring_items_per_s"})
     EXPECT_GT(j["reference"][k].get<double>(), 0) << k;
 
-  CliResult p = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design",
-                         "push1-watermark-pull", "--pingpong", "--round-trips", "500", "-w", "50",
-                         "--reference", "--json"},
-                        60s);
+  CliResult p =
+      run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-watermark-pull",
+               "--pingpong", "--round-trips", "500", "-w", "50", "--reference", "--json"},
+              60s);
   ASSERT_FALSE(p.timed_out) << p.err;
   ASSERT_EQ(p.status, 0) << p.err;
   out = lines(p.out);
@@ -121,9 +122,8 @@ TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
 // automatic capacity keeps a ring of large items within 4 MiB; each row says what it used.
 TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
   for (const char* api : {"copy", "zero-copy"}) {
-    CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design",
-                           "socket,datamover", "-S", "64,64K", "--items", "3000", "--api", api,
-                           "--json"},
+    CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "socket,datamover",
+                           "-S", "64,64K", "--items", "3000", "--api", api, "--json"},
                           60s);
     ASSERT_FALSE(r.timed_out) << api << ": " << r.err;
     ASSERT_EQ(r.status, 0) << api << ": " << r.err;
@@ -136,8 +136,8 @@ TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
       EXPECT_EQ(j["capacity"], j["item_bytes"] == 64 ? 1024 : 64) << line;
     }
   }
-  CliResult fixed = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "socket",
-                             "-S", "64K", "--items", "100", "--capacity", "8", "--json"},
+  CliResult fixed = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "socket", "-S",
+                             "64K", "--items", "100", "--capacity", "8", "--json"},
                             60s);
   ASSERT_EQ(fixed.status, 0) << fixed.err;
   auto j = nlohmann::json::parse(lines(fixed.out).at(0));
@@ -163,19 +163,19 @@ TEST(QueueCli, SeparateNotifyEndpointIsMeasuredAndReported) {
     expect_measured(j, 3000);
     EXPECT_GT(j["ops_per_item"]["space_notify"].get<double>(), 0.0) << line;
   }
-  CliResult p = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-push-push",
-                         "--pingpong", "--round-trips", "300", "-w", "30", "--notify-endpoint",
-                         "separate", "--json"},
-                        60s);
+  CliResult p = run_cli(
+      {"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-push-push", "--pingpong",
+       "--round-trips", "300", "-w", "30", "--notify-endpoint", "separate", "--json"},
+      60s);
   ASSERT_FALSE(p.timed_out) << p.err;
   ASSERT_EQ(p.status, 0) << p.err;
   auto j = nlohmann::json::parse(lines(p.out).at(0));
   EXPECT_EQ(j["notify_endpoint"], "separate");
   EXPECT_GT(j["transfer_ns"]["p50"].get<double>(), 0);
   // The default is shared, in the human header too.
-  CliResult h = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-push-push",
-                         "--items", "1000"},
-                        60s);
+  CliResult h = run_cli(
+      {"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-push-push", "--items", "1000"},
+      60s);
   ASSERT_EQ(h.status, 0) << h.err;
   EXPECT_NE(h.out.find("# notifications shared"), std::string::npos) << h.out;
 }

@@ -41,8 +41,8 @@ class RawCli : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RawCli, RunsAndReportsEveryField) {
   const Case& c = GetParam();
-  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", c.provider, "-e", c.endpoint, "-o",
-                         c.op, "-I", "300", "-w", "50", "--json"},
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", c.provider, "-e", c.endpoint, "-o", c.op,
+                         "-I", "300", "-w", "50", "--json"},
                         60s);
   ASSERT_FALSE(r.timed_out) << r.err;
   if (std::string(c.provider) == "tcp" && std::string(c.endpoint) == "msg" && atomic(c.op)) {
@@ -192,8 +192,8 @@ std::vector<std::string> shm_regions_of(pid_t pid) {
 void kill_rank_mid_run(int victim) {
   std::vector<pid_t> ranks;
   CliResult r = run_cli(
-      {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"},
-      30s, {}, [victim, &ranks](pid_t launcher) {
+      {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"}, 30s,
+      {}, [victim, &ranks](pid_t launcher) {
         // Wait until both ranks run, then kill one of them.
         for (int i = 0; i < 200; ++i) {
           std::this_thread::sleep_for(20ms);
@@ -213,7 +213,8 @@ void kill_rank_mid_run(int victim) {
   ASSERT_EQ(err.size(), 1u) << r.err;
   EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
   EXPECT_EQ(ranks.size(), 2u);
-  for (pid_t pid : ranks) EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{}) << "rank pid " << pid;
+  for (pid_t pid : ranks)
+    EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{}) << "rank pid " << pid;
 }
 
 TEST(RawCliBadInput, TargetKilledMidRun) { kill_rank_mid_run(1); }
@@ -237,8 +238,8 @@ TEST(InfoCli, ListsTcpAndShmWithInjectSizes) {
 }
 
 TEST(RawCliDuration, CalibratesIterationsToTheDuration) {
-  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-S", "64,1K",
-                         "-D", "0.2", "-w", "200", "--json"},
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-S", "64,1K", "-D",
+                         "0.2", "-w", "200", "--json"},
                         60s);
   ASSERT_EQ(r.status, 0) << r.err;
   auto out = lines(r.out);
@@ -250,8 +251,8 @@ TEST(RawCliDuration, CalibratesIterationsToTheDuration) {
 }
 
 TEST(RawCliReference, FiPingpongRunsBesideFabflow) {
-  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-I", "2000",
-                         "-t", "lat", "--reference", "--json"},
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-I", "2000", "-t",
+                         "lat", "--reference", "--json"},
                         60s);
   ASSERT_EQ(r.status, 0) << r.err;
   auto out = lines(r.out);

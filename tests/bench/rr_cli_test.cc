@@ -30,8 +30,8 @@ std::string requests(const char* fallback) {
 
 void expect_measured(const nlohmann::json& j) {
   EXPECT_EQ(j["bench"], "rr");
-  for (const char* k : {"pattern", "model", "topology", "requesters", "responders", "response_bytes",
-                        "MBps", "requests_per_s", "latency_ns", "cpu"})
+  for (const char* k : {"pattern", "model", "topology", "requesters", "responders",
+                        "response_bytes", "MBps", "requests_per_s", "latency_ns", "cpu"})
     ASSERT_TRUE(j.contains(k)) << k << " in " << j.dump();
   EXPECT_GT(j["MBps"].get<double>(), 0);
   EXPECT_GT(j["requests_per_s"].get<double>(), 0);
@@ -46,7 +46,8 @@ void expect_measured(const nlohmann::json& j) {
   }
 }
 
-std::vector<nlohmann::json> run_json(std::vector<std::string> args, std::chrono::seconds bound = 150s) {
+std::vector<nlohmann::json> run_json(std::vector<std::string> args,
+                                     std::chrono::seconds bound = 150s) {
   args.insert(args.begin(), {"fabflow", "bench", "rr"});
   // These tests are not about the peer timeout: a loaded machine must not trip it.
   args.insert(args.end(), {"--json", "--timeout", "10000"});
@@ -78,8 +79,8 @@ TEST(RrCli, AllPatternsAndModelsOnOneToOne) {
 }
 
 TEST(RrCli, RefusedCombinationIsALineWithAReason) {
-  auto rows = run_json({"-p", "shm", "--pattern", "SendSend,WriteWrite", "--mailbox", "dense",
-                        "-S", "64", "--requests", "200"});
+  auto rows = run_json({"-p", "shm", "--pattern", "SendSend,WriteWrite", "--mailbox", "dense", "-S",
+                        "64", "--requests", "200"});
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_NE(rows[0]["unsupported"].get<std::string>().find("dense"), std::string::npos);
   expect_measured(rows[1]);
@@ -158,20 +159,19 @@ int rank_of(pid_t pid) {
 // Kills rank `victim` (0: a requester, 1: the responder) once the run is under way: the
 // survivors report an error well within the launcher's bound instead of hanging.
 void kill_rank_mid_run(int victim, const char* pattern) {
-  CliResult r = run_cli(
-      {"fabflow", "bench", "rr", "-p", "shm", "--pattern", pattern, "-S", "64", "--requests",
-       "2000000000"},
-      30s, {}, [victim](pid_t launcher) {
-        for (int i = 0; i < 200; ++i) {
-          std::this_thread::sleep_for(20ms);
-          for (pid_t child : testing::children_of(launcher))
-            if (rank_of(child) == victim) {
-              std::this_thread::sleep_for(700ms);
-              kill(child, SIGKILL);
-              return;
-            }
-        }
-      });
+  CliResult r = run_cli({"fabflow", "bench", "rr", "-p", "shm", "--pattern", pattern, "-S", "64",
+                         "--requests", "2000000000"},
+                        30s, {}, [victim](pid_t launcher) {
+                          for (int i = 0; i < 200; ++i) {
+                            std::this_thread::sleep_for(20ms);
+                            for (pid_t child : testing::children_of(launcher))
+                              if (rank_of(child) == victim) {
+                                std::this_thread::sleep_for(700ms);
+                                kill(child, SIGKILL);
+                                return;
+                              }
+                          }
+                        });
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_NE(r.status, 0);
   EXPECT_LT(r.seconds, 12.0);

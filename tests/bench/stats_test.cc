@@ -81,8 +81,8 @@ TEST(StatsParseSizes, SweepsArePowersOfTwo) {
 }
 
 TEST(StatsParseSizes, MalformedInputIsAUsageError) {
-  for (const char* bad : {"", "abc", "0", "-5", "4K:1", "1T", "64,,x", "4Kx", ":64", "4:",
-                          "0:8", "99999999999999999999"})
+  for (const char* bad : {"", "abc", "0", "-5", "4K:1", "1T", "64,,x", "4Kx", ":64", "4:", "0:8",
+                          "99999999999999999999"})
     EXPECT_THROW(parse_sizes(bad), UsageError) << "'" << bad << "'";
 }
 

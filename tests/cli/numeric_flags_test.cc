@@ -107,8 +107,12 @@ TEST(NumericFlags, OutOfRangeValuesAreRefusedWithOneLine) {
 // The text flags that carry numbers are checked by their subcommand with the same one line.
 TEST(NumericFlags, NumbersInsideTextFlagsAreRefused) {
   const std::vector<std::vector<std::string>> cases = {
-      {"raw", "-S", "-1"},        {"raw", "-S", "many"},          {"queue", "--capacity", "-1"},
-      {"queue", "-S", "-5"},      {"rr", "--empty-mailboxes", "-3"}, {"rr", "-S", "0"},
+      {"raw", "-S", "-1"},
+      {"raw", "-S", "many"},
+      {"queue", "--capacity", "-1"},
+      {"queue", "-S", "-5"},
+      {"rr", "--empty-mailboxes", "-3"},
+      {"rr", "-S", "0"},
   };
   for (const auto& c : cases) {
     CliResult r = run_cli({"fabflow", "bench", c[0], c[1], c[2]}, 5s);
@@ -124,9 +128,8 @@ TEST(NumericFlags, NumbersInsideTextFlagsAreRefused) {
 TEST(NumericFlags, SharedFlagsHaveTheSameNames) {
   for (const char* sub : {"raw", "queue", "rr"}) {
     CliResult r = run_cli({"fabflow", "bench", sub, "--help"}, 10s);
-    for (const char* flag : {"-p,--provider", "-e,--endpoint", "-S,--size", "--progress",
-                             "--json", "--no-pin", "--netns", "--timeout", "-w,--warmup",
-                             "--reference"})
+    for (const char* flag : {"-p,--provider", "-e,--endpoint", "-S,--size", "--progress", "--json",
+                             "--no-pin", "--netns", "--timeout", "-w,--warmup", "--reference"})
       EXPECT_NE(r.out.find(flag), std::string::npos) << "bench " << sub << " lacks " << flag;
   }
   for (const char* sub : {"raw", "rr"}) {

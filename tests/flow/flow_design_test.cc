@@ -202,7 +202,8 @@ TEST(FlowSlot, PayloadSumCatchesAStaleLine) {
     detail::write_slot(buf, 20, new_item, n, 0, true);
     for (std::uint32_t bit = 0; bit < n * 8; ++bit) {
       buf[detail::kSlotHeader + bit / 8] ^= std::byte(1u << (bit % 8));
-      ASSERT_EQ(detail::check_slot(buf, 20, 256, &len, &flags, true), detail::SlotState::torn) << n << " " << bit;
+      ASSERT_EQ(detail::check_slot(buf, 20, 256, &len, &flags, true), detail::SlotState::torn)
+          << n << " " << bit;
       buf[detail::kSlotHeader + bit / 8] ^= std::byte(1u << (bit % 8));
     }
     EXPECT_EQ(detail::check_slot(buf, 20, 256, &len, &flags, true), detail::SlotState::valid);
@@ -228,7 +229,8 @@ TEST(FlowSlot, HelloMismatchIsAPeerError) {
   theirs.capacity = 8;
   theirs.role = 0;
   EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
-  EXPECT_THROW(detail::decode_hello(std::span<const std::byte>(blob.data(), 10), 1, mine), PeerError);
+  EXPECT_THROW(detail::decode_hello(std::span<const std::byte>(blob.data(), 10), 1, mine),
+               PeerError);
 }
 
 TEST(FlowSlot, HelloWithANotifyKey) {

@@ -26,7 +26,8 @@ QueueOptions separate_options(const Design& d) {
 // Items per point: FABFLOW_FLOW_NOTIFY_ITEMS, else FABFLOW_FLOW_ITEMS (the sanitizer trees
 // lower it), at most 3000 (132 points, each setting up four transports).
 std::size_t separate_items() {
-  return env_count("FABFLOW_FLOW_NOTIFY_ITEMS", std::min<std::size_t>(3000, env_count("FABFLOW_FLOW_ITEMS", 3000)));
+  return env_count("FABFLOW_FLOW_NOTIFY_ITEMS",
+                   std::min<std::size_t>(3000, env_count("FABFLOW_FLOW_ITEMS", 3000)));
 }
 
 class FlowSeparateNotify : public ::testing::TestWithParam<Point> {};
@@ -73,7 +74,8 @@ TEST_P(FlowSeparateNotifyPresets, BatchingAndDataMover) {
 
 // With an active consumer, whose helper thread drives both endpoints.
 TEST_P(FlowSeparateNotifyPresets, ActiveConsumer) {
-  for (const char* design : {"push1-push-pull", "push1-watermark-push", "pull-pull-push2", "push2-event-push2"})
+  for (const char* design :
+       {"push1-push-pull", "push1-watermark-push", "pull-pull-push2", "push2-event-push2"})
     for (const char* preset : {"basic", "datamover"}) {
       auto o = QueueOptions::preset(preset, *Design::parse(design));
       o.capacity = 16;
@@ -106,8 +108,10 @@ TEST(FlowSeparateNotifyUsage, OneTransportOverloadRefusesTheOption) {
   auto o = separate_options(*Design::parse("push1-push-pull"));
   std::string seen;
   auto err = run_pair(transport_options(kLocal, o), [&](int rank, Transport& t, Bootstrap& boot) {
-    if (rank == 0) seen = expect_usage_error([&] { make_producer(t, boot, 1, o); }, "needs a second transport");
-    else expect_usage_error([&] { make_consumer(t, boot, 0, o); }, "needs a second transport");
+    if (rank == 0)
+      seen = expect_usage_error([&] { make_producer(t, boot, 1, o); }, "needs a second transport");
+    else
+      expect_usage_error([&] { make_consumer(t, boot, 0, o); }, "needs a second transport");
   });
   ASSERT_EQ(err, "");
   EXPECT_NE(seen.find("required_notify_ops"), std::string::npos) << seen;
@@ -119,8 +123,10 @@ TEST(FlowSeparateNotifyUsage, TransportsOfDifferentKindsRefused) {
     // A libfabric shm transport (never connected: refused before it would be used).
     auto other = open_transport(notify_transport_options(kShm, o));
     const char* want = "is not of the data transport's kind";
-    if (rank == 0) expect_usage_error([&] { make_producer(t, *other, boot, 1, o); }, want);
-    else expect_usage_error([&] { make_consumer(t, *other, boot, 0, o); }, want);
+    if (rank == 0)
+      expect_usage_error([&] { make_producer(t, *other, boot, 1, o); }, want);
+    else
+      expect_usage_error([&] { make_consumer(t, *other, boot, 0, o); }, want);
   });
   ASSERT_EQ(err, "");
 }
@@ -133,7 +139,8 @@ TEST(FlowSeparateNotifyUsage, DataTransportTwiceOrOptionOffRefused) {
     auto off = o;
     off.separate_notify_endpoint = false;
     auto n = open_transport(notify_transport_options(kLocal, o));
-    expect_usage_error([&] { make_consumer(t, *n, boot, peer, off); }, "separate_notify_endpoint is off");
+    expect_usage_error([&] { make_consumer(t, *n, boot, peer, off); },
+                       "separate_notify_endpoint is off");
   });
   ASSERT_EQ(err, "");
 }
@@ -143,7 +150,8 @@ TEST(FlowSeparateNotifyUsage, DataTransportTwiceOrOptionOffRefused) {
 void post_until_taken(Transport& t, const std::function<Status()>& post) {
   auto deadline = std::chrono::steady_clock::now() + 5s;
   Status st;
-  while ((st = post()) == Status::again && std::chrono::steady_clock::now() < deadline) t.progress();
+  while ((st = post()) == Status::again && std::chrono::steady_clock::now() < deadline)
+    t.progress();
   if (st != Status::ok) throw Error("attack post: " + t.last_error());
 }
 
@@ -154,31 +162,33 @@ class FlowSeparateNotifyMisbehaving : public ::testing::TestWithParam<Provider> 
 TEST_P(FlowSeparateNotifyMisbehaving, TailCounterOutOfRange) {
   auto o = separate_options(*Design::parse("push1-push-push"));
   std::string seen;
-  auto err = run_pair(transport_options(GetParam(), o), [&](int rank, Transport& t, Bootstrap& boot) {
-    auto n = open_notify(GetParam(), o, boot);
-    auto settle = [&] {
-      boot.barrier([&] {
-        t.progress();
-        n->progress();
+  auto err =
+      run_pair(transport_options(GetParam(), o), [&](int rank, Transport& t, Bootstrap& boot) {
+        auto n = open_notify(GetParam(), o, boot);
+        auto settle = [&] {
+          boot.barrier([&] {
+            t.progress();
+            n->progress();
+          });
+        };
+        if (rank == 0) {
+          auto cons = make_consumer(t, *n, boot, 1, o);
+          std::vector<std::byte> buf(o.item_bytes);
+          std::size_t len = 0;
+          Status st = cons->dequeue(buf, &len, 5s);
+          if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
+          seen = cons->error();
+          settle();
+        } else {
+          FakeEnd fake(t, boot, 0, o, 0, n.get());
+          static std::uint64_t bogus = 1'000'000'000;
+          post_until_taken(*n, [&] {
+            return n->post_write(0, &bogus, 8, nullptr, fake.nremote,
+                                 fake.layout.cell(detail::kPeerCell), 0, kInject);
+          });
+          settle();
+        }
       });
-    };
-    if (rank == 0) {
-      auto cons = make_consumer(t, *n, boot, 1, o);
-      std::vector<std::byte> buf(o.item_bytes);
-      std::size_t len = 0;
-      Status st = cons->dequeue(buf, &len, 5s);
-      if (st != Status::failed) throw Error("dequeue gave " + std::string(to_string(st)));
-      seen = cons->error();
-      settle();
-    } else {
-      FakeEnd fake(t, boot, 0, o, 0, n.get());
-      static std::uint64_t bogus = 1'000'000'000;
-      post_until_taken(*n, [&] {
-        return n->post_write(0, &bogus, 8, nullptr, fake.nremote, fake.layout.cell(detail::kPeerCell), 0, kInject);
-      });
-      settle();
-    }
-  });
   ASSERT_EQ(err, "");
   EXPECT_NE(seen.find("tail counter 1000000000 is out of range"), std::string::npos) << seen;
 }
@@ -187,30 +197,32 @@ TEST_P(FlowSeparateNotifyMisbehaving, TailCounterOutOfRange) {
 TEST_P(FlowSeparateNotifyMisbehaving, HeadCounterOutOfRange) {
   auto o = separate_options(*Design::parse("push1-watermark-push"));
   std::string seen;
-  auto err = run_pair(transport_options(GetParam(), o), [&](int rank, Transport& t, Bootstrap& boot) {
-    auto n = open_notify(GetParam(), o, boot);
-    auto settle = [&] {
-      boot.barrier([&] {
-        t.progress();
-        n->progress();
+  auto err =
+      run_pair(transport_options(GetParam(), o), [&](int rank, Transport& t, Bootstrap& boot) {
+        auto n = open_notify(GetParam(), o, boot);
+        auto settle = [&] {
+          boot.barrier([&] {
+            t.progress();
+            n->progress();
+          });
+        };
+        if (rank == 0) {
+          auto prod = make_producer(t, *n, boot, 1, o);
+          std::vector<std::byte> buf(8);
+          if (Status st = enqueue_until_failure(*prod, buf, 10s); st != Status::failed)
+            throw Error("enqueue gave " + std::string(to_string(st)) + " for 10 s");
+          seen = prod->error();
+          settle();
+        } else {
+          FakeEnd fake(t, boot, 0, o, 1, n.get());
+          static std::uint64_t bogus = 1ull << 40;
+          post_until_taken(*n, [&] {
+            return n->post_write(0, &bogus, 8, nullptr, fake.nremote,
+                                 fake.layout.cell(detail::kPeerCell), 0, kInject);
+          });
+          settle();
+        }
       });
-    };
-    if (rank == 0) {
-      auto prod = make_producer(t, *n, boot, 1, o);
-      std::vector<std::byte> buf(8);
-      if (Status st = enqueue_until_failure(*prod, buf, 10s); st != Status::failed)
-        throw Error("enqueue gave " + std::string(to_string(st)) + " for 10 s");
-      seen = prod->error();
-      settle();
-    } else {
-      FakeEnd fake(t, boot, 0, o, 1, n.get());
-      static std::uint64_t bogus = 1ull << 40;
-      post_until_taken(*n, [&] {
-        return n->post_write(0, &bogus, 8, nullptr, fake.nremote, fake.layout.cell(detail::kPeerCell), 0, kInject);
-      });
-      settle();
-    }
-  });
   ASSERT_EQ(err, "");
   EXPECT_NE(seen.find("head counter"), std::string::npos) << seen;
 }

@@ -77,17 +77,21 @@ TEST_P(FlowTwoQueues, PingPongWithoutProgressThreads) {
         for (std::uint64_t i = 0; i < n; ++i) {
           auto send = [&] {
             std::memcpy(buf.data(), &i, 8);
-            Status st = spin([&] { return p->try_enqueue(buf); }, Status::full, [&] { in.progress(); });
+            Status st =
+                spin([&] { return p->try_enqueue(buf); }, Status::full, [&] { in.progress(); });
             if (st != Status::ok) throw Error("enqueue " + std::to_string(i) + ": " + p->error());
             if (p->flush(5s) != Status::ok) throw Error("flush: " + p->error());
           };
           if (r == 0) send();
-          Status st = spin([&] { return c->try_dequeue(buf, &len); }, Status::empty, [&] { out.progress(); });
+          Status st = spin([&] { return c->try_dequeue(buf, &len); }, Status::empty,
+                           [&] { out.progress(); });
           if (st != Status::ok)
-            throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + c->error());
+            throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                        c->error());
           std::uint64_t got = 0;
           std::memcpy(&got, buf.data(), 8);
-          if (got != i) throw Error("item " + std::to_string(i) + " arrived as " + std::to_string(got));
+          if (got != i)
+            throw Error("item " + std::to_string(i) + " arrived as " + std::to_string(got));
           if (r == 1) send();
         }
         // Close ours while draining theirs: neither rank may sit on one queue alone.
@@ -96,12 +100,16 @@ TEST_P(FlowTwoQueues, PingPongWithoutProgressThreads) {
         while (!closed || !drained) {
           if (!closed) {
             Status cs = p->close(0ms);
-            if (cs == Status::ok) closed = true;
-            else if (cs != Status::timeout) throw Error("close: " + p->error());
+            if (cs == Status::ok)
+              closed = true;
+            else if (cs != Status::timeout)
+              throw Error("close: " + p->error());
           }
           Status ds = c->try_dequeue(buf, &len);
-          if (ds == Status::closed) drained = true;
-          else if (ds != Status::empty) throw Error("end of stream: " + c->error());
+          if (ds == Status::closed)
+            drained = true;
+          else if (ds != Status::empty)
+            throw Error("end of stream: " + c->error());
           if (std::chrono::steady_clock::now() > deadline) throw Error("close did not finish");
         }
         boot.barrier([&] {
@@ -119,14 +127,12 @@ TEST_P(FlowTwoQueues, PingPongWithoutProgressThreads) {
   ASSERT_EQ(errors[1], "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Reads, FlowTwoQueues,
-                         ::testing::Values(Case{"push1-watermark-pull", kShm},
-                                           Case{"push1-pull-pull", kShm},
-                                           Case{"pull-pull-pull", kShm},
-                                           Case{"pull-watermark-push", kShm},
-                                           Case{"push1-watermark-pull", kTcp},
-                                           Case{"pull-pull-pull", kTcp}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Reads, FlowTwoQueues,
+    ::testing::Values(Case{"push1-watermark-pull", kShm}, Case{"push1-pull-pull", kShm},
+                      Case{"pull-pull-pull", kShm}, Case{"pull-watermark-push", kShm},
+                      Case{"push1-watermark-pull", kTcp}, Case{"pull-pull-pull", kTcp}),
+    case_name);
 
 // flush() makes items visible without asking the consumer anything: a space-pull producer that
 // stays above the lazy-refresh threshold posts no head read, however often it flushes.
@@ -173,8 +179,10 @@ std::array<std::string, 2> create_pair(const QueueOptions& o, OptionsOf&& option
   auto err = run_pair(t, [&](int rank, Transport& tr, Bootstrap& boot) {
     const QueueOptions mine = options_of(rank);
     try {
-      if (rank == 0) make_producer(tr, boot, 1, mine);
-      else make_consumer(tr, boot, 0, mine);
+      if (rank == 0)
+        make_producer(tr, boot, 1, mine);
+      else
+        make_consumer(tr, boot, 0, mine);
       why[static_cast<std::size_t>(rank)] = "created";
     } catch (const Refusal& e) {
       why[static_cast<std::size_t>(rank)] = e.what();
@@ -210,8 +218,11 @@ TEST(FlowRefusal, Push2RecvPoolMismatchIsCaught) {
     mine.recv_pool = rank == 0 ? 4 : 8;
     return mine;
   });
-  EXPECT_NE(why[0].find("(8 x 16 bytes, this end 4 x 16 bytes; push2 rings hold min(capacity, recv_pool) slots)"),
-            std::string::npos) << why[0];
+  EXPECT_NE(
+      why[0].find(
+          "(8 x 16 bytes, this end 4 x 16 bytes; push2 rings hold min(capacity, recv_pool) slots)"),
+      std::string::npos)
+      << why[0];
   EXPECT_NE(why[1].find("(4 x 16 bytes, this end 8 x 16 bytes;"), std::string::npos) << why[1];
 }
 
@@ -225,7 +236,8 @@ TEST_P(FlowDataMover, ManyWritesInFlightKeepOrder) {
   o.item_bytes = 40;
   const std::uint64_t n = env_count("FABFLOW_FLOW_ITEMS", 20000);
   QueueStats prod{};
-  auto err = run_pair(transport_options(GetParam().provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
+  auto err = run_pair(transport_options(GetParam().provider, o), [&](int rank, Transport& t,
+                                                                     Bootstrap& boot) {
     std::vector<std::byte> buf(o.item_bytes), want(o.item_bytes);
     if (rank == 0) {
       auto p = make_producer(t, boot, 1, o);
@@ -233,7 +245,11 @@ TEST_P(FlowDataMover, ManyWritesInFlightKeepOrder) {
         const std::size_t len = item_len(9, i, o.item_bytes);
         fill_item(9, i, buf.data(), len);
         // The mover owns the transport: the owner thread only spins.
-        if (spin([&] { return p->try_enqueue({buf.data(), len}); }, Status::full, [] {}) != Status::ok)
+        if (spin(
+                [&] {
+                  return p->try_enqueue({buf.data(), len});
+                },
+                Status::full, [] {}) != Status::ok)
           throw Error("enqueue " + std::to_string(i) + ": " + p->error());
       }
       if (p->close(5s) != Status::ok) throw Error("close: " + p->error());
@@ -242,13 +258,15 @@ TEST_P(FlowDataMover, ManyWritesInFlightKeepOrder) {
       auto c = make_consumer(t, boot, 0, o);
       std::size_t len = 0;
       for (std::uint64_t i = 0; i < n; ++i) {
-        if (c->dequeue(buf, &len, 5s) != Status::ok) throw Error("dequeue " + std::to_string(i) + ": " + c->error());
+        if (c->dequeue(buf, &len, 5s) != Status::ok)
+          throw Error("dequeue " + std::to_string(i) + ": " + c->error());
         const std::size_t expect = item_len(9, i, o.item_bytes);
         fill_item(9, i, want.data(), expect);
         if (len != expect || std::memcmp(buf.data(), want.data(), len) != 0)
           throw Error("item " + std::to_string(i) + " is wrong");
       }
-      if (c->dequeue(buf, &len, 5s) != Status::closed) throw Error("no end of stream: " + c->error());
+      if (c->dequeue(buf, &len, 5s) != Status::closed)
+        throw Error("no end of stream: " + c->error());
       boot.barrier([&] { t.progress(); });  // the queue lives until the producer's close returned
       return;
     }

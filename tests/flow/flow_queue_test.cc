@@ -1,7 +1,7 @@
-// Conformance of every design point on shm, tcp (msg), tcp;ofi_rxm (rdm) and local between two threads: FIFO order,
-// exactly-once delivery and payload contents over random-size items with random pauses, ring
-// wrap-around, full / empty, end of stream, notification counts, misbehaving and vanishing
-// peers. FlowStress (10^7 items per point) runs only with FABFLOW_FLOW_STRESS=1.
+// Conformance of every design point on shm, tcp (msg), tcp;ofi_rxm (rdm) and local between two
+// threads: FIFO order, exactly-once delivery and payload contents over random-size items with
+// random pauses, ring wrap-around, full / empty, end of stream, notification counts, misbehaving
+// and vanishing peers. FlowStress (10^7 items per point) runs only with FABFLOW_FLOW_STRESS=1.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,7 +14,6 @@ namespace fabflow::flow::test {
 namespace {
 
 using namespace std::chrono_literals;
-
 
 QueueOptions conformance_options(const Design& d) {
   QueueOptions o;
@@ -42,8 +41,8 @@ TEST_P(FlowConformance, FifoExactlyOnceWithContents) {
   if (pt.design.data != DataFlow::pull) {
     EXPECT_EQ(r.producer.data_ops, n + 1);
   }
-  if (pt.design.transfer == TransferNotify::watermark || pt.design.transfer == TransferNotify::imm ||
-      pt.design.transfer == TransferNotify::event) {
+  if (pt.design.transfer == TransferNotify::watermark ||
+      pt.design.transfer == TransferNotify::imm || pt.design.transfer == TransferNotify::event) {
     EXPECT_EQ(r.producer.transfer_ops, 0u);
     EXPECT_EQ(r.consumer.transfer_ops, 0u);
   }
@@ -98,7 +97,8 @@ TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
 void full_empty_and_end_of_stream_body(const Point& pt, bool active) {
   auto o = conformance_options(pt.design);
   o.active_consumer = active;
-  auto err = run_pair(transport_options(pt.provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
+  auto err = run_pair(transport_options(pt.provider, o), [&](int rank, Transport& t,
+                                                             Bootstrap& boot) {
     std::vector<std::byte> buf(o.item_bytes, std::byte{7});
     auto progress = [&] { t.progress(); };
     if (rank == 0) {
@@ -106,9 +106,12 @@ void full_empty_and_end_of_stream_body(const Point& pt, bool active) {
       boot.barrier(progress);  // the consumer saw empty
       for (std::size_t i = 0; i < o.capacity; ++i)
         if (Status st = prod->try_enqueue({buf.data(), i}); st != Status::ok)
-          throw Error("fill " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + prod->error());
-      if (prod->try_enqueue({buf.data(), 1}) != Status::full) throw Error("a full ring took an item");
-      if (prod->enqueue({buf.data(), 1}, 20ms) != Status::timeout) throw Error("a full ring did not time out");
+          throw Error("fill " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                      prod->error());
+      if (prod->try_enqueue({buf.data(), 1}) != Status::full)
+        throw Error("a full ring took an item");
+      if (prod->enqueue({buf.data(), 1}, 20ms) != Status::timeout)
+        throw Error("a full ring did not time out");
       if (prod->stats().full == 0) throw Error("full not counted");
       if (prod->flush(5s) != Status::ok) throw Error("flush: " + prod->error());
       boot.barrier(progress);
@@ -119,7 +122,8 @@ void full_empty_and_end_of_stream_body(const Point& pt, bool active) {
       auto cons = make_consumer(t, boot, 0, o);
       std::size_t len = 0;
       if (cons->try_dequeue(buf, &len) != Status::empty) throw Error("an empty ring gave an item");
-      if (cons->dequeue(buf, &len, 20ms) != Status::timeout) throw Error("an empty ring did not time out");
+      if (cons->dequeue(buf, &len, 20ms) != Status::timeout)
+        throw Error("an empty ring did not time out");
       if (cons->stats().empty == 0) throw Error("empty not counted");
       boot.barrier(progress);
       boot.barrier(progress);  // the producer is full
@@ -127,12 +131,15 @@ void full_empty_and_end_of_stream_body(const Point& pt, bool active) {
         std::span<const std::byte> item;
         Status st;
         auto deadline = std::chrono::steady_clock::now() + 5s;
-        while ((st = cons->peek(&item)) == Status::empty && std::chrono::steady_clock::now() < deadline) {}
+        while ((st = cons->peek(&item)) == Status::empty &&
+               std::chrono::steady_clock::now() < deadline) {
+        }
         if (st != Status::ok) throw Error("peek " + std::to_string(i) + ": " + cons->error());
         if (item.size() != i) throw Error("item " + std::to_string(i) + " has the wrong length");
         if (cons->release() != Status::ok) throw Error("release: " + cons->error());
       }
-      if (cons->dequeue(buf, &len, 5s) != Status::closed) throw Error("no end of stream: " + cons->error());
+      if (cons->dequeue(buf, &len, 5s) != Status::closed)
+        throw Error("no end of stream: " + cons->error());
       boot.barrier(progress);  // the queue (and its head counter) lives until the producer closed
     }
   });
@@ -152,7 +159,9 @@ TEST_P(FlowStress, TenMillionItems) {
   if (!std::getenv("FABFLOW_FLOW_STRESS")) GTEST_SKIP() << "set FABFLOW_FLOW_STRESS=1 to run";
   auto o = conformance_options(GetParam().design);
   o.capacity = 64;
-  ASSERT_EQ(stream(GetParam().provider, o, {env_count("FABFLOW_FLOW_STRESS_ITEMS", 10'000'000), 3, true}), "");
+  ASSERT_EQ(
+      stream(GetParam().provider, o, {env_count("FABFLOW_FLOW_STRESS_ITEMS", 10'000'000), 3, true}),
+      "");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, FlowStress, ::testing::ValuesIn(points(kAll)), point_name);
@@ -176,7 +185,8 @@ std::string misbehave(const Provider& p, const QueueOptions& o, Victim victim,
 void post_ok(Transport& t, const std::function<Status()>& post) {
   auto deadline = std::chrono::steady_clock::now() + 5s;
   Status st;
-  while ((st = post()) == Status::again && std::chrono::steady_clock::now() < deadline) t.progress();
+  while ((st = post()) == Status::again && std::chrono::steady_clock::now() < deadline)
+    t.progress();
   if (st != Status::ok) throw Error("attack post: " + t.last_error());
 }
 
@@ -201,12 +211,13 @@ class FlowMisbehaving : public ::testing::TestWithParam<Provider> {};
 TEST_P(FlowMisbehaving, TailCounterOutOfRange) {
   QueueOptions o = conformance_options(*Design::parse("push1-push-push"));
   std::string seen;
-  auto err = misbehave(GetParam(), o,
-      consumer_must_fail(o, 5s, &seen),
+  auto err = misbehave(
+      GetParam(), o, consumer_must_fail(o, 5s, &seen),
       [&](Transport& t, FakeEnd& fake) {
         static std::uint64_t bogus = 1'000'000'000;
         post_ok(t, [&] {
-          return t.post_write(0, &bogus, 8, nullptr, fake.remote, fake.layout.cell(detail::kPeerCell), 0, kInject);
+          return t.post_write(0, &bogus, 8, nullptr, fake.remote,
+                              fake.layout.cell(detail::kPeerCell), 0, kInject);
         });
       },
       0);
@@ -230,7 +241,8 @@ void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
   QueueOptions o = conformance_options(d);
   o.active_producer = mover;
   std::string seen;
-  auto err = misbehave(p, o,
+  auto err = misbehave(
+      p, o,
       [&](Transport& t, Bootstrap& boot) {
         auto prod = make_producer(t, boot, 1, o);
         std::vector<std::byte> buf(8);
@@ -242,7 +254,8 @@ void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
       [&](Transport& t, FakeEnd& fake) {
         static std::uint64_t bogus = 1ull << 40;
         post_ok(t, [&] {
-          return t.post_write(0, &bogus, 8, nullptr, fake.remote, fake.layout.cell(detail::kPeerCell), 0, kInject);
+          return t.post_write(0, &bogus, 8, nullptr, fake.remote,
+                              fake.layout.cell(detail::kPeerCell), 0, kInject);
         });
       },
       1);
@@ -255,7 +268,8 @@ void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
 TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
   QueueOptions o = conformance_options(*Design::parse("pull-watermark-pull"));
   std::string seen;
-  auto err = misbehave(GetParam(), o,
+  auto err = misbehave(
+      GetParam(), o,
       // Each re-read is a round trip that the fake producer serves only from its barrier's
       // progress loop: slow on tcp under ASan.
       consumer_must_fail(o, 30s, &seen),
@@ -274,18 +288,20 @@ TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
 TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
   QueueOptions o = conformance_options(*Design::parse("push1-watermark-pull"));
   std::string seen;
-  auto err = misbehave(GetParam(), o,
-      consumer_must_fail(o, 5s, &seen),
+  auto err = misbehave(
+      GetParam(), o, consumer_must_fail(o, 5s, &seen),
       [&](Transport& t, FakeEnd& fake) {
         // Slot 0 with a valid sequence number and a length far past item_bytes.
         std::byte* s = fake.mr->data();
         std::uint64_t seq = 1, meta = 1u << 20;
         std::memcpy(s, &seq, 8);
         std::memcpy(s + 8, &meta, 8);
-        post_ok(t, [&] { return t.post_write(0, s, 16, fake.mr->desc(), fake.remote, 0, 0, kSignal); });
+        post_ok(
+            t, [&] { return t.post_write(0, s, 16, fake.mr->desc(), fake.remote, 0, 0, kSignal); });
         Completion c[1];
         auto deadline = std::chrono::steady_clock::now() + 5s;
-        while (t.poll_tx(c) == 0 && std::chrono::steady_clock::now() < deadline) {}
+        while (t.poll_tx(c) == 0 && std::chrono::steady_clock::now() < deadline) {
+        }
       },
       0);
   ASSERT_EQ(err, "");
@@ -337,8 +353,11 @@ void consumer_sees_producer_vanish(const Point& point, bool active) {
     first_item = true;
     auto start = std::chrono::steady_clock::now();
     st = cons->dequeue(buf, &len, 10s);
-    elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    if (st != Status::failed) error = "after the producer vanished: " + std::string(to_string(st));
+    elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    if (st != Status::failed)
+      error = "after the producer vanished: " + std::string(to_string(st));
     else if (cons->error().empty())
       error = "failed without an error()";
     consumer_done = true;
@@ -349,8 +368,12 @@ void consumer_sees_producer_vanish(const Point& point, bool active) {
   EXPECT_LE(elapsed_ms.load(), 50 + 300 + 200);
 }
 
-TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) { consumer_sees_producer_vanish(GetParam(), false); }
-TEST_P(FlowPeerDeath, ActiveConsumerSeesProducerVanish) { consumer_sees_producer_vanish(GetParam(), true); }
+TEST_P(FlowPeerDeath, ConsumerSeesProducerVanish) {
+  consumer_sees_producer_vanish(GetParam(), false);
+}
+TEST_P(FlowPeerDeath, ActiveConsumerSeesProducerVanish) {
+  consumer_sees_producer_vanish(GetParam(), true);
+}
 
 // The producer is full; the consumer's rank aborts: failed within peer_timeout.
 TEST_P(FlowPeerDeath, ProducerSeesConsumerVanish) {
@@ -378,8 +401,11 @@ TEST_P(FlowPeerDeath, ProducerSeesConsumerVanish) {
     for (std::size_t i = 0; i < o.capacity; ++i) prod->try_enqueue(b);
     auto start = std::chrono::steady_clock::now();
     Status st = prod->enqueue(b, 10s);
-    elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    if (st != Status::failed) error = "enqueue after the consumer vanished: " + std::string(to_string(st));
+    elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    if (st != Status::failed)
+      error = "enqueue after the consumer vanished: " + std::string(to_string(st));
     producer_done = true;
   });
   producer.join();
@@ -390,7 +416,8 @@ TEST_P(FlowPeerDeath, ProducerSeesConsumerVanish) {
 
 std::vector<Point> death_points() {
   std::vector<Point> out;
-  for (const char* name : {"push1-watermark-push", "push1-imm-pull", "push2-event-push2", "pull-pull-pull"})
+  for (const char* name :
+       {"push1-watermark-push", "push1-imm-pull", "push2-event-push2", "pull-pull-pull"})
     for (const auto& p : kAll) out.push_back({*Design::parse(name), p});
   return out;
 }

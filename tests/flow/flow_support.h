@@ -58,7 +58,8 @@ inline TransportOptions notify_transport_options(const Provider& p, const QueueO
 
 // Opens and connects (collectively over `boot`) the notify transport of `o`; null when the
 // notifications share the data transport.
-inline std::unique_ptr<Transport> open_notify(const Provider& p, const QueueOptions& o, Bootstrap& boot) {
+inline std::unique_ptr<Transport> open_notify(const Provider& p, const QueueOptions& o,
+                                              Bootstrap& boot) {
   if (!o.separate_notify_endpoint || o.socket) return nullptr;
   auto n = open_transport(notify_transport_options(p, o));
   n->connect(boot);
@@ -84,7 +85,9 @@ inline std::string safe_name(std::string s) {
 inline std::string label_of(const Provider& p) {
   return safe_name(std::string(p.name) + "_" + std::string(to_string(p.endpoint)));
 }
-inline std::string label(const Design& d, const Provider& p) { return safe_name(d.name() + "_") + label_of(p); }
+inline std::string label(const Design& d, const Provider& p) {
+  return safe_name(d.name() + "_") + label_of(p);
+}
 
 // A design point on a transport: the parameter of the per-point suites.
 struct Point {
@@ -198,7 +201,8 @@ inline std::string stream(const Provider& p, const QueueOptions& o, const Stream
     std::mt19937_64 rng(s.seed * 7 + static_cast<std::uint64_t>(rank));
     std::vector<std::byte> buf(o.item_bytes), want(o.item_bytes);
     auto pause = [&] {
-      if (s.pauses && (rng() & 255) == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+      if (s.pauses && (rng() & 255) == 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
     };
     auto& n = notify[rank];
     n = open_notify(p, o, boot);
@@ -215,12 +219,15 @@ inline std::string stream(const Provider& p, const QueueOptions& o, const Stream
         fill_item(s.seed, i, buf.data(), len);
         Status st = prod->enqueue({buf.data(), len}, 5s);
         if (st != Status::ok)
-          throw Error("enqueue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + prod->error());
+          throw Error("enqueue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                      prod->error());
         pause();
       }
       Status st = prod->close(5s);
-      if (st != Status::ok) throw Error("close: " + std::string(to_string(st)) + " " + prod->error());
-      if (prod->stats().items != s.items) throw Error("producer counted " + std::to_string(prod->stats().items));
+      if (st != Status::ok)
+        throw Error("close: " + std::string(to_string(st)) + " " + prod->error());
+      if (prod->stats().items != s.items)
+        throw Error("producer counted " + std::to_string(prod->stats().items));
       if (res) res->producer = prod->stats();
       settle();
     } else {
@@ -229,10 +236,12 @@ inline std::string stream(const Provider& p, const QueueOptions& o, const Stream
         std::size_t len = 0;
         Status st = cons->dequeue(buf, &len, 5s);
         if (st != Status::ok)
-          throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " + cons->error());
+          throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                      cons->error());
         const std::size_t expect = item_len(s.seed, i, o.item_bytes);
         if (len != expect)
-          throw Error("item " + std::to_string(i) + " has " + std::to_string(len) + " bytes, want " + std::to_string(expect));
+          throw Error("item " + std::to_string(i) + " has " + std::to_string(len) +
+                      " bytes, want " + std::to_string(expect));
         fill_item(s.seed, i, want.data(), len);
         if (std::memcmp(buf.data(), want.data(), len) != 0) {
           std::size_t first = 0;
@@ -243,17 +252,22 @@ inline std::string stream(const Provider& p, const QueueOptions& o, const Stream
           std::vector<std::byte> other(o.item_bytes);
           for (std::uint64_t k = i >= 32 ? i - 32 : 0; k < i + 32; ++k) {
             fill_item(s.seed, k, other.data(), o.item_bytes);
-            if (std::memcmp(buf.data() + first, other.data() + first, last - first) == 0) like += " " + std::to_string(k);
+            if (std::memcmp(buf.data() + first, other.data() + first, last - first) == 0)
+              like += " " + std::to_string(k);
           }
-          throw Error("item " + std::to_string(i) + " corrupted (len " + std::to_string(len) + ", bytes " + std::to_string(first) + ".." + std::to_string(last) + " differ, match items" + like + ")");
+          throw Error("item " + std::to_string(i) + " corrupted (len " + std::to_string(len) +
+                      ", bytes " + std::to_string(first) + ".." + std::to_string(last) +
+                      " differ, match items" + like + ")");
         }
         pause();
       }
       std::size_t len = 0;
       Status st = cons->dequeue(buf, &len, 5s);
-      if (st != Status::closed) throw Error("after the last item: " + std::string(to_string(st)) + " " + cons->error());
+      if (st != Status::closed)
+        throw Error("after the last item: " + std::string(to_string(st)) + " " + cons->error());
       if (cons->try_dequeue(buf, &len) != Status::closed) throw Error("closed is not sticky");
-      if (cons->stats().items != s.items) throw Error("consumer counted " + std::to_string(cons->stats().items));
+      if (cons->stats().items != s.items)
+        throw Error("consumer counted " + std::to_string(cons->stats().items));
       if (res) res->consumer = cons->stats();
       settle();
     }

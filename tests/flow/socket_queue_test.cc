@@ -31,14 +31,26 @@ class NullTransport final : public Transport {
   }
   std::vector<std::byte> export_key(const MemoryRegion&) const override { return {}; }
   RemoteMemory import_key(int, std::span<const std::byte>) override { return {}; }
-  Status post_send(int, const void*, std::size_t, void*, std::uint64_t, unsigned) noexcept override { return Status::failed; }
-  Status post_recv(int, void*, std::size_t, void*, std::uint64_t) noexcept override { return Status::failed; }
+  Status post_send(int, const void*, std::size_t, void*, std::uint64_t,
+                   unsigned) noexcept override {
+    return Status::failed;
+  }
+  Status post_recv(int, void*, std::size_t, void*, std::uint64_t) noexcept override {
+    return Status::failed;
+  }
   Status post_write(int, const void*, std::size_t, void*, const RemoteMemory&, std::uint64_t,
-                    std::uint64_t, unsigned, std::optional<std::uint64_t>) noexcept override { return Status::failed; }
+                    std::uint64_t, unsigned, std::optional<std::uint64_t>) noexcept override {
+    return Status::failed;
+  }
   Status post_read(int, void*, std::size_t, void*, const RemoteMemory&, std::uint64_t,
-                   std::uint64_t, unsigned) noexcept override { return Status::failed; }
+                   std::uint64_t, unsigned) noexcept override {
+    return Status::failed;
+  }
   Status post_atomic(int, AtomicOp, std::uint64_t, std::uint64_t, std::uint64_t*, void*,
-                     const RemoteMemory&, std::uint64_t, std::uint64_t, unsigned) noexcept override { return Status::failed; }
+                     const RemoteMemory&, std::uint64_t, std::uint64_t,
+                     unsigned) noexcept override {
+    return Status::failed;
+  }
   int poll_tx(std::span<Completion>) noexcept override { return 0; }
   int poll_rx(std::span<Completion>) noexcept override { return 0; }
   void progress() noexcept override {}

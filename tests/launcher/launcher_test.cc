@@ -121,9 +121,8 @@ TEST(LauncherTest, ReturnsTheFailingRanksExitCode) {
 TEST(LauncherTest, ReportsASilentRankKilledBySignal) {
   TempDir dir;
   CapturedFd err(2);
-  const int rc = launch_local(
-      sh_launch(2, R"([ "$FABFLOW_RANK" = 1 ] && { echo $$ > "$1/pid1"; kill -KILL $$; }; exit 0)",
-                dir));
+  const int rc = launch_local(sh_launch(
+      2, R"([ "$FABFLOW_RANK" = 1 ] && { echo $$ > "$1/pid1"; kill -KILL $$; }; exit 0)", dir));
   const std::string text = err.finish();
   EXPECT_EQ(rc, 128 + SIGKILL);
   EXPECT_EQ(text, "fabflow: error: rank 1 (pid " + std::to_string(read_pid(dir.file("pid1"))) +

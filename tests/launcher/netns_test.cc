@@ -116,9 +116,9 @@ TEST_F(LauncherNetns, SigtermToTheLauncherRemovesRanksAndNamespaces) {
   const auto during = namespaces_of(launcher);
   ::kill(launcher, SIGTERM);
   EXPECT_TRUE(started);
-  const auto expected_during = std::vector<std::string>{
-      "ffl-" + std::to_string(launcher) + "-0", "ffl-" + std::to_string(launcher) + "-1",
-      "ffl-" + std::to_string(launcher) + "-hub"};
+  const auto expected_during = std::vector<std::string>{"ffl-" + std::to_string(launcher) + "-0",
+                                                        "ffl-" + std::to_string(launcher) + "-1",
+                                                        "ffl-" + std::to_string(launcher) + "-hub"};
   EXPECT_EQ(during, expected_during);
   EXPECT_EQ(wait_exit(launcher, 5s), 128 + SIGTERM);
   EXPECT_EQ(namespaces_of(launcher), std::vector<std::string>{});

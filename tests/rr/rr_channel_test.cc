@@ -185,7 +185,8 @@ struct FakeRequester {
 };
 
 // Sends one crafted request to a real responder and returns the responder's error.
-std::string responder_error(Pattern pattern, const std::function<void(FakeRequester&, Transport&)>& send) {
+std::string responder_error(Pattern pattern,
+                            const std::function<void(FakeRequester&, Transport&)>& send) {
   ChannelOptions o;
   o.pattern = pattern;
   o.request_bytes = 64;
@@ -236,7 +237,9 @@ TEST(RrMalformed, OversizedSendRequest) {
 TEST(RrMalformed, SendWhoseLengthDisagreesWithItsFrame) {
   std::string e = responder_error(Pattern::send_send, [](FakeRequester& f, Transport& t) {
     std::size_t n = f.frame(1, 16, 0, 0);
-    must_post(t, [&] { return t.post_send(1, f.mr->data(), n - 8, f.mr->desc(), 0, kInject); });  // trailer cut
+    must_post(t, [&] {
+      return t.post_send(1, f.mr->data(), n - 8, f.mr->desc(), 0, kInject);
+    });  // trailer cut
   });
   EXPECT_NE(e.find("malformed"), std::string::npos) << e;
 }
@@ -246,8 +249,10 @@ TEST(RrMalformed, OversizedWriteIntoAMailbox) {
     // A stamp announcing 1000 bytes in a mailbox for 64.
     std::uint64_t w = detail::pack({1, 1000, false});
     std::memcpy(f.mr->data(), &w, 8);
-    must_post(t, [&] { return t.post_write(1, f.mr->data(), 8, f.mr->desc(), f.responder,
-                              f.layout.mailbox_off, 0, kInject); });
+    must_post(t, [&] {
+      return t.post_write(1, f.mr->data(), 8, f.mr->desc(), f.responder, f.layout.mailbox_off, 0,
+                          kInject);
+    });
   });
   EXPECT_NE(e.find("oversized"), std::string::npos) << e;
 }
@@ -255,8 +260,10 @@ TEST(RrMalformed, OversizedWriteIntoAMailbox) {
 TEST(RrMalformed, WriteWithForeignIds) {
   std::string e = responder_error(Pattern::write_send, [](FakeRequester& f, Transport& t) {
     std::size_t n = f.frame(1, 8, 0, 3);  // slot 3 of requester 0 does not exist
-    must_post(t, [&] { return t.post_write(1, f.mr->data(), n, f.mr->desc(), f.responder,
-                              f.layout.mailbox_off, 0, kInject); });
+    must_post(t, [&] {
+      return t.post_write(1, f.mr->data(), n, f.mr->desc(), f.responder, f.layout.mailbox_off, 0,
+                          kInject);
+    });
   });
   EXPECT_NE(e.find("foreign ids"), std::string::npos) << e;
 }
@@ -279,7 +286,8 @@ TEST(RrPeerDeath, RequesterSeesResponderVanish) {
       Handler h = tagger(0);
       unsigned n = 0;
       while (r->stats().requests < 1) r->serve(&h, &n);
-      for (auto end = std::chrono::steady_clock::now() + 50ms; std::chrono::steady_clock::now() < end;)
+      for (auto end = std::chrono::steady_clock::now() + 50ms;
+           std::chrono::steady_clock::now() < end;)
         t->progress();
       boots[1]->abort("test: responder vanishes");
       gone = true;
@@ -301,7 +309,8 @@ TEST(RrPeerDeath, RequesterSeesResponderVanish) {
         } catch (const Error&) {
         }
         elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now() - start).count();
+                         std::chrono::steady_clock::now() - start)
+                         .count();
       } catch (const std::exception& e) {
         requester_error = e.what();
       }

@@ -93,7 +93,8 @@ std::vector<Point> points() {
   for (const char* provider : {"shm", "tcp", "local"})
     for (rr::Pattern pattern : rr::kAllPatterns)
       for (rr::Model model : {rr::Model::private_connections, rr::Model::dispatcher})
-        for (rr::Topology t : {rr::Topology::one_to_one, rr::Topology::n_to_one, rr::Topology::n_to_m})
+        for (rr::Topology t :
+             {rr::Topology::one_to_one, rr::Topology::n_to_one, rr::Topology::n_to_m})
           out.push_back({pattern, model, t, provider});
   return out;
 }

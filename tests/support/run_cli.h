@@ -13,7 +13,7 @@
 namespace fabflow::testing {
 
 struct CliResult {
-  int status = -1;          // exit code, 128+signal, or -1 when it had to be killed
+  int status = -1;  // exit code, 128+signal, or -1 when it had to be killed
   bool timed_out = false;
   std::string out;
   std::string err;

@@ -91,7 +91,8 @@ TEST_P(FabricTransportTest, SendRecvCarriesPayloadAndData) {
     auto mr = t.register_memory(buf.data(), buf.size(), kAllAccess);
     if (rank == 1) {
       for (int i = 0; i < 3; ++i)
-        expect_ok([&] { return t.post_recv(0, buf.data() + i * 1024, 1024, mr->desc(), 100 + i); }, t);
+        expect_ok([&] { return t.post_recv(0, buf.data() + i * 1024, 1024, mr->desc(), 100 + i); },
+                  t);
     }
     boot.barrier([&] { t.progress(); });
     if (rank == 0) {
@@ -117,38 +118,45 @@ TEST_P(FabricTransportTest, SendRecvCarriesPayloadAndData) {
 }
 
 TEST_P(FabricTransportTest, WriteReadAndWritedata) {
-  std::string err = run_pair(
-      options({Op::write, Op::read, Op::writedata}), [](int rank, Transport& t, Bootstrap& boot) {
-        std::vector<std::byte> buf(8192);
-        auto mr = t.register_memory(buf.data(), buf.size(), kAllAccess);
-        auto keys = boot.allgather(t.export_key(*mr));
-        RemoteMemory peer = t.import_key(1 - rank, keys[static_cast<std::size_t>(1 - rank)]);
-        if (t.caps().rx_cq_data_consumes_recv && rank == 1)
-          expect_ok([&] { return t.post_recv(0, buf.data(), 0, mr->desc(), 1); }, t);
-        boot.barrier([&] { t.progress(); });
-        if (rank == 0) {
-          for (std::size_t i = 0; i < 4096; ++i) buf[i] = std::byte(i * 7);
-          expect_ok([&] { return t.post_write(1, buf.data(), 4096, mr->desc(), peer, 4096, 1, kSignal); }, t);
-          wait_one(t, false);
-          // Read it back into our upper half and compare.
-          expect_ok([&] { return t.post_read(1, buf.data() + 4096, 4096, mr->desc(), peer, 4096, 2, kSignal); }, t);
-          Completion c = wait_one(t, false);
-          if (c.kind != CompletionKind::read) throw Error("expected a read completion");
-          if (std::memcmp(buf.data(), buf.data() + 4096, 4096) != 0)
-            throw Error("read back differs from what was written");
-          // An out-of-range write is refused locally, nothing is sent.
-          if (t.post_write(1, buf.data(), 16, mr->desc(), peer, 8190, 3, kSignal) !=
-              Status::failed)
-            throw Error("out-of-range write was not refused");
-          expect_ok([&] { return t.post_write(1, buf.data(), 64, mr->desc(), peer, 0, 4, kSignal, 0xabcdu); }, t);
-          wait_one(t, false);
-        } else {
-          Completion c = wait_one(t, true);
-          if (!c.has_data || c.data != 0xabcdu) throw Error("writedata lost its data");
-          if (std::memcmp(buf.data(), buf.data() + 4096, 64) != 0)
-            throw Error("writedata payload differs");
-        }
-      });
+  std::string err = run_pair(options({Op::write, Op::read, Op::writedata}), [](int rank,
+                                                                               Transport& t,
+                                                                               Bootstrap& boot) {
+    std::vector<std::byte> buf(8192);
+    auto mr = t.register_memory(buf.data(), buf.size(), kAllAccess);
+    auto keys = boot.allgather(t.export_key(*mr));
+    RemoteMemory peer = t.import_key(1 - rank, keys[static_cast<std::size_t>(1 - rank)]);
+    if (t.caps().rx_cq_data_consumes_recv && rank == 1)
+      expect_ok([&] { return t.post_recv(0, buf.data(), 0, mr->desc(), 1); }, t);
+    boot.barrier([&] { t.progress(); });
+    if (rank == 0) {
+      for (std::size_t i = 0; i < 4096; ++i) buf[i] = std::byte(i * 7);
+      expect_ok(
+          [&] { return t.post_write(1, buf.data(), 4096, mr->desc(), peer, 4096, 1, kSignal); }, t);
+      wait_one(t, false);
+      // Read it back into our upper half and compare.
+      expect_ok(
+          [&] {
+            return t.post_read(1, buf.data() + 4096, 4096, mr->desc(), peer, 4096, 2, kSignal);
+          },
+          t);
+      Completion c = wait_one(t, false);
+      if (c.kind != CompletionKind::read) throw Error("expected a read completion");
+      if (std::memcmp(buf.data(), buf.data() + 4096, 4096) != 0)
+        throw Error("read back differs from what was written");
+      // An out-of-range write is refused locally, nothing is sent.
+      if (t.post_write(1, buf.data(), 16, mr->desc(), peer, 8190, 3, kSignal) != Status::failed)
+        throw Error("out-of-range write was not refused");
+      expect_ok(
+          [&] { return t.post_write(1, buf.data(), 64, mr->desc(), peer, 0, 4, kSignal, 0xabcdu); },
+          t);
+      wait_one(t, false);
+    } else {
+      Completion c = wait_one(t, true);
+      if (!c.has_data || c.data != 0xabcdu) throw Error("writedata lost its data");
+      if (std::memcmp(buf.data(), buf.data() + 4096, 64) != 0)
+        throw Error("writedata payload differs");
+    }
+  });
   EXPECT_EQ(err, "");
 }
 
@@ -169,13 +177,21 @@ TEST_P(FabricTransportTest, AtomicsOrClearRefusal) {
     boot.barrier([&] { t.progress(); });
     if (rank == 0) {
       for (std::uint64_t i = 0; i < 10; ++i) {
-        expect_ok([&] { return t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &words[1], mr->desc(), peer, 0, 1,
-                                kSignal); }, t);
+        expect_ok(
+            [&] {
+              return t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &words[1], mr->desc(), peer, 0, 1,
+                                   kSignal);
+            },
+            t);
         wait_one(t, false);
         if (words[1] != 5 * i) throw Error("fetch-add returned " + std::to_string(words[1]));
       }
-      expect_ok([&] { return t.post_atomic(1, AtomicOp::compare_swap, 99, 50, &words[1], mr->desc(), peer, 0,
-                              2, kSignal); }, t);
+      expect_ok(
+          [&] {
+            return t.post_atomic(1, AtomicOp::compare_swap, 99, 50, &words[1], mr->desc(), peer, 0,
+                                 2, kSignal);
+          },
+          t);
       wait_one(t, false);
       if (words[1] != 50) throw Error("compare-swap returned the wrong old value");
     }
@@ -242,7 +258,8 @@ TEST_P(FabricTransportTest, WaitsTimeOutAndWake) {
         if (t.wait_tx(c, std::chrono::seconds(5)) != 1) throw Error("send did not complete");
       } else {
         int n = t.wait_rx(c, std::chrono::seconds(5));
-        if (n != 1 || c[0].context != 9 || c[0].length != 100) throw Error("wait missed the message");
+        if (n != 1 || c[0].context != 9 || c[0].length != 100)
+          throw Error("wait missed the message");
       }
     });
     EXPECT_EQ(err, "") << (blocking ? "blocking" : "polling");

@@ -52,8 +52,7 @@ class Loopback final : public Transport {
   const Capabilities& caps() const noexcept override { return caps_; }
   std::string_view name() const noexcept override { return "loopback"; }
   void connect(Bootstrap&) override {}
-  std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
-                                                unsigned) override {
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len, unsigned) override {
     return std::make_unique<LoopbackRegion>(addr, len);
   }
   std::vector<std::byte> export_key(const MemoryRegion& mr) const override {
@@ -99,22 +98,22 @@ class Loopback final : public Transport {
     return Status::ok;
   }
   Status post_read(int, void* buf, std::size_t len, void*, const RemoteMemory& src,
-                   std::uint64_t offset, std::uint64_t context,
-                   unsigned flags) noexcept override {
+                   std::uint64_t offset, std::uint64_t context, unsigned flags) noexcept override {
     if (failing()) return Status::failed;
     std::memcpy(buf, reinterpret_cast<const void*>(src.base + offset), len);
     complete_tx(context, CompletionKind::read, flags);
     return Status::ok;
   }
   Status post_atomic(int, AtomicOp op, std::uint64_t operand, std::uint64_t compare,
-                     std::uint64_t* result, void*, const RemoteMemory& dst,
-                     std::uint64_t offset, std::uint64_t context,
-                     unsigned) noexcept override {
+                     std::uint64_t* result, void*, const RemoteMemory& dst, std::uint64_t offset,
+                     std::uint64_t context, unsigned) noexcept override {
     if (failing()) return Status::failed;
     auto* target = reinterpret_cast<std::uint64_t*>(dst.base + offset);
     *result = *target;
-    if (op == AtomicOp::fetch_add) *target += operand;
-    else if (*target == compare) *target = operand;
+    if (op == AtomicOp::fetch_add)
+      *target += operand;
+    else if (*target == compare)
+      *target = operand;
     complete_tx(context, CompletionKind::atomic, kSignal);
     return Status::ok;
   }
@@ -440,8 +439,8 @@ TEST(FaultTransport, RejectsPlansOutOfRange) {
 // ---- over real libfabric: two threads on shm, every post through the fault wrapper ----
 
 constexpr int kStreamMessages = 2000;
-constexpr int kStreamWindow = 16;      // messages per batch; the receiver acks each batch
-constexpr std::size_t kSlot = 128;     // u64 seq | u64 checksum | payload
+constexpr int kStreamWindow = 16;   // messages per batch; the receiver acks each batch
+constexpr std::size_t kSlot = 128;  // u64 seq | u64 checksum | payload
 constexpr std::uint64_t kAckContext = 1u << 20;
 constexpr auto kStreamTimeout = std::chrono::seconds(10);
 
@@ -462,7 +461,10 @@ void fill_message(std::byte* slot, std::uint64_t seq) {
 class StreamRank {
  public:
   StreamRank(Transport& t, Bootstrap& boot)
-      : t_(t), boot_(boot), peer_(1 - boot.rank()), buf_((kStreamWindow + 1) * kSlot),
+      : t_(t),
+        boot_(boot),
+        peer_(1 - boot.rank()),
+        buf_((kStreamWindow + 1) * kSlot),
         mr_(t.register_memory(buf_.data(), buf_.size(), kAllAccess)),
         deadline_(std::chrono::steady_clock::now() + kStreamTimeout) {}
 
@@ -583,13 +585,16 @@ TEST(FaultShm, ChecksummedStreamSurvivesAgainsAndReorderedCompletions) {
     threads[static_cast<std::size_t>(r)] = std::thread([&, r] {
       Bootstrap& boot = *boots[static_cast<std::size_t>(r)];
       try {
-        auto t = make_fault_transport(
-            open_libfabric({.provider = "shm", .ops = {Op::send, Op::write}}),
-            {.seed = 100u + static_cast<std::uint64_t>(r), .again_probability = 0.3,
-             .reorder_window = 4});
+        auto t =
+            make_fault_transport(open_libfabric({.provider = "shm", .ops = {Op::send, Op::write}}),
+                                 {.seed = 100u + static_cast<std::uint64_t>(r),
+                                  .again_probability = 0.3,
+                                  .reorder_window = 4});
         t->connect(boot);
-        if (r == 0) stream_sender(*t, boot);
-        else stream_receiver(*t, boot, seen);
+        if (r == 0)
+          stream_sender(*t, boot);
+        else
+          stream_receiver(*t, boot, seen);
         boot.barrier([&] { t->progress(); });
         counters[static_cast<std::size_t>(r)] = *fault_counters(*t);
       } catch (const std::exception& e) {

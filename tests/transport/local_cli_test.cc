@@ -28,9 +28,8 @@ class LocalCli : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LocalCli, RawBenchRunsEveryOp) {
   const std::string op = GetParam();
-  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "local", "-o", op, "-I", "300", "-w",
-                         "50", "--json"},
-                        60s);
+  CliResult r = run_cli(
+      {"fabflow", "bench", "raw", "-p", "local", "-o", op, "-I", "300", "-w", "50", "--json"}, 60s);
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.status, 0) << r.err;
   auto out = lines(r.out);
@@ -68,8 +67,10 @@ TEST(LocalCliSelection, AutoPicksLocalUnderTheLauncher) {
 // up front with the reason, not a connection error.
 TEST(LocalCliSelection, RefusesRanksInOtherNamespaces) {
   if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
-  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "local", "-o", "send", "-I", "100", "--netns"}, 60s);
-  if (r.status == 2 && r.err.find("--netns") != std::string::npos && r.err.find("local") == std::string::npos)
+  CliResult r = run_cli(
+      {"fabflow", "bench", "raw", "-p", "local", "-o", "send", "-I", "100", "--netns"}, 60s);
+  if (r.status == 2 && r.err.find("--netns") != std::string::npos &&
+      r.err.find("local") == std::string::npos)
     GTEST_SKIP() << "namespaces unavailable here: " << r.err;
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("another network namespace"), std::string::npos) << r.err;
@@ -107,26 +108,26 @@ void kill_rank_mid_run(int victim, const char* op) {
   const auto tmp_before = dir_entries("/tmp");
   std::vector<pid_t> ranks;
   std::chrono::steady_clock::time_point killed{};
-  CliResult r = run_cli(
-      {"fabflow", "bench", "raw", "-p", "local", "-o", op, "-t", "lat", "-I", "2000000000"},
-      30s, {}, [&](pid_t launcher) {
-        for (int i = 0; i < 500; ++i) {
-          std::this_thread::sleep_for(10ms);
-          pid_t target = -1;
-          int mapped = 0;
-          ranks = testing::children_of(launcher);
-          for (pid_t child : ranks) {
-            if (rank_of(child) == victim) target = child;
-            mapped += maps_memfd(child) ? 1 : 0;
-          }
-          if (target > 0 && mapped == 2) {
-            std::this_thread::sleep_for(200ms);
-            killed = std::chrono::steady_clock::now();
-            kill(target, SIGKILL);
-            return;
-          }
-        }
-      });
+  CliResult r =
+      run_cli({"fabflow", "bench", "raw", "-p", "local", "-o", op, "-t", "lat", "-I", "2000000000"},
+              30s, {}, [&](pid_t launcher) {
+                for (int i = 0; i < 500; ++i) {
+                  std::this_thread::sleep_for(10ms);
+                  pid_t target = -1;
+                  int mapped = 0;
+                  ranks = testing::children_of(launcher);
+                  for (pid_t child : ranks) {
+                    if (rank_of(child) == victim) target = child;
+                    mapped += maps_memfd(child) ? 1 : 0;
+                  }
+                  if (target > 0 && mapped == 2) {
+                    std::this_thread::sleep_for(200ms);
+                    killed = std::chrono::steady_clock::now();
+                    kill(target, SIGKILL);
+                    return;
+                  }
+                }
+              });
   auto after_kill =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   ASSERT_FALSE(r.timed_out) << r.err;

@@ -84,8 +84,8 @@ TEST(LocalTransport, SendsMatchReceivesInOrderWithContexts) {
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         Completion c = wait_one(t, true);
         expect(c.kind == CompletionKind::recv && c.context == 100 + i && c.length == sizes[i],
-               "completion " + std::to_string(i) + " ctx " + std::to_string(c.context) +
-                   " len " + std::to_string(c.length));
+               "completion " + std::to_string(i) + " ctx " + std::to_string(c.context) + " len " +
+                   std::to_string(c.length));
         for (std::size_t b = 0; b < c.length; ++b)
           if (mr->data()[b] != static_cast<std::byte>((b + i) & 0xff))
             throw Error("payload byte " + std::to_string(b) + " of message " + std::to_string(i));
@@ -172,9 +172,9 @@ TEST(LocalTransport, OneSidedOperations) {
       expect(t.post_write(1, src.data(), 2, nullptr, peer, 4095, 0, 0) == Status::failed,
              "write past the end accepted");
       expect(t.last_error().find("outside") != std::string::npos, t.last_error());
-      expect(t.post_read(1, back.data(), 1, nullptr, peer, ~std::uint64_t{0}, 0, 0) ==
-                 Status::failed,
-             "read at a huge offset accepted");
+      expect(
+          t.post_read(1, back.data(), 1, nullptr, peer, ~std::uint64_t{0}, 0, 0) == Status::failed,
+          "read at a huge offset accepted");
       expect(t.post_atomic(1, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 4, 0, 0) ==
                  Status::failed,
              "unaligned atomic accepted");
@@ -399,12 +399,12 @@ TEST(LocalConcurrent, FlagAfterPayloadIsOrdered) {
       std::uint64_t old;
       for (std::uint64_t r = 1; r <= kRounds; ++r) {
         payload.fill(r);
-        expect(t.post_write(1, payload.data(), sizeof payload, nullptr, peer, 64, 0, 0) ==
-                   Status::ok,
-               t.last_error());
-        expect(t.post_atomic(1, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 0, 0, 0) ==
-                   Status::ok,
-               t.last_error());
+        expect(
+            t.post_write(1, payload.data(), sizeof payload, nullptr, peer, 64, 0, 0) == Status::ok,
+            t.last_error());
+        expect(
+            t.post_atomic(1, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 0, 0, 0) == Status::ok,
+            t.last_error());
         wait_one(t, false);
         // Wait until the reader acknowledged round r (it bumps word 8 of our region).
         std::atomic_ref<std::uint64_t> ack(*reinterpret_cast<std::uint64_t*>(mr->data() + 8));
@@ -426,9 +426,9 @@ TEST(LocalConcurrent, FlagAfterPayloadIsOrdered) {
         std::array<std::uint64_t, 32> seen;
         std::memcpy(seen.data(), mr->data() + 64, sizeof seen);
         for (std::uint64_t v : seen) expect(v == r, "payload not visible after the flag");
-        expect(t.post_atomic(0, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 8, 0, 0) ==
-                   Status::ok,
-               t.last_error());
+        expect(
+            t.post_atomic(0, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 8, 0, 0) == Status::ok,
+            t.last_error());
         wait_one(t, false);
       }
     }

@@ -80,10 +80,14 @@ TEST_P(ProgressEngineTest, PassiveTargetReceivesWrites) {
       for (std::uint64_t i = 0; i < kBlocks; ++i) {
         std::memset(local.data(), static_cast<int>(i & 0xff), kBlock);
         std::memcpy(local.data(), &i, sizeof i);
-        retry([&] { return t->post_write(1, local.data(), kBlock, mr->desc(), peer, 0, i, kSignal); });
+        retry([&] {
+          return t->post_write(1, local.data(), kBlock, mr->desc(), peer, 0, i, kSignal);
+        });
         wait_tx();
       }
-      retry([&] { return t->post_read(1, local.data() + kBlock, kBlock, mr->desc(), peer, 0, 1, kSignal); });
+      retry([&] {
+        return t->post_read(1, local.data() + kBlock, kBlock, mr->desc(), peer, 0, 1, kSignal);
+      });
       wait_tx();
       if (std::memcmp(local.data(), local.data() + kBlock, kBlock) != 0)
         throw Error("read back differs from the last write");

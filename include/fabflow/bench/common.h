@@ -34,7 +34,9 @@ class Clock {
  public:
   Clock();
   std::uint64_t now() const noexcept;  // ticks
-  double to_ns(std::uint64_t ticks) const noexcept { return static_cast<double>(ticks) * ns_per_tick_; }
+  double to_ns(std::uint64_t ticks) const noexcept {
+    return static_cast<double>(ticks) * ns_per_tick_;
+  }
   const std::string& name() const noexcept { return name_; }
 
  private:
@@ -49,21 +51,21 @@ class Clock {
 struct RunEnvironment {
   // The machine ("n/a" where the kernel does not say).
   std::string cpu_model;
-  unsigned cores = 0;              // online CPUs
-  std::string governor;            // cpufreq scaling governor of cpu0
-  std::string smt;                 // "on", "off", "n/a"
-  bool tsc_invariant = false;      // constant_tsc and nonstop_tsc
-  std::string kernel;              // uname -r
-  double load_start = 0;           // 1-minute load average when the run started
-  double load_end = -1;            // ... and when it was reported (-1: not yet)
+  unsigned cores = 0;          // online CPUs
+  std::string governor;        // cpufreq scaling governor of cpu0
+  std::string smt;             // "on", "off", "n/a"
+  bool tsc_invariant = false;  // constant_tsc and nonstop_tsc
+  std::string kernel;          // uname -r
+  double load_start = 0;       // 1-minute load average when the run started
+  double load_end = -1;        // ... and when it was reported (-1: not yet)
   // The software.
   std::string fabflow_version;
-  std::string git_revision;        // of the source tree built, or "unknown"
+  std::string git_revision;  // of the source tree built, or "unknown"
   std::string libfabric_version;
   std::vector<std::string> providers_found;  // fi_getinfo's providers, each once
   std::string build_type;
   std::string sanitizer;
-  std::string launcher;            // slurm, openmpi, pmi, pmix, fabflow
+  std::string launcher;  // slurm, openmpi, pmi, pmix, fabflow
   // This run.
   Capabilities caps;
   std::string clock;

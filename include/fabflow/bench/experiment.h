@@ -32,8 +32,8 @@ struct ExperimentEntry {
   std::string not_measurable;  // non-empty: why it cannot be measured here, not runnable
   std::string bench;           // raw | queue | rr
   FlagValues args;
-  std::vector<SweepVariable> sweep;  // outermost first
-  FlagValues quick_args;             // --quick: override or extend args
+  std::vector<SweepVariable> sweep;        // outermost first
+  FlagValues quick_args;                   // --quick: override or extend args
   std::vector<SweepVariable> quick_sweep;  // --quick: replace the values of these swept flags
   nlohmann::json rows, plot, claim;        // for the plot module, checked only for shape
   nlohmann::ordered_json source;           // the entry as written in the file

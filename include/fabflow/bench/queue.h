@@ -18,39 +18,40 @@ class Bootstrap;
 enum class QueuePreset : std::uint8_t { basic, batching, datamover };
 enum class QueueApi : std::uint8_t { copy, zero_copy };
 enum class NotifyEndpoint : std::uint8_t { shared, separate };
-inline constexpr NameTable<QueuePreset, 3> kQueuePresetNames{{{{"basic", QueuePreset::basic},
-                                                              {"batching", QueuePreset::batching},
-                                                              {"datamover", QueuePreset::datamover}}}};
-inline constexpr NameTable<QueueApi, 2> kQueueApiNames{{{{"copy", QueueApi::copy},
-                                                        {"zero-copy", QueueApi::zero_copy}}}};
-inline constexpr NameTable<NotifyEndpoint, 2> kNotifyEndpointNames{{{
-    {"shared", NotifyEndpoint::shared}, {"separate", NotifyEndpoint::separate}}}};
+inline constexpr NameTable<QueuePreset, 3> kQueuePresetNames{
+    {{{"basic", QueuePreset::basic},
+      {"batching", QueuePreset::batching},
+      {"datamover", QueuePreset::datamover}}}};
+inline constexpr NameTable<QueueApi, 2> kQueueApiNames{
+    {{{"copy", QueueApi::copy}, {"zero-copy", QueueApi::zero_copy}}}};
+inline constexpr NameTable<NotifyEndpoint, 2> kNotifyEndpointNames{
+    {{{"shared", NotifyEndpoint::shared}, {"separate", NotifyEndpoint::separate}}}};
 constexpr const auto& name_table(QueuePreset) noexcept { return kQueuePresetNames; }
 constexpr const auto& name_table(QueueApi) noexcept { return kQueueApiNames; }
 constexpr const auto& name_table(NotifyEndpoint) noexcept { return kNotifyEndpointNames; }
 
 // One queue under test: a design point with a preset, or the socket baseline.
 struct QueueDesign {
-  std::string design;          // "push1-watermark-pull", ... or "socket"
-  std::string preset;          // "basic", "batching", "datamover"; empty for socket
+  std::string design;  // "push1-watermark-pull", ... or "socket"
+  std::string preset;  // "basic", "batching", "datamover"; empty for socket
 };
 
 struct QueueParams {
   std::string provider = "auto";
   EndpointType endpoint = EndpointType::automatic;
   std::vector<QueueDesign> designs;
-  std::vector<std::size_t> sizes{64};   // item_bytes; every item is this long
-  std::uint64_t items = 1u << 20;       // throughput mode: items per (design, size)
+  std::vector<std::size_t> sizes{64};  // item_bytes; every item is this long
+  std::uint64_t items = 1u << 20;      // throughput mode: items per (design, size)
   // S; 0: automatic (queue_capacity): 1024 items, but a ring of at most 4 MiB for large items.
   std::size_t capacity = 0;
-  bool pingpong = false;                // transfer time instead of throughput
-  std::uint64_t round_trips = 1u << 17; // ping-pong mode, after warm-up
-  std::uint64_t warmup = 1000;          // ping-pong round trips not measured
-  bool latency = false;                 // throughput mode: also time every enqueue / dequeue
+  bool pingpong = false;                 // transfer time instead of throughput
+  std::uint64_t round_trips = 1u << 17;  // ping-pong mode, after warm-up
+  std::uint64_t warmup = 1000;           // ping-pong round trips not measured
+  bool latency = false;                  // throughput mode: also time every enqueue / dequeue
   // Zero-copy API (reserve / commit, peek / release; only the 8-byte sequence number is
   // written and read) instead of try_enqueue / try_dequeue copying whole items.
   bool zero_copy = true;
-  bool active_consumer = false;         // QueueOptions::active_consumer on every design point
+  bool active_consumer = false;  // QueueOptions::active_consumer on every design point
   // References measured in the same run, once per item size, on the same two CPUs:
   // throughput mode: the provider's raw streaming write bandwidth (run_raw) and a minimal SPSC
   // shared-memory ring; ping-pong mode: a bare cache-line ping-pong (the raw write ping-pong
@@ -60,41 +61,41 @@ struct QueueParams {
   // Design points: notifications on a second transport per queue (separate_notify_endpoint)
   // instead of the data transport. The socket baseline has none and ignores it.
   bool separate_notify = false;
-  int cpu = -1;                         // the CPU this rank is pinned to (-1: unpinned)
-  std::uint64_t timeout_ms = 10000;     // no progress for this long: fail
+  int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
+  std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
 };
 
 struct QueueRow {
   QueueDesign design;
   std::string provider;
   std::size_t item_bytes = 0;
-  std::size_t capacity = 0;             // S used for this row
-  std::string unsupported;              // non-empty: refused, nothing measured
-  std::uint64_t items = 0;              // items (throughput) or round trips (ping-pong)
-  double seconds = 0;                   // consumer: first to last item
+  std::size_t capacity = 0;  // S used for this row
+  std::string unsupported;   // non-empty: refused, nothing measured
+  std::uint64_t items = 0;   // items (throughput) or round trips (ping-pong)
+  double seconds = 0;        // consumer: first to last item
   double items_per_s = 0;
-  double mbps = 0;                      // 10^6 item bytes per second
+  double mbps = 0;  // 10^6 item bytes per second
   // Per item, both ends summed: fabric operations (socket: syscalls) by purpose.
   double data_per_item = 0, transfer_per_item = 0, space_per_item = 0;
-  std::uint64_t full = 0;               // producer(s): try_enqueue returned full
-  std::uint64_t empty = 0;              // consumer(s): try_dequeue returned empty
-  LatencyStats transfer;                // ping-pong: half the round trip
-  LatencyStats raw_write;               // ping-pong: raw write ping-pong, one-way
+  std::uint64_t full = 0;   // producer(s): try_enqueue returned full
+  std::uint64_t empty = 0;  // consumer(s): try_dequeue returned empty
+  LatencyStats transfer;    // ping-pong: half the round trip
+  LatencyStats raw_write;   // ping-pong: raw write ping-pong, one-way
   bool raw_write_measured = false;
-  bool progress_threads = false;        // a progress thread drove a transport (never, today)
+  bool progress_threads = false;  // a progress thread drove a transport (never, today)
   // --reference (0 / false: not measured).
-  double raw_stream_mbps = 0;           // throughput: raw streaming write, same provider and size
+  double raw_stream_mbps = 0;  // throughput: raw streaming write, same provider and size
   double raw_stream_msgs_per_s = 0;
-  double spsc_items_per_s = 0;          // throughput: minimal SPSC ring, same item size and S
-  LatencyStats cacheline;               // ping-pong: bare cache-line ping-pong, one-way
+  double spsc_items_per_s = 0;  // throughput: minimal SPSC ring, same item size and S
+  LatencyStats cacheline;       // ping-pong: bare cache-line ping-pong, one-way
   bool cacheline_measured = false;
-  LatencyStats enqueue, dequeue;        // --latency: successful calls
+  LatencyStats enqueue, dequeue;  // --latency: successful calls
 };
 
 struct QueueResult {
   RunEnvironment env;
   QueueParams params;
-  std::vector<QueueRow> rows;           // filled on rank 0 only
+  std::vector<QueueRow> rows;  // filled on rank 0 only
 };
 
 // Collective over exactly two ranks: rank 0 produces (and measures ping-pong), rank 1

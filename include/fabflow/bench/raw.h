@@ -16,10 +16,10 @@ class Bootstrap;
 
 enum class RawTest : std::uint8_t { latency, bandwidth, both };
 inline constexpr NameTable<RawTest, 5> kRawTestNames{{{{"lat", RawTest::latency},
-                                                      {"bw", RawTest::bandwidth},
-                                                      {"both", RawTest::both},
-                                                      {"latency", RawTest::latency},
-                                                      {"bandwidth", RawTest::bandwidth}}}};
+                                                       {"bw", RawTest::bandwidth},
+                                                       {"both", RawTest::both},
+                                                       {"latency", RawTest::latency},
+                                                       {"bandwidth", RawTest::bandwidth}}}};
 constexpr const auto& name_table(RawTest) noexcept { return kRawTestNames; }
 
 struct RawParams {

@@ -22,30 +22,30 @@ struct RrParams {
   std::vector<rr::Pattern> patterns{rr::Pattern::write_write};
   std::vector<rr::Model> models{rr::Model::private_connections};
   rr::Topology topology = rr::Topology::one_to_one;
-  int requesters = 1;                   // requester processes (ranks [0, requesters))
-  int responders = 1;                   // responder processes (the ranks after them)
-  unsigned threads = 1;                 // requester threads per requester process
+  int requesters = 1;    // requester processes (ranks [0, requesters))
+  int responders = 1;    // responder processes (the ranks after them)
+  unsigned threads = 1;  // requester threads per requester process
   std::vector<std::size_t> response_sizes{64};
   std::size_t request_bytes = 64;
-  std::uint64_t requests = 10000;       // measured requests per requester thread
-  std::uint64_t warmup = 1000;          // requests per requester thread not measured
-  unsigned depth = 1;                   // outstanding requests per requester thread
+  std::uint64_t requests = 10000;  // measured requests per requester thread
+  std::uint64_t warmup = 1000;     // requests per requester thread not measured
+  unsigned depth = 1;              // outstanding requests per requester thread
   rr::Mailbox mailbox = rr::Mailbox::sparse;
-  unsigned empty_mailboxes_pct = 0;     // share of the responders' mailboxes left empty
+  unsigned empty_mailboxes_pct = 0;  // share of the responders' mailboxes left empty
   bool inject = true;
   unsigned signal_every = 16;
-  bool reference = false;               // 1:1 only: raw write ping-pong of the same provider
-  bool verify = false;                  // checksum every response against its request
-  bool callgrind = false;               // ranks run under callgrind (deterministic Ir)
-  std::string callgrind_dir;            // where the ranks' callgrind dumps go
-  std::uint64_t seed = 1;               // responder choice in N:M
+  bool reference = false;     // 1:1 only: raw write ping-pong of the same provider
+  bool verify = false;        // checksum every response against its request
+  bool callgrind = false;     // ranks run under callgrind (deterministic Ir)
+  std::string callgrind_dir;  // where the ranks' callgrind dumps go
+  std::uint64_t seed = 1;     // responder choice in N:M
   ProgressMode progress = ProgressMode::automatic;  // raw reference only
-  int cpu = -1;                         // the CPU this rank's main thread is pinned to
-  bool pin = true;                      // pin extra threads next to it
-  std::vector<int> cpus;                // CPUs of the host this rank may use (empty: ask the OS
-                                        // now; pass it in when the caller already pinned itself)
-  bool always_yield = false;            // idle waits yield the CPU (ranks sharing CPUs, tests)
-  std::uint64_t timeout_ms = 2000;      // no progress for this long: fail
+  int cpu = -1;                                     // the CPU this rank's main thread is pinned to
+  bool pin = true;                                  // pin extra threads next to it
+  std::vector<int> cpus;            // CPUs of the host this rank may use (empty: ask the OS
+                                    // now; pass it in when the caller already pinned itself)
+  bool always_yield = false;        // idle waits yield the CPU (ranks sharing CPUs, tests)
+  std::uint64_t timeout_ms = 2000;  // no progress for this long: fail
 };
 
 // CPU per message on one side (requesters or responders, all their threads summed).
@@ -60,23 +60,23 @@ struct RrRow {
   rr::Pattern pattern = rr::Pattern::write_write;
   rr::Model model = rr::Model::private_connections;
   std::size_t response_bytes = 0;
-  std::string unsupported;              // non-empty: refused, nothing measured
-  std::string receive_queue;            // "shared" / "per-endpoint" where SENDs are received
-  std::size_t empty_mailboxes = 0;      // per responder
-  std::uint64_t requests = 0;           // measured requests, all requester threads
-  double seconds = 0;                   // longest requester thread's measured time
-  double requests_per_s = 0;            // sum of every requester thread's rate
-  double mbps = 0;                      // requests_per_s x response bytes / 10^6
-  LatencyStats latency;                 // full round trip, every measured request
+  std::string unsupported;          // non-empty: refused, nothing measured
+  std::string receive_queue;        // "shared" / "per-endpoint" where SENDs are received
+  std::size_t empty_mailboxes = 0;  // per responder
+  std::uint64_t requests = 0;       // measured requests, all requester threads
+  double seconds = 0;               // longest requester thread's measured time
+  double requests_per_s = 0;        // sum of every requester thread's rate
+  double mbps = 0;                  // requests_per_s x response bytes / 10^6
+  LatencyStats latency;             // full round trip, every measured request
   RrCpu requester, responder;
   bool raw_measured = false;
-  LatencyStats raw_write_rtt;           // --reference: raw 64 B write ping-pong, full round trip
+  LatencyStats raw_write_rtt;  // --reference: raw 64 B write ping-pong, full round trip
 };
 
 struct RrResult {
   RunEnvironment env;
   RrParams params;
-  std::vector<RrRow> rows;              // filled on rank 0 only
+  std::vector<RrRow> rows;  // filled on rank 0 only
 };
 
 // Collective over requesters + responders ranks of `boot`. Every (pattern, model, size) gets

@@ -117,9 +117,8 @@ Fd listen_and_accept(Bootstrap& boot, int producer_rank, std::chrono::millisecon
   socklen_t len = sizeof ss;
   if (::getsockname(lfd.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0)
     throw Error("socket queue: getsockname: " + errno_text(errno));
-  unsigned port = ss.ss_family == AF_INET6
-                      ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                      : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  unsigned port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                           : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   boot.allgather(text_blob(host + " " + std::to_string(port)));
   auto deadline = Clock::now() + timeout;
   for (;;) {
@@ -160,8 +159,8 @@ Fd connect_to_consumer(Bootstrap& boot, int consumer_rank) {
   addrinfo* ai = nullptr;
   int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai);
   if (rc != 0)
-    throw PeerError(consumer_rank, "socket queue: bad consumer address '" + text + "': " +
-                                       gai_strerror(rc));
+    throw PeerError(consumer_rank,
+                    "socket queue: bad consumer address '" + text + "': " + gai_strerror(rc));
   Fd fd(::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int crc = fd.get() < 0 ? -1 : ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
   int err = errno;
@@ -191,7 +190,8 @@ class SocketProducer final : public Producer {
     return failed_ ? Status::failed : Status::ok;
   }
 
-  Status enqueue(std::span<const std::byte> item, std::chrono::milliseconds timeout) noexcept override {
+  Status enqueue(std::span<const std::byte> item,
+                 std::chrono::milliseconds timeout) noexcept override {
     if (Status s = check(item.size()); s != Status::ok) return s;
     if (Status s = wait_room(kHeader + item.size(), timeout); s != Status::ok) return s;
     append(item);
@@ -264,7 +264,8 @@ class SocketProducer final : public Producer {
   Status fail(const char* call, int err) noexcept {
     failed_ = true;
     if (err == EPIPE || err == ECONNRESET)
-      error_ = "socket queue: consumer vanished (" + std::string(call) + ": " + errno_text(err) + ")";
+      error_ =
+          "socket queue: consumer vanished (" + std::string(call) + ": " + errno_text(err) + ")";
     else
       error_ = "socket queue: " + std::string(call) + ": " + errno_text(err);
     return Status::failed;
@@ -282,7 +283,8 @@ class SocketProducer final : public Producer {
   }
 
   // Waits for room for `need` bytes (plus the marker's, unless this is the marker).
-  Status wait_room(std::size_t need, std::chrono::milliseconds timeout, bool marker = false) noexcept {
+  Status wait_room(std::size_t need, std::chrono::milliseconds timeout,
+                   bool marker = false) noexcept {
     auto deadline = Clock::now() + timeout;
     bool counted = false;
     const std::size_t keep = marker ? 0 : kHeader;
@@ -292,7 +294,8 @@ class SocketProducer final : public Producer {
       if (ring_.size() - used() >= need + keep) break;
       if (!counted) ++stats_.full, counted = true;
       if (left(deadline).count() == 0) return Status::timeout;
-      short ev = wait_fd(fd_.get(), POLLOUT, std::min(left(deadline), std::chrono::milliseconds(100)));
+      short ev =
+          wait_fd(fd_.get(), POLLOUT, std::min(left(deadline), std::chrono::milliseconds(100)));
       if (ev & (POLLERR | POLLHUP)) {
         push();
         if (!failed_) return fail("poll", ECONNRESET);
@@ -345,7 +348,8 @@ class SocketProducer final : public Producer {
       if (failed_) return Status::failed;
       if (used() == 0) return Status::ok;
       if (left(deadline).count() == 0) return Status::timeout;
-      short ev = wait_fd(fd_.get(), POLLOUT, std::min(left(deadline), std::chrono::milliseconds(100)));
+      short ev =
+          wait_fd(fd_.get(), POLLOUT, std::min(left(deadline), std::chrono::milliseconds(100)));
       if (ev & (POLLERR | POLLHUP)) {
         push();
         if (!failed_) return fail("poll", ECONNRESET);

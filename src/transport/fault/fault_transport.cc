@@ -76,15 +76,13 @@ Status FaultTransport::post_write(int peer, const void* buf, std::size_t len, vo
 Status FaultTransport::post_read(int peer, void* buf, std::size_t len, void* desc,
                                  const RemoteMemory& src, std::uint64_t offset,
                                  std::uint64_t context, unsigned flags) noexcept {
-  return post(
-      [&] { return inner_->post_read(peer, buf, len, desc, src, offset, context, flags); });
+  return post([&] { return inner_->post_read(peer, buf, len, desc, src, offset, context, flags); });
 }
 
 Status FaultTransport::post_atomic(int peer, AtomicOp op, std::uint64_t operand,
-                                   std::uint64_t compare, std::uint64_t* result,
-                                   void* result_desc, const RemoteMemory& dst,
-                                   std::uint64_t offset, std::uint64_t context,
-                                   unsigned flags) noexcept {
+                                   std::uint64_t compare, std::uint64_t* result, void* result_desc,
+                                   const RemoteMemory& dst, std::uint64_t offset,
+                                   std::uint64_t context, unsigned flags) noexcept {
   return post([&] {
     return inner_->post_atomic(peer, op, operand, compare, result, result_desc, dst, offset,
                                context, flags);

@@ -38,21 +38,18 @@ class FaultTransport final : public Transport {
     return inner_->import_key(peer, blob);
   }
 
-  Status post_send(int peer, const void* buf, std::size_t len, void* desc,
-                   std::uint64_t context, unsigned flags) noexcept override;
+  Status post_send(int peer, const void* buf, std::size_t len, void* desc, std::uint64_t context,
+                   unsigned flags) noexcept override;
   Status post_recv(int peer, void* buf, std::size_t len, void* desc,
                    std::uint64_t context) noexcept override;
-  Status post_write(int peer, const void* buf, std::size_t len, void* desc,
-                    const RemoteMemory& dst, std::uint64_t offset, std::uint64_t context,
-                    unsigned flags,
+  Status post_write(int peer, const void* buf, std::size_t len, void* desc, const RemoteMemory& dst,
+                    std::uint64_t offset, std::uint64_t context, unsigned flags,
                     std::optional<std::uint64_t> imm = std::nullopt) noexcept override;
   Status post_read(int peer, void* buf, std::size_t len, void* desc, const RemoteMemory& src,
-                   std::uint64_t offset, std::uint64_t context,
-                   unsigned flags) noexcept override;
+                   std::uint64_t offset, std::uint64_t context, unsigned flags) noexcept override;
   Status post_atomic(int peer, AtomicOp op, std::uint64_t operand, std::uint64_t compare,
                      std::uint64_t* result, void* result_desc, const RemoteMemory& dst,
-                     std::uint64_t offset, std::uint64_t context,
-                     unsigned flags) noexcept override;
+                     std::uint64_t offset, std::uint64_t context, unsigned flags) noexcept override;
 
   int poll_tx(std::span<Completion> out) noexcept override { return poll(tx_, false, out); }
   int poll_rx(std::span<Completion> out) noexcept override { return poll(rx_, true, out); }

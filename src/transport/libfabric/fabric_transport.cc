@@ -108,7 +108,8 @@ Fid<fid_ep> FabricTransport::open_endpoint(fi_info* info) {
     // that file behind, and once the pid is reused (pid_max is 32768 on small machines) the
     // new endpoint's fi_enable fails with EBUSY. A random name cannot collide.
     const std::string name = shm_endpoint_name();
-    check(fi_setname(&ep.get()->fid, const_cast<char*>(name.c_str()), name.size() + 1), "fi_setname", prov);
+    check(fi_setname(&ep.get()->fid, const_cast<char*>(name.c_str()), name.size() + 1),
+          "fi_setname", prov);
   }
   check(fi_enable(ep.get()), "fi_enable", prov);
   return ep;
@@ -141,10 +142,9 @@ void FabricTransport::connect_rdm(Bootstrap& boot) {
   addrs_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);
   for (int r = 0; r < size_; ++r) {
     const auto& n = names[static_cast<std::size_t>(r)];
-    if (n.empty() || n.size() > 256) throw PeerError(r, "rank " + std::to_string(r) +
-                                                            " sent a malformed fabric address");
-    int rc = fi_av_insert(av_.get(), n.data(), 1, &addrs_[static_cast<std::size_t>(r)], 0,
-                          nullptr);
+    if (n.empty() || n.size() > 256)
+      throw PeerError(r, "rank " + std::to_string(r) + " sent a malformed fabric address");
+    int rc = fi_av_insert(av_.get(), n.data(), 1, &addrs_[static_cast<std::size_t>(r)], 0, nullptr);
     if (rc != 1) throw Error(call_error("fi_av_insert", prov, rc < 0 ? rc : -FI_EINVAL));
   }
 }
@@ -212,8 +212,7 @@ void FabricTransport::connect_msg(Bootstrap& boot) {
         continue;  // a stray or duplicate connection request: refuse it, keep waiting
       }
       eps_[static_cast<std::size_t>(peer)] = open_endpoint(req.get());
-      check(fi_accept(eps_[static_cast<std::size_t>(peer)].get(), nullptr, 0), "fi_accept",
-            prov);
+      check(fi_accept(eps_[static_cast<std::size_t>(peer)].get(), nullptr, 0), "fi_accept", prov);
     } else if (event == FI_CONNECTED) {
       for (int p = 0; p < size_; ++p) {
         auto& ep = eps_[static_cast<std::size_t>(p)];
@@ -239,15 +238,16 @@ std::unique_ptr<MemoryRegion> FabricTransport::register_memory(void* addr, std::
   // Without FI_MR_PROV_KEY the application picks keys, which must be unique in the domain.
   std::uint64_t requested = (caps_.mr_mode & FI_MR_PROV_KEY) ? 0 : next_requested_key++;
   Fid<fid_mr> mr;
-  check(fi_mr_reg(domain_.get(), addr, len, acc, 0, requested, 0, mr.out(), nullptr),
-        "fi_mr_reg", prov);
+  check(fi_mr_reg(domain_.get(), addr, len, acc, 0, requested, 0, mr.out(), nullptr), "fi_mr_reg",
+        prov);
   if (caps_.mr_mode & FI_MR_ENDPOINT) {
     int bound = 0;
     for (auto& ep : eps_) {
       if (!ep) continue;
       if (bound++ > 0)
-        throw UsageError(prov + " needs FI_MR_ENDPOINT: a region can be bound to one "
-                                "endpoint only; use an rdm endpoint for more than one peer");
+        throw UsageError(prov +
+                         " needs FI_MR_ENDPOINT: a region can be bound to one "
+                         "endpoint only; use an rdm endpoint for more than one peer");
       check(fi_mr_bind(mr.get(), &ep.get()->fid, 0), "fi_mr_bind", prov);
     }
     check(fi_mr_enable(mr.get()), "fi_mr_enable", prov);
@@ -257,17 +257,16 @@ std::unique_ptr<MemoryRegion> FabricTransport::register_memory(void* addr, std::
 
 std::vector<std::byte> FabricTransport::export_key(const MemoryRegion& region) const {
   const auto& mr = static_cast<const FabricMemoryRegion&>(region.registered());
-  std::uint64_t base = (caps_.mr_mode & FI_MR_VIRT_ADDR)
-                           ? reinterpret_cast<std::uintptr_t>(region.data())
-                           : 0;
+  std::uint64_t base =
+      (caps_.mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<std::uintptr_t>(region.data()) : 0;
   std::vector<std::byte> raw;
   std::uint64_t key = 0;
   if (caps_.mr_mode & FI_MR_RAW) {
     std::size_t raw_len = kMaxRawKey;
     raw.resize(raw_len);
     std::uint64_t raw_base = 0;
-    check(fi_mr_raw_attr(mr.mr(), &raw_base,
-                         reinterpret_cast<std::uint8_t*>(raw.data()), &raw_len, 0),
+    check(fi_mr_raw_attr(mr.mr(), &raw_base, reinterpret_cast<std::uint8_t*>(raw.data()), &raw_len,
+                         0),
           "fi_mr_raw_attr", caps_.provider);
     raw.resize(raw_len);
     if (caps_.mr_mode & FI_MR_VIRT_ADDR) base = raw_base;
@@ -288,8 +287,8 @@ std::vector<std::byte> FabricTransport::export_key(const MemoryRegion& region) c
 
 RemoteMemory FabricTransport::import_key(int peer, std::span<const std::byte> blob) {
   auto bad = [&](const char* what) {
-    return PeerError(peer, "rank " + std::to_string(peer) + " sent a malformed memory key (" +
-                               what + ")");
+    return PeerError(
+        peer, "rank " + std::to_string(peer) + " sent a malformed memory key (" + what + ")");
   };
   if (peer < 0 || peer >= size_) throw bad("no such rank");
   if (blob.size() < kKeyHeader) throw bad("too short");
@@ -309,8 +308,8 @@ RemoteMemory FabricTransport::import_key(int peer, std::span<const std::byte> bl
   if (want_raw) {
     std::vector<std::uint8_t> raw(raw_len);
     std::memcpy(raw.data(), blob.data() + kKeyHeader, raw_len);
-    check(fi_mr_map_raw(domain_.get(), m.base, raw.data(), raw_len, &m.key, 0),
-          "fi_mr_map_raw", caps_.provider);
+    check(fi_mr_map_raw(domain_.get(), m.base, raw.data(), raw_len, &m.key, 0), "fi_mr_map_raw",
+          caps_.provider);
     mapped_raw_keys_.push_back(m.key);
   }
   return m;
@@ -407,9 +406,7 @@ std::unique_ptr<Transport> open_libfabric(const TransportOptions& options) {
   return std::make_unique<ofi::FabricTransport>(options);
 }
 
-Capabilities probe_libfabric(const TransportOptions& options) {
-  return ofi::select(options).caps;
-}
+Capabilities probe_libfabric(const TransportOptions& options) { return ofi::select(options).caps; }
 
 std::vector<Capabilities> discover_libfabric() {
   std::vector<Capabilities> out;
@@ -423,8 +420,7 @@ std::vector<Capabilities> discover_libfabric() {
     bool seen = false;
     for (const auto& c : out)
       seen |= c.provider == i->fabric_attr->prov_name &&
-              c.endpoint == (i->ep_attr->type == FI_EP_MSG ? EndpointType::msg
-                                                           : EndpointType::rdm);
+              c.endpoint == (i->ep_attr->type == FI_EP_MSG ? EndpointType::msg : EndpointType::rdm);
     if (seen) continue;
     Fid<fid_fabric> fabric;
     Fid<fid_domain> domain;

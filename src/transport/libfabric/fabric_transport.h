@@ -46,8 +46,8 @@ class FabricTransport final : public Transport {
   RemoteMemory import_key(int peer, std::span<const std::byte> blob) override;
   const std::string& last_error() const noexcept override { return error_; }
 
-  Status post_send(int peer, const void* buf, std::size_t len, void* desc,
-                   std::uint64_t context, unsigned flags) noexcept override {
+  Status post_send(int peer, const void* buf, std::size_t len, void* desc, std::uint64_t context,
+                   unsigned flags) noexcept override {
     fid_ep* ep = ep_for(peer);
     fi_addr_t to = addr_for(peer);
     ssize_t rc;
@@ -69,9 +69,8 @@ class FabricTransport final : public Transport {
                   "fi_recv");
   }
 
-  Status post_write(int peer, const void* buf, std::size_t len, void* desc,
-                    const RemoteMemory& dst, std::uint64_t offset, std::uint64_t context,
-                    unsigned flags,
+  Status post_write(int peer, const void* buf, std::size_t len, void* desc, const RemoteMemory& dst,
+                    std::uint64_t offset, std::uint64_t context, unsigned flags,
                     std::optional<std::uint64_t> imm = std::nullopt) noexcept override {
     if (!dst.contains(offset, len)) return out_of_range("write", dst, offset, len);
     fid_ep* ep = ep_for(peer);
@@ -94,14 +93,12 @@ class FabricTransport final : public Transport {
   }
 
   Status post_read(int peer, void* buf, std::size_t len, void* desc, const RemoteMemory& src,
-                   std::uint64_t offset, std::uint64_t context,
-                   unsigned flags) noexcept override {
+                   std::uint64_t offset, std::uint64_t context, unsigned flags) noexcept override {
     if (!src.contains(offset, len)) return out_of_range("read", src, offset, len);
     fid_ep* ep = ep_for(peer);
     ssize_t rc;
     if ((flags & ~kInject) == kSignal) {
-      rc = fi_read(ep, buf, len, desc, addr_for(peer), src.base + offset, src.key,
-                   as_ctx(context));
+      rc = fi_read(ep, buf, len, desc, addr_for(peer), src.base + offset, src.key, as_ctx(context));
     } else {
       iovec iov{buf, len};
       fi_rma_iov rma{src.base + offset, len, src.key};
@@ -157,12 +154,10 @@ class FabricTransport final : public Transport {
            ((f & kMore) ? FI_MORE : 0);
   }
   fid_ep* ep_for(int peer) const noexcept {
-    return endpoint_type_ == FI_EP_MSG ? eps_[static_cast<std::size_t>(peer)].get()
-                                       : eps_[0].get();
+    return endpoint_type_ == FI_EP_MSG ? eps_[static_cast<std::size_t>(peer)].get() : eps_[0].get();
   }
   fi_addr_t addr_for(int peer) const noexcept {
-    return endpoint_type_ == FI_EP_MSG ? FI_ADDR_UNSPEC
-                                       : addrs_[static_cast<std::size_t>(peer)];
+    return endpoint_type_ == FI_EP_MSG ? FI_ADDR_UNSPEC : addrs_[static_cast<std::size_t>(peer)];
   }
   Status result(ssize_t rc, const char* call) noexcept {
     if (rc == 0) return Status::ok;

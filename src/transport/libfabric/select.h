@@ -10,8 +10,7 @@ namespace fabflow::ofi {
 
 // The mr_mode bits fabflow handles (see docs/transport.md).
 inline constexpr std::uint64_t kSupportedMrMode =
-    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
-    FI_MR_RAW;
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RAW;
 
 inline constexpr std::uint32_t kApiVersion = FI_VERSION(1, 17);
 

@@ -34,7 +34,7 @@ constexpr std::uint64_t kMaxRegion = std::uint64_t{1} << 40;
 constexpr std::size_t kNameLen = 48;  // "\0fabflow-local-" + 32 hex digits, zero padded
 constexpr std::size_t kTokenLen = 16;
 constexpr std::size_t kWhereLen = 44;  // kernel boot id (36 characters) + network namespace inode
-constexpr std::uint32_t kHelloMagic = 0x4c4c4646;       // "FFLL"
+constexpr std::uint32_t kHelloMagic = 0x4c4c4646;        // "FFLL"
 constexpr std::uint64_t kSegMagic = 0x47455343304c4646;  // "FFL0CSEG"
 constexpr std::uint32_t kKeyMagic = 0x4b4c4646;          // "FFLK"
 constexpr std::uint16_t kKeyVersion = 1;
@@ -227,8 +227,7 @@ int LocalTransport::poll_rx(std::span<Completion> out) noexcept {
 
 // Moves what `peer` produced into `out` from index n; returns the new count, or -1 on an
 // error (last_error set; reported only when nothing was delivered in this call).
-int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out,
-                            int n) noexcept {
+int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out, int n) noexcept {
   const std::size_t cap = out.size();
   // Write-with-data notices: the acquire load of tail makes the payload stores visible.
   std::uint64_t tail = ch.in_note.load_tail();
@@ -243,8 +242,8 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
       Completion& c = out[static_cast<std::size_t>(n++)];
       c = {};
       c.data = get<std::uint64_t>(s);
-      c.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(get<std::uint64_t>(s + 8),
-                                                                    UINT32_MAX));
+      c.length = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(get<std::uint64_t>(s + 8), UINT32_MAX));
       c.kind = CompletionKind::remote_write;
       c.has_data = true;
     }
@@ -378,15 +377,15 @@ void LocalTransport::connect(Bootstrap& boot) {
     if (!s) sys_fail("socket");
     if (::connect(s.get(), reinterpret_cast<sockaddr*>(&to),
                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len)) != 0)
-      throw PeerError(p, "local connect to rank " + std::to_string(p) + ": " +
-                             std::strerror(errno));
+      throw PeerError(p,
+                      "local connect to rank " + std::to_string(p) + ": " + std::strerror(errno));
     std::byte hello[8 + kTokenLen];
     put(hello, kHelloMagic);
     put<std::int32_t>(hello + 4, rank_);
     std::memcpy(hello + 8, b.data() + kNameLen, kTokenLen);
     if (::send(s.get(), hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello))
-      throw PeerError(p, "local connect to rank " + std::to_string(p) + ": " +
-                             std::strerror(errno));
+      throw PeerError(p,
+                      "local connect to rank " + std::to_string(p) + ": " + std::strerror(errno));
     peers[static_cast<std::size_t>(p)].sock = std::move(s);
   }
 
@@ -466,8 +465,8 @@ Fd LocalTransport::receive_segment(int peer, std::uint64_t id,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
-      throw PeerError(peer, "local: " + who + " did not send segment " + std::to_string(id) +
-                                " within 10 s");
+      throw PeerError(
+          peer, "local: " + who + " did not send segment " + std::to_string(id) + " within 10 s");
     pollfd pfd{ch.sock.get(), POLLIN, 0};
     int rc = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 50)));
     if (rc <= 0) continue;
@@ -495,16 +494,17 @@ Fd LocalTransport::receive_segment(int peer, std::uint64_t id,
     if (got != 24 || (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) || fds.size() != 1 ||
         get<std::uint64_t>(body) != kSegMagic || pend.size() >= kMaxPending)
       throw PeerError(peer, "local: " + who + " sent a malformed segment message");
-    pend.push_back({get<std::uint64_t>(body + 8), get<std::uint64_t>(body + 16),
-                    std::move(fds[0])});
+    pend.push_back(
+        {get<std::uint64_t>(body + 8), get<std::uint64_t>(body + 16), std::move(fds[0])});
   }
 }
 
 std::unique_ptr<MemoryRegion> LocalTransport::register_memory(void* addr, std::size_t len,
                                                               unsigned access) {
   if (access & (kRemoteRead | kRemoteWrite))
-    throw UsageError("local: register_memory cannot share memory it did not allocate; use "
-                     "Transport::allocate() for remotely accessible regions");
+    throw UsageError(
+        "local: register_memory cannot share memory it did not allocate; use "
+        "Transport::allocate() for remotely accessible regions");
   return std::make_unique<PlainRegion>(addr, len);
 }
 
@@ -543,8 +543,8 @@ std::vector<std::byte> LocalTransport::export_key(const MemoryRegion& region) co
 
 RemoteMemory LocalTransport::import_key(int peer, std::span<const std::byte> blob) {
   auto bad = [&](const char* what) {
-    return PeerError(peer, "rank " + std::to_string(peer) + " sent a malformed memory key (" +
-                               what + ")");
+    return PeerError(
+        peer, "rank " + std::to_string(peer) + " sent a malformed memory key (" + what + ")");
   };
   if (peers_.empty()) throw UsageError("local: import_key before connect");
   if (peer < 0 || peer >= size_ || peer == rank_) throw bad("no such peer");

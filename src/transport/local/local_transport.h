@@ -46,7 +46,10 @@ class Mapping {
  public:
   Mapping() = default;
   Mapping(void* addr, std::size_t len) noexcept : addr_(static_cast<std::byte*>(addr)), len_(len) {}
-  Mapping(Mapping&& o) noexcept : addr_(o.addr_), len_(o.len_) { o.addr_ = nullptr; o.len_ = 0; }
+  Mapping(Mapping&& o) noexcept : addr_(o.addr_), len_(o.len_) {
+    o.addr_ = nullptr;
+    o.len_ = 0;
+  }
   Mapping& operator=(Mapping&& o) noexcept;
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -71,8 +74,7 @@ Segment create_segment(std::size_t len, const char* what);
 class LocalMemoryRegion final : public MemoryRegion {
  public:
   LocalMemoryRegion(Segment seg, std::size_t len, std::uint64_t id, const void* owner)
-      : MemoryRegion(seg.map.data(), len, nullptr), seg_(std::move(seg)), id_(id),
-        owner_(owner) {}
+      : MemoryRegion(seg.map.data(), len, nullptr), seg_(std::move(seg)), id_(id), owner_(owner) {}
   std::uint64_t id() const noexcept { return id_; }
   const void* owner() const noexcept { return owner_; }  // the transport that allocated it
   int fd() const noexcept { return seg_.fd.get(); }
@@ -85,14 +87,14 @@ class LocalMemoryRegion final : public MemoryRegion {
 };
 
 // Ring geometry (shared by both ends; the segment layout is documented in the .cc file).
-inline constexpr std::size_t kChunk = 4096;           // payload bytes per message slot
+inline constexpr std::size_t kChunk = 4096;  // payload bytes per message slot
 inline constexpr std::size_t kSlotHeader = 64;
 inline constexpr std::size_t kSlotStride = kSlotHeader + kChunk;
 inline constexpr std::uint64_t kMsgSlots = 512;       // per direction per peer
 inline constexpr std::size_t kMaxMsg = 256 * kChunk;  // 1 MiB: at most half the ring
 inline constexpr std::uint64_t kNoteSlots = 1024;     // writedata notices per direction
 inline constexpr std::size_t kNoteStride = 16;
-inline constexpr std::size_t kRingHeader = 256;        // head and tail on their own lines
+inline constexpr std::size_t kRingHeader = 256;  // head and tail on their own lines
 inline constexpr std::size_t kMsgRingBytes = kRingHeader + kMsgSlots * kSlotStride;
 inline constexpr std::size_t kNoteRingBytes = kRingHeader + kNoteSlots * kNoteStride;
 inline constexpr std::size_t kChannelBytes = kMsgRingBytes + kNoteRingBytes;
@@ -140,8 +142,8 @@ struct PeerChannel {
   Mapping in_map;   // our segment: the peer produces, we consume
   Mapping out_map;  // the peer's segment: we produce, it consumes
   Ring in_msg, in_note, out_msg, out_note;
-  std::uint64_t in_msg_head = 0, in_note_head = 0;    // our consumer indices
-  std::uint64_t out_msg_tail = 0, out_note_tail = 0;  // our producer indices
+  std::uint64_t in_msg_head = 0, in_note_head = 0;              // our consumer indices
+  std::uint64_t out_msg_tail = 0, out_note_tail = 0;            // our producer indices
   std::uint64_t out_msg_head_seen = 0, out_note_head_seen = 0;  // cached consumer indices
   bool dead = false;
   std::string why;  // set with dead
@@ -176,8 +178,9 @@ class LocalTransport final : public Transport {
                    std::uint64_t context, unsigned flags) noexcept override {
     PeerChannel* ch = usable(peer);
     if (!ch) return Status::failed;
-    if (len > kMaxMsg) return fail("local: send of " + std::to_string(len) +
-                                   " bytes is above max_msg_size " + std::to_string(kMaxMsg));
+    if (len > kMaxMsg)
+      return fail("local: send of " + std::to_string(len) + " bytes is above max_msg_size " +
+                  std::to_string(kMaxMsg));
     if ((flags & kSignal) && tx_full()) return Status::again;
     const std::uint64_t chunks = len == 0 ? 1 : (len + kChunk - 1) / kChunk;
     Ring& r = ch->out_msg;
@@ -198,15 +201,15 @@ class LocalTransport final : public Transport {
     }
     ch->out_msg_tail += chunks;
     r.store_tail(ch->out_msg_tail);
-    if (flags & kSignal) push_tx({context, 0, static_cast<std::uint32_t>(len),
-                                  CompletionKind::send, false});
+    if (flags & kSignal)
+      push_tx({context, 0, static_cast<std::uint32_t>(len), CompletionKind::send, false});
     return Status::ok;
   }
 
   Status post_recv(int peer, void* buf, std::size_t len, void* /*desc*/,
                    std::uint64_t context) noexcept override {
-    if (peer < 0 || peer >= size_) return fail("local: post_recv from rank " +
-                                               std::to_string(peer) + ": no such rank");
+    if (peer < 0 || peer >= size_)
+      return fail("local: post_recv from rank " + std::to_string(peer) + ": no such rank");
     auto& q = recvs_[queue_of(peer)];
     if (q.count == q.items.size()) return Status::again;
     q.items[(q.first + q.count) % q.items.size()] = {static_cast<std::byte*>(buf), len, context};
@@ -236,21 +239,20 @@ class LocalTransport final : public Transport {
       std::memcpy(s + 8, &l, 8);
       r.store_tail(++ch->out_note_tail);
     }
-    if (flags & kSignal) push_tx({context, 0, static_cast<std::uint32_t>(len),
-                                  CompletionKind::write, false});
+    if (flags & kSignal)
+      push_tx({context, 0, static_cast<std::uint32_t>(len), CompletionKind::write, false});
     return Status::ok;
   }
 
   Status post_read(int peer, void* buf, std::size_t len, void* /*desc*/, const RemoteMemory& src,
-                   std::uint64_t offset, std::uint64_t context,
-                   unsigned flags) noexcept override {
+                   std::uint64_t offset, std::uint64_t context, unsigned flags) noexcept override {
     if (!usable(peer)) return Status::failed;
     const std::byte* from = resolve(peer, src, offset, len, "read");
     if (!from) return Status::failed;
     if ((flags & kSignal) && tx_full()) return Status::again;
     load_payload(buf, from, len);
-    if (flags & kSignal) push_tx({context, 0, static_cast<std::uint32_t>(len),
-                                  CompletionKind::read, false});
+    if (flags & kSignal)
+      push_tx({context, 0, static_cast<std::uint32_t>(len), CompletionKind::read, false});
     return Status::ok;
   }
 
@@ -261,8 +263,7 @@ class LocalTransport final : public Transport {
                      unsigned /*flags*/) noexcept override {
     if (!usable(peer)) return Status::failed;
     if (offset % 8 != 0)
-      return fail("local: atomic at offset " + std::to_string(offset) +
-                  " is not 8-byte aligned");
+      return fail("local: atomic at offset " + std::to_string(offset) + " is not 8-byte aligned");
     std::byte* target = resolve(peer, dst, offset, 8, "atomic");
     if (!target) return Status::failed;
     if (tx_full()) return Status::again;
@@ -392,8 +393,8 @@ class LocalTransport final : public Transport {
     }
     if (!m.contains(offset, len)) {
       fail(std::string("local: ") + what + " of " + std::to_string(len) + " bytes at offset " +
-           std::to_string(offset) + " is outside rank " + std::to_string(peer) +
-           "'s region of " + std::to_string(m.length) + " bytes");
+           std::to_string(offset) + " is outside rank " + std::to_string(peer) + "'s region of " +
+           std::to_string(m.length) + " bytes");
       return nullptr;
     }
     return imports_[m.key].map.data() + offset;
