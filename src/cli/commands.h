@@ -77,6 +77,8 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self);
 // their callbacks set `run`.
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);
 void add_report(CLI::App& app, Runner& run);
+// `model pcie` (the PCIe cost model); its callback sets `run`.
+void add_model(CLI::App& app, Runner& run);
 
 // Prints "fabflow: error: <msg>" (the launcher shows only the first such line of a run).
 void print_error(const std::string& msg);

@@ -1,5 +1,5 @@
 // fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
-// experiment list, experiment run, report.
+// experiment list, experiment run, report, model pcie.
 #include <fabflow/status.h>
 #include <fabflow/version.h>
 
@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   bench->get_subcommand("rr")->callback([&] { run = rr_run; });
   cli::add_experiment(app, *bench, run);
   cli::add_report(app, run);
+  cli::add_model(app, run);
 
   try {
     app.parse(argc, argv);
