@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/plot.h"
 #include "cli/subprocess.h"
 
 namespace fabflow::cli {
@@ -27,32 +28,7 @@ using bench::ExperimentEntry;
 using ojson = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-// Exit status when the data was measured but figures could not be drawn here (python3,
-// matplotlib or the plot module missing); the plot module itself exits 3 for matplotlib.
-constexpr int kNoFigures = 3;
 constexpr const char* kFigureExtensions[] = {".png", ".svg", ".html"};  // fabflow_plot's
-
-fs::path exe_path() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path("fabflow") : p;
-}
-
-// The first existing folder among the candidates, or an empty path.
-fs::path first_dir(const std::vector<fs::path>& candidates, const fs::path& must_contain = {}) {
-  for (const auto& c : candidates) {
-    std::error_code ec;
-    if (!c.empty() && fs::is_directory(c / must_contain, ec)) return c.lexically_normal();
-  }
-  return {};
-}
-
-std::vector<fs::path> install_candidates(const char* what) {
-  const fs::path exe_dir = exe_path().parent_path();
-  // An install is <prefix>/bin next to <prefix>/share/fabflow; the build tree is <repo>/build.
-  return {exe_dir / ".." / "share" / "fabflow" / what, exe_dir / ".." / what,
-          fs::path(FABFLOW_SOURCE_DIR) / what};
-}
 
 std::vector<bench::Catalogue> load(const std::string& flag) {
   if (!flag.empty()) return bench::load_catalogues(flag);
@@ -71,18 +47,6 @@ std::vector<bench::Catalogue> load(const std::string& flag) {
                      "); give --catalogue DIR or set FABFLOW_CATALOGUE");
   }
   return bench::load_catalogues(dir);
-}
-
-// The folder holding python/fabflow_plot: $FABFLOW_PYTHONPATH, then next to the build or
-// install. Empty when there is none; `why` says where it looked.
-fs::path plot_module_dir(std::string* why) {
-  if (const char* env = std::getenv("FABFLOW_PYTHONPATH"); env && *env) {
-    *why = std::string("FABFLOW_PYTHONPATH=") + env + " has no fabflow_plot";
-    return first_dir({env}, "fabflow_plot");
-  }
-  *why = "the plot module python/fabflow_plot was not found next to " + exe_path().string() +
-         " (set FABFLOW_PYTHONPATH)";
-  return first_dir(install_candidates("python"), "fabflow_plot");
 }
 
 std::string shell_quote(const std::string& s) {
@@ -237,74 +201,6 @@ struct Outcome {
   bool failed = false;  // a bench run or the figure failed
 };
 
-// Draws figures with python/fabflow_plot; remembers once it is known missing, so that `all`
-// says so once.
-class Plotter {
- public:
-  // Runs `python3 -m fabflow_plot <args>`; prints one line and returns false when it cannot run
-  // here. The module's stdout lines go to `on_line`, its stderr is captured in `err`.
-  bool run(const std::vector<std::string>& args,
-           const std::function<void(const std::string&)>& on_line, int* status, std::string* err) {
-    if (missing_) return false;
-    std::string why;
-    const fs::path dir = plot_module_dir(&why);
-    if (dir.empty()) return give_up(why);
-    std::string path = dir.string();
-    if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += ":" + std::string(old);
-    // The interpreter: $FABFLOW_PYTHON, else the first python3 on PATH, else Debian's, whose
-    // python3-matplotlib scripts/setup.sh installs (a python3 earlier on PATH, such as a
-    // pyenv or virtualenv one, may lack matplotlib).
-    std::vector<std::string> pythons;
-    if (const char* p = std::getenv("FABFLOW_PYTHON"); p && *p)
-      pythons = {p};
-    else
-      pythons = {"python3", "/usr/bin/python3"};
-    if (!python_.empty()) pythons = {python_};
-    ChildResult r;
-    for (const auto& python : pythons) {
-      ChildOptions o;
-      o.argv = {python, "-m", "fabflow_plot"};
-      o.argv.insert(o.argv.end(), args.begin(), args.end());
-      o.env = {{"PYTHONPATH", path}};
-      o.timeout = std::chrono::seconds(600);
-      o.capture_stderr = true;
-      r = run_child(o, on_line);
-      if (r.status != 127 && r.status != kNoFigures) {
-        python_ = python;
-        break;
-      }
-    }
-    if (r.status == 127) return give_up("python3 was not found (scripts/setup.sh installs it)");
-    if (r.status == kNoFigures) {
-      std::string line = last_line(r.err);
-      const std::string prefix = "fabflow: error: ";
-      if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
-      return give_up(line.empty() ? "matplotlib is missing (install python3-matplotlib)" : line);
-    }
-    *status = r.timed_out ? -1 : r.status;
-    *err = r.err;
-    return true;
-  }
-  bool missing() const { return missing_; }
-
-  static std::string last_line(const std::string& text) {
-    std::string last, line;
-    std::istringstream in(text);
-    while (std::getline(in, line))
-      if (!line.empty()) last = line;
-    return last;
-  }
-
- private:
-  bool give_up(const std::string& why) {
-    print_error(why + ": no figures drawn; the data stays in the .jsonl files");
-    missing_ = true;
-    return false;
-  }
-  bool missing_ = false;
-  std::string python_;  // the interpreter that drew, once one did
-};
-
 // `fabflow report DIR`.
 int run_report(const std::string& dir) {
   std::error_code ec;
@@ -315,7 +211,7 @@ int run_report(const std::string& dir) {
   if (!any)
     throw UsageError("report: " + dir + " has no .jsonl (fabflow experiment run -o " + dir +
                      " writes them)");
-  Plotter plot;
+  Plotter plot("the data stays in the .jsonl files");
   int status = 1;
   std::string err;
   auto print = [](const std::string& line) { std::cout << line << "\n"; };
@@ -515,7 +411,7 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
   prepare_output(f.out);
 
   ExperimentRunner runner(f, exe_path());
-  Plotter plot;
+  Plotter plot("the data stays in the .jsonl files");
   std::vector<Outcome> outcomes;
   try {
     for (const auto* x : selected) outcomes.push_back(runner.run(*x, plot));

@@ -4,21 +4,20 @@
 #include <fabflow/bench/common.h>
 #include <fabflow/model/pcie.h>
 #include <fabflow/status.h>
+#include <fabflow/version.h>
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "bench/report.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/subprocess.h"
+#include "cli/plot.h"
 
 namespace fabflow::cli {
 namespace {
@@ -26,8 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 using namespace fabflow::model;
-
-constexpr int kNoFigure = 3;  // as `experiment run`: the numbers are out, the figure is not
 
 struct PcieFlags {
   std::string gens = "gen3";
@@ -218,19 +215,6 @@ void print_row(const Row& r) {
 
 // --- the figure --------------------------------------------------------------------------
 
-// The folder holding fabflow_plot and the interpreters to try, looked up as `experiment run`
-// does (src/cli/experiment.cc): $FABFLOW_PYTHONPATH, else python/ next to the build, the source
-// tree or the install; $FABFLOW_PYTHON, else python3 on PATH, else Debian's.
-fs::path plot_module_dir() {
-  if (const char* env = std::getenv("FABFLOW_PYTHONPATH"); env && *env) return env;
-  std::error_code ec;
-  const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  for (const fs::path& c : {exe_dir / ".." / "python", fs::path(FABFLOW_SOURCE_DIR) / "python",
-                            exe_dir / ".." / "share" / "fabflow" / "python"})
-    if (fs::is_directory(c / "fabflow_plot", ec)) return c.lexically_normal();
-  return {};
-}
-
 // The experiment file the plot module reads: a header naming the plot, then the rows. x is
 // the batch size when only it varies, else the payload size; every other input that varies
 // is a series.
@@ -291,42 +275,21 @@ int draw(const std::string& png, const std::vector<Row>& rows) {
     for (const auto& r : rows) out << row_json(r).dump() << "\n";
     if (!out) throw UsageError("--plot: cannot write " + jsonl.string());
   }
-  const fs::path dir = plot_module_dir();
-  if (dir.empty()) {
-    print_error(
-        "the plot module python/fabflow_plot was not found (set FABFLOW_PYTHONPATH); "
-        "no figure drawn; the data is in " +
-        jsonl.string());
-    return kNoFigure;
-  }
-  std::string pythonpath = dir.string();
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old)
-    pythonpath += ":" + std::string(old);
-  std::vector<std::string> pythons = {"python3", "/usr/bin/python3"};
-  if (const char* p = std::getenv("FABFLOW_PYTHON"); p && *p) pythons = {p};
-  ChildResult r;
-  for (const auto& python : pythons) {
-    ChildOptions o;
-    o.argv = {python, "-m", "fabflow_plot", "figure", jsonl.string()};
-    o.env = {{"PYTHONPATH", pythonpath}};
-    o.timeout = std::chrono::seconds(120);
-    o.capture_stderr = true;
-    r = run_child(o, [](const std::string&) {});  // the verdict line: there is no claim
-    if (r.status != 127 && r.status != kNoFigure) break;
-  }
-  if (r.status == 0) {
+  Plotter plot("the data is in " + jsonl.string());
+  int status = 1;
+  std::string err;
+  // The module prints a verdict line, and there is no claim to judge: ignore it.
+  if (!plot.run(
+          {"figure", jsonl.string()}, [](const std::string&) {}, &status, &err))
+    return kNoFigures;
+  if (status == 0) {
     std::cerr << "fabflow: wrote " << png << " (and .svg, .html, .jsonl beside it)\n";
     return 0;
   }
-  std::string why = "python3 was not found";
-  if (r.status != 127) {  // the module's own last line, without its "fabflow: error: "
-    why = "the plot module failed";
-    std::istringstream err(r.err);
-    for (std::string line; std::getline(err, line);)
-      if (!line.empty()) why = line.substr(line.rfind("fabflow: error: ", 0) == 0 ? 16 : 0);
-  }
-  print_error(why + ": no figure drawn; the data is in " + jsonl.string());
-  return r.status == 127 || r.status == kNoFigure ? kNoFigure : 1;
+  const std::string why = Plotter::last_error_line(err);
+  print_error((why.empty() ? "the plot module failed" : why) +
+              ": no figure drawn; the data is in " + jsonl.string());
+  return 1;
 }
 
 int run_pcie(const PcieFlags& f) {

@@ -73,16 +73,11 @@ PcieGenSpec gen_spec(PcieGen gen) {
   // gen3 on: 128b/130b; the seed's Figure 2a gives 26 / 22 B for gen3; gen4 and gen5 keep
   // gen3's encoding and framing.
   switch (gen) {
-    case PcieGen::gen1:
-      return {2.5, 0.8, 24, 20};
-    case PcieGen::gen2:
-      return {5.0, 0.8, 24, 20};
-    case PcieGen::gen3:
-      return {8.0, 128.0 / 130.0, 26, 22};
-    case PcieGen::gen4:
-      return {16.0, 128.0 / 130.0, 26, 22};
-    case PcieGen::gen5:
-      return {32.0, 128.0 / 130.0, 26, 22};
+    case PcieGen::gen1: return {2.5, 0.8, 24, 20};
+    case PcieGen::gen2: return {5.0, 0.8, 24, 20};
+    case PcieGen::gen3: return {8.0, 128.0 / 130.0, 26, 22};
+    case PcieGen::gen4: return {16.0, 128.0 / 130.0, 26, 22};
+    case PcieGen::gen5: return {32.0, 128.0 / 130.0, 26, 22};
   }
   return {8.0, 128.0 / 130.0, 26, 22};
 }
