@@ -43,24 +43,6 @@ struct RrFlags : CommonFlags {
   std::string callgrind_dir;  // internal: set for launched ranks
 };
 
-// A comma-separated list of E's names, "all" meaning every value (checked by the parser).
-template <class E>
-std::vector<E> parse_list(const std::string& text) {
-  std::vector<E> out;
-  for (const auto& name : split(text, ',')) {
-    if (name == "all") {
-      auto every = all_values<E>();
-      out.insert(out.end(), every.begin(), every.end());
-    } else if (auto v = parse_name<E>(name)) {
-      out.push_back(*v);
-    } else {
-      throw UsageError("unknown value '" + name + "' (use " + name_list<E>() + " or all)");
-    }
-  }
-  if (out.empty()) throw UsageError("no value given");
-  return out;
-}
-
 unsigned parse_pct(const std::string& s) {
   char* end = nullptr;
   unsigned long v = std::strtoul(s.c_str(), &end, 10);
@@ -78,8 +60,8 @@ struct Validated {
 Validated validate(const RrFlags& f) {
   Validated v;
   RrParams& p = v.params;
-  p.patterns = parse_list<rr::Pattern>(f.patterns);
-  p.models = parse_list<rr::Model>(f.models);
+  p.patterns = parse_choice_list<rr::Pattern>(f.patterns);
+  p.models = parse_choice_list<rr::Model>(f.models);
   p.topology = parse_name<rr::Topology>(f.topology).value();  // checked by the parser
   p.mailbox = parse_name<rr::Mailbox>(f.mailbox).value();
   const bool n_to_m = p.topology == rr::Topology::n_to_m;

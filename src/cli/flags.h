@@ -4,12 +4,14 @@
 #pragma once
 
 #include <fabflow/names.h>
+#include <fabflow/status.h>
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <sstream>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -80,6 +82,28 @@ CLI::Option* add_choice(CLI::App& app, const std::string& names, std::string& va
   opt->check(
       choice_validator(accept, valid, list).description("{" + shown + "}" + (list ? "[,..]" : "")));
   return opt;
+}
+
+// The values of a comma-separated list of E's names (as add_choice(..., list=true) checked
+// them), "all" meaning every value. Throws UsageError for an unknown name or an empty list.
+template <class E>
+std::vector<E> parse_choice_list(const std::string& text) {
+  std::vector<E> out;
+  std::string name;
+  std::istringstream in(text);
+  while (std::getline(in, name, ',')) {
+    if (name.empty()) continue;
+    if (name == "all") {
+      auto every = all_values<E>();
+      out.insert(out.end(), every.begin(), every.end());
+    } else if (auto v = parse_name<E>(name)) {
+      out.push_back(*v);
+    } else {
+      throw UsageError("unknown value '" + name + "' (use " + name_list<E>() + " or all)");
+    }
+  }
+  if (out.empty()) throw UsageError("no value given");
+  return out;
 }
 
 }  // namespace fabflow::cli

@@ -53,20 +53,6 @@ struct Row {
   PcieCost cost;
 };
 
-template <class E>
-std::vector<E> parse_list(const std::string& text) {
-  std::vector<E> out;
-  for (const auto& name : split(text, ',')) {
-    if (name == "all") {
-      auto every = all_values<E>();
-      out.insert(out.end(), every.begin(), every.end());
-    } else {
-      out.push_back(parse_name<E>(name).value());  // checked by the parser
-    }
-  }
-  return out;
-}
-
 // -S as the bench commands take it, plus 0 (header-only).
 std::vector<std::size_t> parse_model_sizes(const std::string& text) {
   std::vector<std::size_t> out;
@@ -85,7 +71,7 @@ std::vector<Row> evaluate(const PcieFlags& f, const NicModel& nic) {
   const auto sizes = parse_model_sizes(f.sizes);
   const bool inline_payload = parse_name<Switch>(f.inline_payload) == Switch::on;
   std::vector<Row> rows;
-  for (PcieGen gen : parse_list<PcieGen>(f.gens)) {
+  for (PcieGen gen : parse_choice_list<PcieGen>(f.gens)) {
     PcieLink link;
     link.gen = gen;
     link.lanes = f.lanes;
@@ -93,11 +79,14 @@ std::vector<Row> evaluate(const PcieFlags& f, const NicModel& nic) {
     link.max_read_request_bytes = f.max_read_request;
     link.max_payload_bytes = f.max_payload;
     link.mmio_lines_per_s = f.mmio_mlines * 1e6;
-    for (QpType qp : parse_list<QpType>(f.qps))
-      for (Verb verb : parse_list<Verb>(f.verbs))
+    for (QpType qp : parse_choice_list<QpType>(f.qps))
+      for (Verb verb : parse_choice_list<Verb>(f.verbs))
         for (unsigned batch : f.batches) {
-          std::vector<WqePath> paths = parse_list<WqePath>(f.methods);
-          if (paths.empty()) paths = {batch == 1 ? WqePath::mmio : WqePath::doorbell};
+          std::vector<WqePath> paths;
+          if (f.methods.empty())
+            paths = {batch == 1 ? WqePath::mmio : WqePath::doorbell};
+          else
+            paths = parse_choice_list<WqePath>(f.methods);
           if (verb == Verb::recv) paths.resize(1);  // receive WQEs are always DMA-read
           for (WqePath path : paths)
             for (std::size_t size : sizes) {
