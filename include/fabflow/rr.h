@@ -161,6 +161,16 @@ class Requester {
 using Handler = std::function<std::size_t(int requester, std::span<const std::byte> request,
                                           std::span<std::byte> response)>;
 
+// One request of a batched round (Responder::serve_batch): the handler writes the response
+// payload into `response` and its length into `response_len` (preset to response_bytes).
+struct BatchRequest {
+  int requester = 0;
+  std::span<const std::byte> request;
+  std::span<std::byte> response;
+  std::size_t response_len = 0;
+};
+using BatchHandler = std::function<void(std::span<BatchRequest> batch)>;
+
 // One responder endpoint group. Not thread-safe.
 class Responder {
  public:
@@ -169,6 +179,12 @@ class Responder {
   // requester's close is taken but not counted), empty when nothing, failed (error()).
   // Without a handler every response is response_bytes long and its contents unspecified.
   virtual Status serve(const Handler* handler, unsigned* served) noexcept = 0;
+  // One round with response batching (seed 001): takes what has already arrived, at most one
+  // request per requester and max_batch in all (never waiting for more), hands them to
+  // `handler` together, then posts the responses back to back with FI_MORE on all but the
+  // last. ok: *served is the batch's size (closes are taken, not counted); empty; failed.
+  virtual Status serve_batch(const BatchHandler& handler, unsigned max_batch,
+                             unsigned* served) noexcept = 0;
   // True once every requester has closed.
   virtual bool done() const noexcept = 0;
   virtual Transport& transport() noexcept = 0;

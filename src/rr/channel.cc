@@ -461,16 +461,87 @@ class ResponderImpl final : public Responder, Endpoint {
     *served = 0;
     if (!error_.empty()) return Status::failed;
     if (!reap_tx()) return Status::failed;
-    Status s = request_by_write(o_.pattern) ? scan(handler, served) : receive(handler, served);
-    if (s == Status::empty) ++stats_.empty_polls;
-    return s;
+    Status s = collect(/*one_per_requester=*/false, SIZE_MAX);
+    if (s != Status::ok) return note(s);
+    for (const Arrival& a : round_) {
+      bool answer;
+      std::size_t len = 0;
+      Status st = take(handler, a, &answer, &len);
+      if (st == Status::ok) st = give_back(a);
+      if (st == Status::ok && answer) st = respond(a.requester, a.slot, a.seq, len, 0);
+      if (st != Status::ok) return st;
+      *served += answer;  // a close is taken, not served
+    }
+    return Status::ok;
   }
+
+  Status serve_batch(const BatchHandler& handler, unsigned max_batch,
+                     unsigned* served) noexcept override {
+    *served = 0;
+    if (!error_.empty()) return Status::failed;
+    if (max_batch == 0) return failed("serve_batch needs a batch of at least 1");
+    if (!reap_tx()) return Status::failed;
+    Status s = collect(/*one_per_requester=*/true, max_batch);
+    if (s != Status::ok) return note(s);
+    batch_.clear();
+    for (const Arrival& a : round_) {
+      bool answer;
+      std::size_t len = 0;
+      if (Status st = take(nullptr, a, &answer, &len); st != Status::ok) return st;
+      if (!answer) continue;  // a close
+      std::byte* out = tx_frame(peers_.base[static_cast<std::size_t>(a.requester)] + a.slot);
+      batch_.push_back({a.requester,
+                        {a.frame + kHeader, a.len},
+                        {out + kHeader, o_.response_bytes},
+                        o_.response_bytes});
+    }
+    if (!batch_.empty() && handler) {
+      try {
+        handler(batch_);
+      } catch (const std::exception& e) {
+        return failed(std::string("handler failed: ") + e.what());
+      }
+    }
+    for (const Arrival& a : round_)
+      if (Status st = give_back(a); st != Status::ok) return st;
+    // The responses go out back to back, FI_MORE on all but the last (one doorbell where the
+    // provider batches).
+    std::size_t k = 0;
+    for (const Arrival& a : round_) {
+      if (a.bye) continue;
+      const BatchRequest& b = batch_[k++];
+      if (b.response_len > o_.response_bytes)
+        return failed("handler returned an oversized response");
+      const unsigned more = k < batch_.size() ? kMore : 0;
+      if (Status st = respond(a.requester, a.slot, a.seq, b.response_len, more); st != Status::ok)
+        return st;
+    }
+    *served = static_cast<unsigned>(batch_.size());
+    return Status::ok;
+  }
+
   bool done() const noexcept override { return closed_ == peers_.requesters; }
   Transport& transport() noexcept override { return t_; }
   const ChannelStats& stats() const noexcept override { return stats_; }
   const std::string& error() const noexcept override { return error_; }
 
  private:
+  // One request or close taken from a mailbox or a receive buffer, not yet answered.
+  struct Arrival {
+    int requester = 0;
+    std::uint32_t slot = 0;
+    std::uint64_t seq = 0;
+    std::size_t len = 0;  // request payload bytes
+    bool bye = false;
+    const std::byte* frame = nullptr;
+    std::size_t buffer = SIZE_MAX;  // receive buffer to post again (SEND requests)
+  };
+
+  Status note(Status s) noexcept {
+    if (s == Status::empty) ++stats_.empty_polls;
+    return s;
+  }
+
   std::byte* mailbox(std::size_t i) const noexcept {
     return mr_->data() + layout_->mailbox_off + i * layout_->req_slot;
   }
@@ -483,11 +554,37 @@ class ResponderImpl final : public Responder, Endpoint {
     return static_cast<int>(it - peers_.base.begin()) - 1;
   }
 
-  Status scan(const Handler* handler, unsigned* served) noexcept {
+  // Fills round_ with what has arrived, checked: at most `limit` requests (closes do not
+  // count) and, with `one_per_requester`, at most one per requester (later ones wait for the
+  // next round). ok when something was taken, empty when nothing, failed.
+  Status collect(bool one_per_requester, std::size_t limit) noexcept {
+    round_.clear();
+    in_round_.assign(static_cast<std::size_t>(peers_.requesters), false);
+    std::size_t requests = 0;
+    auto admit = [&](const Arrival& a) {
+      const auto ri = static_cast<std::size_t>(a.requester);
+      if (one_per_requester && !a.bye) {
+        if (in_round_[ri] || requests >= limit) return false;
+        in_round_[ri] = true;
+      }
+      requests += !a.bye;
+      round_.push_back(a);
+      return true;
+    };
+    Status s = request_by_write(o_.pattern) ? scan(admit) : receive(admit);
+    if (s == Status::failed) return s;
+    if (round_.empty()) {
+      if (request_by_write(o_.pattern)) t_.progress();
+      return Status::empty;
+    }
+    return Status::ok;
+  }
+
+  template <class Admit>
+  Status scan(Admit& admit) noexcept {
     const std::size_t n = mailboxes_;
     const bool dense = o_.mailbox == Mailbox::dense;
     const std::byte* flags = mr_->data() + layout_->flag_off;
-    bool moved = false;  // a request or a close was taken
     for (std::size_t i = 0; i < n; ++i) {
       if (dense && __atomic_load_n(reinterpret_cast<const std::uint8_t*>(flags + i),
                                    __ATOMIC_RELAXED) == flag_seen_[i])
@@ -507,64 +604,72 @@ class ResponderImpl final : public Responder, Endpoint {
       const auto slot = static_cast<std::uint32_t>(i - peers_.base[static_cast<std::size_t>(r)]);
       if (source_of(frame) != static_cast<std::uint32_t>(r) || slot_of(frame) != slot)
         return failed("requester " + std::to_string(r) + " wrote a request with foreign ids");
+      if (!admit(Arrival{r, slot, s.seq, s.len, s.bye, frame})) continue;  // next round
       last_seq_[i] = s.seq;
       if (dense) flag_seen_[i] = static_cast<std::uint8_t>(s.seq % 255 + 1);
-      bool answer;
-      std::size_t len = 0;
-      Status st = take(handler, r, slot, s, frame, &answer, &len);
-      if (st == Status::ok && answer) st = respond(r, slot, s.seq, len);
-      if (st != Status::ok) return st;
-      *served += answer;  // a close is taken, not served
-      moved = true;
     }
-    if (moved) return Status::ok;
-    t_.progress();
-    return Status::empty;
+    return Status::ok;
   }
 
-  Status receive(const Handler* handler, unsigned* served) noexcept {
+  // Completions a batched round could not take (a second request of one requester) come
+  // first in the next round.
+  template <class Admit>
+  Status receive(Admit& admit) noexcept {
+    std::size_t kept = 0;
+    for (const Completion& c : deferred_)
+      if (!admit_completion(c, admit)) deferred_[kept++] = c;
+    deferred_.resize(kept);
     Completion c[16];
     int n = t_.poll_rx(c);
     if (n < 0) return failed("receive failed: " + t_.last_error());
-    bool moved = false;  // a request or a close was taken
     for (int k = 0; k < n; ++k) {
-      if (c[k].context >= peers_.total_slots)
-        return failed("receive completion with unknown context");
-      const std::size_t b = c[k].context;
-      const std::byte* frame = mailbox(b);
-      if (c[k].length < kFrameOverhead) return failed("received a truncated request");
-      std::uint64_t word = load_stamp(frame);
-      Stamp s = unpack(word);
-      std::uint32_t r = source_of(frame), slot = slot_of(frame);
-      if (r >= static_cast<std::uint32_t>(peers_.requesters) || slot >= peers_.slots[r])
-        return failed("received a request with ids out of range (requester " + std::to_string(r) +
-                      ", slot " + std::to_string(slot) + ")");
-      if (per_endpoint(t_.caps()) && static_cast<int>(r) != owner_of(b))
-        return failed("requester " + std::to_string(owner_of(b)) + " sent a request as requester " +
-                      std::to_string(r));
-      if (s.len > o_.request_bytes || c[k].length != frame_bytes(s.len) ||
-          trailer_of(frame, s.len) != word)
-        return failed("requester " + std::to_string(r) +
-                      " sent a malformed or oversized request (" + std::to_string(c[k].length) +
-                      " bytes)");
-      const std::size_t i = peers_.base[r] + slot;
-      if (s.seq <= last_seq_[i])
-        return failed("requester " + std::to_string(r) + " replayed sequence " +
-                      std::to_string(s.seq));
-      last_seq_[i] = s.seq;
-      // The buffer goes back to its queue as soon as the handler is done with it, before the
-      // response lets the requester send again.
-      bool answer;
-      std::size_t len = 0;
-      Status st = take(handler, static_cast<int>(r), slot, s, frame, &answer, &len);
-      if (st == Status::ok) st = repost(b);
-      if (st == Status::ok && answer) st = respond(static_cast<int>(r), slot, s.seq, len);
-      if (st != Status::ok) return st;
-      *served += answer;  // a close is taken, not served
-      moved = true;
+      Status s = check_completion(c[k]);
+      if (s != Status::ok) return s;
+      if (!admit_completion(c[k], admit)) deferred_.push_back(c[k]);
     }
-    if (moved) return Status::ok;
-    return Status::empty;
+    return Status::ok;
+  }
+
+  // A checked receive completion as an arrival; false when the round is full for it.
+  template <class Admit>
+  bool admit_completion(const Completion& c, Admit& admit) noexcept {
+    const std::byte* frame = mailbox(c.context);
+    Stamp s = unpack(load_stamp(frame));
+    const std::uint32_t r = source_of(frame), slot = slot_of(frame);
+    if (!admit(Arrival{static_cast<int>(r), slot, s.seq, s.len, s.bye, frame, c.context}))
+      return false;
+    last_seq_[peers_.base[r] + slot] = s.seq;
+    return true;
+  }
+
+  Status check_completion(const Completion& c) noexcept {
+    if (c.context >= peers_.total_slots) return failed("receive completion with unknown context");
+    const std::size_t b = c.context;
+    const std::byte* frame = mailbox(b);
+    if (c.length < kFrameOverhead) return failed("received a truncated request");
+    std::uint64_t word = load_stamp(frame);
+    Stamp s = unpack(word);
+    std::uint32_t r = source_of(frame), slot = slot_of(frame);
+    if (r >= static_cast<std::uint32_t>(peers_.requesters) || slot >= peers_.slots[r])
+      return failed("received a request with ids out of range (requester " + std::to_string(r) +
+                    ", slot " + std::to_string(slot) + ")");
+    if (per_endpoint(t_.caps()) && static_cast<int>(r) != owner_of(b))
+      return failed("requester " + std::to_string(owner_of(b)) + " sent a request as requester " +
+                    std::to_string(r));
+    if (s.len > o_.request_bytes || c.length != frame_bytes(s.len) ||
+        trailer_of(frame, s.len) != word)
+      return failed("requester " + std::to_string(r) + " sent a malformed or oversized request (" +
+                    std::to_string(c.length) + " bytes)");
+    if (s.seq <= last_seq_[peers_.base[r] + slot])
+      return failed("requester " + std::to_string(r) + " replayed sequence " +
+                    std::to_string(s.seq));
+    return Status::ok;
+  }
+
+  // The receive buffer goes back to its queue as soon as the handler is done with it, before
+  // the response lets the requester send again.
+  Status give_back(const Arrival& a) noexcept {
+    return a.buffer == SIZE_MAX ? Status::ok : repost(a.buffer);
   }
 
   int queue_peer(std::size_t buffer) const noexcept {
@@ -575,26 +680,25 @@ class ResponderImpl final : public Responder, Endpoint {
         [&] { return t_.post_recv(queue_peer(b), mailbox(b), layout_->req_slot, mr_->desc(), b); });
   }
 
-  // Takes request `s` from requester r's slot: a close, or a request whose response it
-  // builds in the slot's transmit frame (*len: its payload length).
-  Status take(const Handler* handler, int r, std::uint32_t slot, const Stamp& s,
-              const std::byte* frame, bool* answer, std::size_t* len) noexcept {
-    const auto ri = static_cast<std::size_t>(r);
+  // Takes arrival `a`: a close, or a request whose response it builds in the slot's
+  // transmit frame with `handler` when given (*len: its payload length).
+  Status take(const Handler* handler, const Arrival& a, bool* answer, std::size_t* len) noexcept {
+    const auto ri = static_cast<std::size_t>(a.requester);
+    const std::string who = "requester " + std::to_string(a.requester);
     *answer = false;
-    if (s.bye) {
-      if (s.len != 0 || closed_by_[ri])
-        return failed("requester " + std::to_string(r) + " sent a malformed close");
+    if (a.bye) {
+      if (a.len != 0 || closed_by_[ri]) return failed(who + " sent a malformed close");
       closed_by_[ri] = true;
       ++closed_;
       return Status::ok;
     }
-    if (closed_by_[ri])
-      return failed("requester " + std::to_string(r) + " sent a request after closing");
-    std::byte* out = tx_frame(peers_.base[ri] + slot);
+    if (closed_by_[ri]) return failed(who + " sent a request after closing");
     *len = o_.response_bytes;
     if (handler && *handler) {
+      std::byte* out = tx_frame(peers_.base[ri] + a.slot);
       try {
-        *len = (*handler)(r, {frame + kHeader, s.len}, {out + kHeader, o_.response_bytes});
+        *len =
+            (*handler)(a.requester, {a.frame + kHeader, a.len}, {out + kHeader, o_.response_bytes});
       } catch (const std::exception& e) {
         return failed(std::string("handler failed: ") + e.what());
       }
@@ -604,18 +708,21 @@ class ResponderImpl final : public Responder, Endpoint {
     return Status::ok;
   }
 
-  Status respond(int r, std::uint32_t slot, std::uint64_t seq, std::size_t len) noexcept {
+  Status respond(int r, std::uint32_t slot, std::uint64_t seq, std::size_t len,
+                 unsigned more) noexcept {
     const auto ri = static_cast<std::size_t>(r);
     std::byte* out = tx_frame(peers_.base[ri] + slot);
     seal(out, Stamp{seq, len, false}, static_cast<std::uint32_t>(me_), slot);
     const std::size_t bytes = frame_bytes(len);
     ++stats_.requests;
     if (!response_by_write(o_.pattern))
-      return post([&] { return t_.post_send(r, out, bytes, mr_->desc(), 1, next_flags(bytes)); });
+      return post(
+          [&] { return t_.post_send(r, out, bytes, mr_->desc(), 1, next_flags(bytes) | more); });
     const RemoteMemory& dst = peers_.remote[ri];
     const std::size_t off = requester_rx_off_[ri] + slot * layout_->resp_slot;
-    return post(
-        [&] { return t_.post_write(r, out, bytes, mr_->desc(), dst, off, 1, next_flags(bytes)); });
+    return post([&] {
+      return t_.post_write(r, out, bytes, mr_->desc(), dst, off, 1, next_flags(bytes) | more);
+    });
   }
 
   int me_;
@@ -628,6 +735,10 @@ class ResponderImpl final : public Responder, Endpoint {
   std::vector<std::size_t> requester_rx_off_;
   std::vector<bool> closed_by_;
   int closed_ = 0;
+  std::vector<Arrival> round_;        // this round's arrivals
+  std::vector<bool> in_round_;        // per requester: already in this round
+  std::vector<Completion> deferred_;  // receive completions left for the next round
+  std::vector<BatchRequest> batch_;   // serve_batch's requests
 };
 
 }  // namespace

@@ -1,0 +1,75 @@
+// What the sequencer's designs share: lanes (one transport per worker queue), the client's
+// real-time-order and fingerprint tally, the server's worker crew, and the factories of each
+// design (rpc.cc, spec.cc, atomic.cc).
+#pragma once
+
+#include <fabflow/bootstrap.h>
+#include <fabflow/sequencer.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fabflow::seq::detail {
+
+inline unsigned lane_count(const Options& o) { return o.workers * o.queues; }
+inline int client_count(const Bootstrap& boot) { return boot.size() - 1; }
+inline int server_rank(const Bootstrap& boot) { return boot.size() - 1; }
+// The lane client `c` talks on.
+inline unsigned lane_of(int c, const Options& o) {
+  return static_cast<unsigned>(c) % lane_count(o);
+}
+
+// Opens and connects one transport (collective over `boot`).
+std::unique_ptr<Transport> open_lane(const TransportOptions& to, Bootstrap& boot, Design d);
+
+// The client's checks on what it receives: every value above the largest one it had seen
+// when it issued its oldest request in flight (real-time order), and the fingerprint.
+class Tally {
+ public:
+  void issued() { floors_.push_back(seen_ ? max_ + 1 : 0); }
+  void received(std::uint64_t v, ClientStats& s) {
+    std::uint64_t floor = 0;
+    if (!floors_.empty()) {
+      floor = floors_.front();
+      floors_.pop_front();
+    }
+    if (v < floor) ++s.order_violations;
+    if (!seen_ || v > max_) max_ = v;
+    seen_ = true;
+    ++s.received;
+    fingerprint_add(v, s.fingerprint);
+  }
+
+ private:
+  std::deque<std::uint64_t> floors_;  // least acceptable value, per request in flight
+  bool seen_ = false;
+  std::uint64_t max_ = 0;
+};
+
+// The shared counter, on a cache line of its own.
+struct alignas(64) Counter {
+  std::atomic<std::uint64_t> value{0};
+};
+
+// Runs body(w) on `workers` threads (worker_init first). The first failure sets `stop` for the
+// others and is rethrown once all joined. Returns the threads' CPU seconds, summed.
+double run_workers(const Options& o, std::atomic<bool>& stop,
+                   const std::function<void(unsigned)>& body);
+
+std::unique_ptr<Server> make_rpc_server(const TransportOptions& to, Bootstrap& boot,
+                                        const Options& o);
+std::unique_ptr<Client> make_rpc_client(const TransportOptions& to, Bootstrap& boot,
+                                        const Options& o);
+std::unique_ptr<Server> make_spec_server(const TransportOptions& to, Bootstrap& boot,
+                                         const Options& o);
+std::unique_ptr<Client> make_spec_client(const TransportOptions& to, Bootstrap& boot,
+                                         const Options& o);
+std::unique_ptr<Server> make_atomic_server(const TransportOptions& to, Bootstrap& boot,
+                                           const Options& o);
+std::unique_ptr<Client> make_atomic_client(const TransportOptions& to, Bootstrap& boot,
+                                           const Options& o);
+
+}  // namespace fabflow::seq::detail
