@@ -1,0 +1,131 @@
+// `fabflow bench seq`: checks designs and counts in the launching process (one clear line per
+// mistake), then starts --clients client ranks and one server rank per provider; rank 0 (a
+// client) reports.
+#include <fabflow/bench/seq.h>
+#include <fabflow/launcher.h>
+#include <fabflow/sequencer.h>
+
+#include <iostream>
+
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace fabflow::cli {
+namespace {
+
+struct SeqFlags : CommonFlags {
+  std::string designs = "all";
+  unsigned workers = 1;
+  int clients = 1;
+  unsigned outstanding = 1;
+  unsigned batch = 16;
+  unsigned queues = 1;
+  std::string respond = "batched";
+  std::uint64_t requests = 10000;
+  std::uint64_t warmup = 1000;
+  bool reference = false;
+};
+
+enum class Respond : std::uint8_t { batched, single };
+inline constexpr NameTable<Respond, 2> kRespondNames{
+    {{{"batched", Respond::batched}, {"single", Respond::single}}}};
+constexpr const auto& name_table(Respond) noexcept { return kRespondNames; }
+
+struct Validated {
+  SeqParams params;
+  int clients = 1;
+  std::vector<std::string> providers;
+};
+
+Validated validate(const SeqFlags& f) {
+  Validated v;
+  SeqParams& p = v.params;
+  if (!f.sizes.empty()) throw UsageError("bench seq hands out 8-byte values: -S does not apply");
+  p.designs = parse_choice_list<seq::Design>(f.designs);
+  p.workers = f.workers;
+  p.queues = f.queues;
+  p.outstanding = f.outstanding;
+  p.batch = f.batch;
+  p.batch_responses = parse_name<Respond>(f.respond) == Respond::batched;
+  p.requests = f.requests;
+  p.warmup = f.warmup;
+  p.reference = f.reference;
+  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.timeout_ms = f.timeout_ms;
+  v.clients = f.clients;
+  seq::Options o;
+  o.workers = p.workers;
+  o.queues = p.queues;
+  o.outstanding = p.outstanding;
+  o.batch = p.batch;
+  seq::validate(o, v.clients);
+  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+  if (v.providers.empty()) throw UsageError("no provider given");
+  return v;
+}
+
+int run_seq_rank(const SeqFlags& flags, const Validated& v) {
+  return run_rank(flags, [&](Rank& rank) {
+    SeqParams params = v.params;
+    params.provider = v.providers.front();
+    params.pin = !flags.no_pin;
+    params.cpus = rank.allowed_cpus;
+    params.cpu = rank.cpu;
+    bool header = false;
+    SeqResult last;
+    last = run_seq(params, rank.boot, [&](const SeqResult& partial, const SeqRow& row) {
+      SeqResult r = partial;
+      finish_environment(r.env);
+      if (!flags.json && !header) print_seq_header(std::cout, r);
+      if (flags.json && !header) print_seq_reference_json(std::cout, r);
+      header = true;
+      if (flags.json)
+        print_seq_json(std::cout, r, row);
+      else
+        print_seq_row(std::cout, r, row);
+    });
+    if (rank.boot.rank() != 0) return;
+    finish_environment(last.env);
+    if (!flags.json) print_seq_reference(std::cout, last);
+    if (flags.json) report::warn_stderr(last.env);
+  });
+}
+
+}  // namespace
+
+Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand(
+      "seq", "the networked sequencer (seed 001): rpc, rpc-batch, spec and atomic designs");
+  auto f = std::make_shared<SeqFlags>();
+  add_common_flags(*app, *f, "not used: the sequencer hands out 8-byte values",
+                   "not used: the sequencer's ends drive their own progress");
+  add_choice<seq::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all",
+                          /*list=*/true, {"all"});
+  add_number<unsigned>(*app, "--workers", f->workers, 1, seq::kMaxWorkers,
+                       "server worker threads (cores)");
+  add_number<int>(*app, "--clients", f->clients, 1, 63, "client processes");
+  add_number<unsigned>(*app, "--outstanding", f->outstanding, 1, seq::kMaxOutstanding,
+                       "requests each client keeps in flight");
+  add_number<unsigned>(*app, "--batch", f->batch, 1, seq::kMaxBatch,
+                       "most requests a worker round takes (rpc-batch, spec)");
+  add_number<unsigned>(*app, "--queues", f->queues, 1, seq::kMaxQueues,
+                       "endpoints per worker (multi-queue)");
+  add_choice<Respond>(*app, "--respond", f->respond,
+                      "spec's responses: batched (FI_MORE) or single (one by one)");
+  add_number<std::uint64_t>(*app, "-I,--requests", f->requests, 1, kMaxCount,
+                            "measured requests per client");
+  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
+                            "requests per client not measured");
+  app->add_flag("--reference", f->reference,
+                "also measure a bare shared-memory fetch-add loop by as many threads as clients");
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_seq_rank(*f, v);
+    return launch_each_provider(self, *f, v.providers, v.params.endpoint,
+                                [&](LaunchConfig& lc) { lc.nprocs = v.clients + 1; });
+  };
+}
+
+}  // namespace fabflow::cli
