@@ -57,6 +57,15 @@ const std::vector<Subcommand>& table() {
         {"--depth", "1", "64", "65"},
         {"--signal", "1", "64", "65"},
         {"--seed", "0", "9223372036854775807", "9223372036854775808"}}},
+      {"seq",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--workers", "1", "64", "65"},
+        {"--clients", "1", "63", "64"},
+        {"--outstanding", "1", "1024", "1025"},
+        {"--batch", "1", "4096", "4097"},
+        {"--queues", "1", "16", "17"},
+        {"--requests", "1", "1000000000000", "1000000000001"},
+        {"--warmup", "0", "1000000000000", "1000000000001"}}},
   };
   return t;
 }
@@ -126,7 +135,7 @@ TEST(NumericFlags, NumbersInsideTextFlagsAreRefused) {
 
 // Flags with one meaning have one name in every subcommand.
 TEST(NumericFlags, SharedFlagsHaveTheSameNames) {
-  for (const char* sub : {"raw", "queue", "rr"}) {
+  for (const char* sub : {"raw", "queue", "rr", "seq"}) {
     CliResult r = run_cli({"fabflow", "bench", sub, "--help"}, 10s);
     for (const char* flag : {"-p,--provider", "-e,--endpoint", "-S,--size", "--progress", "--json",
                              "--no-pin", "--netns", "--timeout", "-w,--warmup", "--reference"})
