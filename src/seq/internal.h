@@ -59,6 +59,24 @@ struct alignas(64) Counter {
 double run_workers(const Options& o, std::atomic<bool>& stop,
                    const std::function<void(unsigned)>& body);
 
+// Spec-S0's setup, one lane at a time: every rank publishes its region in a hello; the
+// regions of the ranks `wanted` names are imported, checked to agree on `outstanding` and to
+// hold bytes_of(rank). Spec regions start with a landing line for the 0-byte writes, then the
+// 8-byte receive buffers.
+inline constexpr std::uint32_t kSpecMagic = 0x53504543;  // "SPEC"
+inline constexpr std::size_t kSpecLanding = 64;
+struct SpecHello {
+  std::uint32_t magic = kSpecMagic;
+  std::uint32_t outstanding = 0;
+  std::uint64_t region_bytes = 0;
+  std::uint32_t key_len = 0;
+  std::uint32_t pad = 0;
+};
+std::vector<RemoteMemory> spec_exchange(Transport& t, Bootstrap& boot, const MemoryRegion& mr,
+                                        unsigned outstanding,
+                                        const std::function<bool(int)>& wanted,
+                                        const std::function<std::size_t(int)>& bytes_of);
+
 std::unique_ptr<Server> make_rpc_server(const TransportOptions& to, Bootstrap& boot,
                                         const Options& o);
 std::unique_ptr<Client> make_rpc_client(const TransportOptions& to, Bootstrap& boot,

@@ -10,28 +10,13 @@
 #include "seq/internal.h"
 
 namespace fabflow::seq::detail {
-namespace {
 
-using namespace spec;
-
-constexpr std::uint32_t kMagic = 0x53504543;  // "SPEC"
-constexpr std::size_t kLanding = 64;          // target of the 0-byte writes, then buffers
-
-struct Hello {
-  std::uint32_t magic = kMagic;
-  std::uint32_t outstanding = 0;
-  std::uint64_t region_bytes = 0;
-  std::uint32_t key_len = 0;
-  std::uint32_t pad = 0;
-};
-
-// One lane's setup: every rank publishes its region; returns the peers' imported regions
-// (only those `wanted` says) after checking that they agree and hold their layout.
-std::vector<RemoteMemory> exchange(Transport& t, Bootstrap& boot, const MemoryRegion& mr,
-                                   unsigned outstanding, const std::function<bool(int)>& wanted,
-                                   const std::function<std::size_t(int)>& bytes_of) {
+std::vector<RemoteMemory> spec_exchange(Transport& t, Bootstrap& boot, const MemoryRegion& mr,
+                                        unsigned outstanding,
+                                        const std::function<bool(int)>& wanted,
+                                        const std::function<std::size_t(int)>& bytes_of) {
   auto key = t.export_key(mr);
-  Hello mine;
+  SpecHello mine;
   mine.outstanding = outstanding;
   mine.region_bytes = mr.size();
   mine.key_len = static_cast<std::uint32_t>(key.size());
@@ -45,10 +30,10 @@ std::vector<RemoteMemory> exchange(Transport& t, Bootstrap& boot, const MemoryRe
     auto bad = [&](const char* why) {
       return PeerError(rank, "seq: rank " + std::to_string(rank) + " " + why);
     };
-    Hello h;
+    SpecHello h;
     if (all[r].size() < sizeof h) throw bad("sent a malformed hello");
     std::memcpy(&h, all[r].data(), sizeof h);
-    if (h.magic != kMagic || all[r].size() != sizeof h + h.key_len)
+    if (h.magic != kSpecMagic || all[r].size() != sizeof h + h.key_len)
       throw bad("sent a malformed hello");
     if (h.outstanding != outstanding) throw bad("disagrees on the requests in flight");
     if (rank == boot.rank() || !wanted(rank)) continue;
@@ -58,6 +43,10 @@ std::vector<RemoteMemory> exchange(Transport& t, Bootstrap& boot, const MemoryRe
   }
   return remote;
 }
+
+namespace {
+
+using namespace spec;
 
 // Posts with retries while the transmit queue is full.
 template <class Post>
@@ -96,9 +85,9 @@ class SpecServer final : public Server {
       lane.open = static_cast<int>(lane.clients.size());
       lane.recvs = lane.t->caps().rx_cq_data_consumes_recv;
       const std::size_t buffers = lane.recvs ? lane.clients.size() * o.outstanding : 0;
-      lane.mr = lane.t->allocate(kLanding + 8 * std::max<std::size_t>(buffers, 1), kAllAccess);
-      const std::size_t client_bytes = kLanding + 8 * o.outstanding;
-      lane.remote = exchange(
+      lane.mr = lane.t->allocate(kSpecLanding + 8 * std::max<std::size_t>(buffers, 1), kAllAccess);
+      const std::size_t client_bytes = kSpecLanding + 8 * o.outstanding;
+      lane.remote = spec_exchange(
           *lane.t, boot, *lane.mr, o.outstanding,
           [&](int r) { return r < clients_ && lane_of(r, o) == l; },
           [&](int) { return client_bytes; });
@@ -135,7 +124,7 @@ class SpecServer final : public Server {
 
   Status repost(ServerLane& lane, std::size_t b) {
     const int peer = lane.clients[b / o_.outstanding];
-    return lane.t->post_recv(peer, lane.mr->data() + kLanding + 8 * b, 8, lane.mr->desc(), b);
+    return lane.t->post_recv(peer, lane.mr->data() + kSpecLanding + 8 * b, 8, lane.mr->desc(), b);
   }
 
   static void reject(ServerStats& s, std::string why) {
@@ -250,13 +239,13 @@ class SpecClient final : public Client {
     const int clients = client_count(boot);
     for (unsigned l = 0; l < lane_count(o); ++l) {
       auto t = open_lane(to, boot, o.design);
-      auto mr = t->allocate(kLanding + 8 * o.outstanding, kAllAccess);
+      auto mr = t->allocate(kSpecLanding + 8 * o.outstanding, kAllAccess);
       // The server's region: the landing line plus its receive buffers for this lane.
       std::size_t on_lane = 0;
       for (int c = 0; c < clients; ++c) on_lane += lane_of(c, o) == l;
       const std::size_t server_bytes =
-          kLanding + 8 * (t->caps().rx_cq_data_consumes_recv ? on_lane * o.outstanding : 1);
-      auto remote = exchange(
+          kSpecLanding + 8 * (t->caps().rx_cq_data_consumes_recv ? on_lane * o.outstanding : 1);
+      auto remote = spec_exchange(
           *t, boot, *mr, o.outstanding, [&](int r) { return l == mine_ && r == server_; },
           [&](int) { return server_bytes; });
       if (l == mine_) {
@@ -297,7 +286,7 @@ class SpecClient final : public Client {
     } else {
       if (!consumed || c.length != 8)
         return fail("the server sent a malformed value (" + std::to_string(c.length) + " bytes)");
-      std::memcpy(value, mr_->data() + kLanding + 8 * c.context, 8);
+      std::memcpy(value, mr_->data() + kSpecLanding + 8 * c.context, 8);
       ++stats_.full_responses;
       next_guess_ = guess_for(*value);
       changing_ = next_guess_ != guess_;
@@ -347,7 +336,7 @@ class SpecClient final : public Client {
 
  private:
   Status repost(unsigned k) noexcept {
-    return t_->post_recv(server_, mr_->data() + kLanding + 8 * k, 8, mr_->desc(), k);
+    return t_->post_recv(server_, mr_->data() + kSpecLanding + 8 * k, 8, mr_->desc(), k);
   }
   Status fail(const std::string& why) noexcept {
     if (error_.empty()) error_ = "seq: " + why;

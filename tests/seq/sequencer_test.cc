@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "seq/internal.h"
+
 namespace fabflow::seq {
 namespace {
 
@@ -213,6 +215,73 @@ TEST(SeqSpecBoundary, WrongGuessesAreAnsweredInFull) {
     EXPECT_EQ(out.server.full_responses, out.full_responses) << provider;
     EXPECT_EQ(out.order_violations, 0u) << provider;
   }
+}
+
+// A hand-made Spec-S0 client (rank 0) sends a request naming a client that does not exist and
+// one with CQ data wider than 32 bits, then closes properly: the server drops both with a
+// reason and goes on serving the real client (rank 1) every value.
+TEST(SeqSpecMisbehavingClient, IsRejectedAndTheOthersAreServed) {
+  Options o;
+  o.design = Design::spec;
+  o.yield_when_idle = true;
+  TransportOptions to;
+  to.provider = "local";
+  auto boots = make_thread_bootstraps(3);
+  std::mutex m;
+  std::string error;
+  ServerStats stats;
+  std::vector<std::uint64_t> values;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      Bootstrap& boot = *boots[static_cast<std::size_t>(r)];
+      try {
+        if (r == 2) {
+          auto server = make_server(to, boot, o);
+          boot.barrier();
+          ServerStats s = server->run();
+          std::lock_guard<std::mutex> lock(m);
+          stats = s;
+        } else if (r == 1) {
+          auto client = make_client(to, boot, o);
+          boot.barrier();
+          for (int i = 0; i < 100; ++i) values.push_back(client->next(boot));
+          client->close(boot);
+          boot.barrier();
+          return;
+        } else {
+          auto t = detail::open_lane(to, boot, Design::spec);
+          auto mr = t->allocate(detail::kSpecLanding + 8, kAllAccess);
+          auto remote = detail::spec_exchange(
+              *t, boot, *mr, o.outstanding, [](int rank) { return rank == 2; },
+              [](int) { return detail::kSpecLanding + 8; });
+          boot.barrier();
+          for (std::uint64_t imm : {std::uint64_t{spec::request(99, 0)},
+                                    (std::uint64_t{1} << 40) | 5, std::uint64_t{spec::bye(0)}}) {
+            while (t->post_write(2, mr->data(), 0, mr->desc(), remote[2], 0, 1, kSignal, imm) !=
+                   Status::ok)
+              std::this_thread::yield();
+            Completion c;
+            while (t->poll_tx({&c, 1}) == 0) std::this_thread::yield();
+          }
+          boot.barrier();
+          return;
+        }
+        boot.barrier();
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(m);
+        if (error.empty()) error = "rank " + std::to_string(r) + ": " + e.what();
+        boot.abort(e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(stats.rejected, 2u);
+  EXPECT_EQ(stats.first_rejection, "seq: a request naming client 99 on lane 0");
+  ASSERT_EQ(values.size(), 100u);
+  for (std::size_t i = 0; i < values.size(); ++i) EXPECT_EQ(values[i], i);
+  EXPECT_EQ(stats.served, 100u);
+  EXPECT_EQ(stats.counter, 100u);
 }
 
 }  // namespace
