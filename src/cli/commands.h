@@ -73,6 +73,7 @@ Runner add_info(CLI::App& app);
 Runner add_bench_raw(CLI::App& bench, const Invocation& self);
 Runner add_bench_queue(CLI::App& bench, const Invocation& self);
 Runner add_bench_rr(CLI::App& bench, const Invocation& self);
+Runner add_bench_inbound(CLI::App& bench, const Invocation& self);
 // `experiment list|run` (checks catalogue flags against `bench_app`'s subcommands) and `report`;
 // their callbacks set `run`.
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);

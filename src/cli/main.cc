@@ -1,5 +1,5 @@
 // fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
-// experiment list, experiment run, report, model pcie.
+// bench inbound, experiment list, experiment run, report, model pcie.
 #include <fabflow/status.h>
 #include <fabflow/version.h>
 
@@ -27,10 +27,12 @@ int main(int argc, char** argv) {
   auto raw_run = cli::add_bench_raw(*bench, self);
   auto queue_run = cli::add_bench_queue(*bench, self);
   auto rr_run = cli::add_bench_rr(*bench, self);
+  auto inbound_run = cli::add_bench_inbound(*bench, self);
   info->callback([&] { run = info_run; });
   bench->get_subcommand("raw")->callback([&] { run = raw_run; });
   bench->get_subcommand("queue")->callback([&] { run = queue_run; });
   bench->get_subcommand("rr")->callback([&] { run = rr_run; });
+  bench->get_subcommand("inbound")->callback([&] { run = inbound_run; });
   cli::add_experiment(app, *bench, run);
   cli::add_report(app, run);
   cli::add_model(app, run);
