@@ -327,8 +327,9 @@ std::uint64_t counter_region_bytes(const InboundParams& p) {
   return bytes;
 }
 
-bool inbound_progress_thread(const InboundParams& params, const Capabilities&, int rank, int size) {
-  return rank == size - 1 && params.progress == ProgressMode::thread;
+bool inbound_progress_thread(const InboundParams& params, const Capabilities& caps, int rank,
+                             int size) {
+  return rank == size - 1 && needs_progress_thread(params.progress, caps, /*passive=*/true);
 }
 
 InboundResult run_inbound(const InboundParams& params, Transport& transport, Bootstrap& boot) {

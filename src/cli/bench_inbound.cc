@@ -56,7 +56,13 @@ Validated validate(const InboundFlags& f) {
   if (only_atomics && !f.sizes.empty() && p.sizes != std::vector<std::size_t>{8})
     throw UsageError("atomics operate on 8-byte words: -S applies to read and write only");
   p.counters.clear();
-  for (std::size_t k : parse_sizes(f.counters)) {  // "1,16,1K" and sweeps "1:1M"
+  std::vector<std::size_t> ks;
+  try {
+    ks = parse_sizes(f.counters);  // "1,16,1K" and sweeps "1:1M"
+  } catch (const UsageError& e) {
+    throw UsageError("--counters must be in 1..1048576 (1M): " + std::string(e.what()));
+  }
+  for (std::size_t k : ks) {
     if (k < 1 || k > (std::size_t{1} << 20))
       throw UsageError("--counters must be in 1..1048576 (1M), got " + std::to_string(k));
     p.counters.push_back(k);
@@ -126,8 +132,8 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
       "atomics by number of counters");
   auto f = std::make_shared<InboundFlags>();
   add_common_flags(*app, *f, "read/write payload size(s): 64 | 32,256 | 8:4K; default 64",
-                   "server progress: auto/off (its one thread drives progress inline), on "
-                   "(a progress thread)");
+                   "server progress: auto (a thread where the provider needs one), on, off (the "
+                   "server's one thread drives progress inline)");
   add_choice<Op>(*app, "-o,--op", f->ops, "read, write, fadd, cswap, comma-separated, or all",
                  /*list=*/true, {"all"});
   add_number<int>(*app, "--clients", f->clients, 1, 63,

@@ -94,8 +94,9 @@ struct InboundResult {
 // Error / PeerError on failure; a failed exactly-once check is reported in its row.
 InboundResult run_inbound(const InboundParams& params, Transport& transport, Bootstrap& boot);
 
-// Whether `rank` runs a progress thread: only the server, and only with --progress on (its one
-// thread has nothing to do but drive progress inline otherwise). The transport must then be
+// Whether `rank` runs a progress thread: only the server may, as a passive target
+// (needs_progress_thread: auto gives one on providers with manual data progress; off makes the
+// server's own thread drive progress inline between its barriers). The transport must then be
 // thread-safe.
 bool inbound_progress_thread(const InboundParams& params, const Capabilities& caps, int rank,
                              int size);
