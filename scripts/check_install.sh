@@ -28,7 +28,7 @@ grep -q "^## \[$version\]" CHANGELOG.md || fail "CHANGELOG.md has no section for
 # The installed CLI finds the installed catalogue, not the source tree's.
 "$prefix/bin/fabflow" experiment list --json | grep -q '"id"' || fail "no catalogue from the install"
 # Every subcommand has its section in the man page.
-for sub in info "bench raw" "bench queue" "bench rr" "bench seq" "experiment list" "experiment run" report "model pcie"; do
+for sub in info "bench raw" "bench queue" "bench rr" "bench seq" "bench inbound" "experiment list" "experiment run" report "model pcie"; do
   grep -q "^\.SS $sub\$" "$prefix/share/man/man1/fabflow.1" || fail "man page lacks '$sub'"
 done
 for sub in $("$prefix/bin/fabflow" --help | sed -n '/^Subcommands:/,$p' | awk 'NR>1 {print $1}'); do

@@ -12,7 +12,10 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/affinity.h"
 #include "common/bounded_wait.h"
@@ -73,12 +76,30 @@ class Watchdog {
   const char* what_;
 };
 
+// The queue post i of a bandwidth test goes to, and the number of `count` posts queue `q`
+// gets: batches of `batch` posts rotate over `queues` queues.
+std::size_t queue_of(std::uint64_t i, std::uint64_t batch, std::uint64_t queues) {
+  return static_cast<std::size_t>((i / batch) % queues);
+}
+std::uint64_t queue_share(std::uint64_t count, std::uint64_t batch, std::uint64_t queues,
+                          std::uint64_t q) {
+  const std::uint64_t cycle = batch * queues;
+  const std::uint64_t rest = count % cycle;
+  const std::uint64_t before = q * batch;
+  return count / cycle * batch + (rest > before ? std::min(rest - before, batch) : 0);
+}
+// The index of the next post after post i that goes to the same queue.
+std::uint64_t next_on_queue(std::uint64_t i, std::uint64_t batch, std::uint64_t queues) {
+  return (i + 1) % batch != 0 ? i + 1 : i + 1 + (queues - 1) * batch;
+}
+
 // One rank's state for one run. T is the concrete transport type.
 template <class T>
 class RawRunner {
  public:
-  RawRunner(T& t, Bootstrap& boot, const RawParams& p, const Clock& clock, bool progress_thread)
-      : t_(t),
+  RawRunner(std::span<T* const> queues, Bootstrap& boot, const RawParams& p, const Clock& clock,
+            bool progress_thread)
+      : t_(*queues.front()),
         boot_(boot),
         p_(p),
         clock_(clock),
@@ -89,11 +110,14 @@ class RawRunner {
     if (is_atomic(p.op)) max_size_ = 8;
     // Layout: [0, max) source / atomic result, [max, 2max) target of the peer's operations.
     buf_len_ = 2 * std::max<std::size_t>(max_size_, 64);
-    mr_ = t_.allocate(buf_len_, kAllAccess);
-    auto keys = boot_.allgather(t_.export_key(*mr_));
-    remote_ = t_.import_key(peer_, keys[static_cast<std::size_t>(peer_)]);
-    if (!remote_.contains(rx_offset(), max_size_))
-      throw PeerError(peer_, "raw bench: peer registered a region too small for the run");
+    for (T* t : queues) {
+      Queue q{t, t->allocate(buf_len_, kAllAccess), {}};
+      auto keys = boot_.allgather(t->export_key(*q.mr));
+      q.remote = t->import_key(peer_, keys[static_cast<std::size_t>(peer_)]);
+      if (!q.remote.contains(rx_offset(), max_size_))
+        throw PeerError(peer_, "raw bench: peer registered a region too small for the run");
+      queues_.push_back(std::move(q));
+    }
   }
 
   // Runs warm-up and measurement for one size and test; rank 0 returns the row.
@@ -149,9 +173,20 @@ class RawRunner {
   static std::span<const std::byte> as_bytes(const V& v) {
     return {reinterpret_cast<const std::byte*>(&v), sizeof v};
   }
+  // One endpoint: its transport, its registered buffer and the peer's.
+  struct Queue {
+    T* t;
+    std::unique_ptr<MemoryRegion> mr;
+    RemoteMemory remote;
+  };
+
   std::size_t rx_offset() const noexcept { return buf_len_ / 2; }
-  std::byte* src() const noexcept { return mr_->data(); }
-  std::byte* rx() const noexcept { return mr_->data() + rx_offset(); }
+  std::byte* src(std::size_t q = 0) const noexcept { return queues_[q].mr->data(); }
+  std::byte* rx(std::size_t q = 0) const noexcept { return queues_[q].mr->data() + rx_offset(); }
+  void* desc(std::size_t q = 0) const noexcept { return queues_[q].mr->desc(); }
+  void progress_all() {
+    for (auto& q : queues_) q.t->progress();
+  }
   bool injecting(std::size_t size) const noexcept {
     return p_.inject && !is_atomic(p_.op) && p_.op != Op::read && size <= t_.caps().inject_size;
   }
@@ -163,7 +198,7 @@ class RawRunner {
     // rate bounds the initiator's bandwidth.
     if (inline_progress_)
       boot_.barrier([this] {
-        for (int i = 0; i < 256; ++i) t_.progress();
+        for (int i = 0; i < 256; ++i) progress_all();
       });
     else
       boot_.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
@@ -227,13 +262,16 @@ class RawRunner {
       throw Error(std::string("raw bench: ") + what + ": " + t_.last_error());
   }
 
-  // Reaps transmit completions; each carries in its context how many posts it retires.
+  // Reaps transmit completions of every queue; each carries in its context how many posts of
+  // its queue it retires.
   std::uint64_t reap_tx() {
-    Completion c[kPollBatch];
-    int n = t_.poll_tx(c);
-    if (n < 0) throw Error("raw bench: " + t_.last_error());
     std::uint64_t retired = 0;
-    for (int i = 0; i < n; ++i) retired += c[i].context;
+    for (auto& q : queues_) {
+      Completion c[kPollBatch];
+      int n = q.t->poll_tx(c);
+      if (n < 0) throw Error("raw bench: " + q.t->last_error());
+      for (int i = 0; i < n; ++i) retired += c[i].context;
+    }
     return retired;
   }
 
@@ -246,9 +284,9 @@ class RawRunner {
     std::uint64_t posted = 0;       // receives posted so far
     std::uint64_t outstanding = 0;  // posted and not yet consumed
   };
-  void top_up(RecvPool& pool, std::size_t len) {
+  void top_up(RecvPool& pool, std::size_t len, std::size_t q = 0) {
     while (pool.posted < pool.total && pool.outstanding < kRxDepth) {
-      Status s = t_.post_recv(peer_, rx(), len, mr_->desc(), 0);
+      Status s = queues_[q].t->post_recv(peer_, rx(q), len, desc(q), 0);
       if (s == Status::again) break;
       check(s, "post_recv");
       ++pool.posted;
@@ -271,12 +309,12 @@ class RawRunner {
     for (;;) {
       Status s;
       switch (p_.op) {
-        case Op::send: s = t_.post_send(peer_, src(), size, mr_->desc(), ctx, flags); break;
+        case Op::send: s = t_.post_send(peer_, src(), size, desc(), ctx, flags); break;
         case Op::write:
-          s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags);
+          s = t_.post_write(peer_, src(), size, desc(), remote(), rx_offset(), ctx, flags);
           break;
         default:
-          s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags, seq);
+          s = t_.post_write(peer_, src(), size, desc(), remote(), rx_offset(), ctx, flags, seq);
           break;
       }
       if (s == Status::ok) break;
@@ -347,7 +385,7 @@ class RawRunner {
 
   // A barrier used inside a phase: both sides progress while waiting.
   void wait_all_light() {
-    boot_.barrier([this] { t_.progress(); });
+    boot_.barrier([this] { progress_all(); });
   }
 
   void drain_tx() {
@@ -364,7 +402,7 @@ class RawRunner {
       std::uint64_t t0 = clock_.now();
       Status s;
       do {
-        s = post_one_sided(size, result, 1);
+        s = post_one_sided(0, size, result, 1);
         check(s, "post");
         if (s == Status::again) dog.idle();
       } while (s == Status::again);
@@ -374,57 +412,69 @@ class RawRunner {
     }
   }
 
-  Status post_one_sided(std::size_t size, std::uint64_t* result, std::uint64_t ctx) {
+  Status post_one_sided(std::size_t qi, std::size_t size, std::uint64_t* result,
+                        std::uint64_t ctx) {
+    Queue& q = queues_[qi];
     switch (p_.op) {
       case Op::read:
-        return t_.post_read(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, kSignal);
+        return q.t->post_read(peer_, src(qi), size, desc(qi), q.remote, rx_offset(), ctx, kSignal);
       case Op::fadd:
-        return t_.post_atomic(peer_, AtomicOp::fetch_add, 1, 0, result, mr_->desc(), remote_,
-                              rx_offset(), ctx, kSignal);
+        return q.t->post_atomic(peer_, AtomicOp::fetch_add, 1, 0, result, desc(qi), q.remote,
+                                rx_offset(), ctx, kSignal);
       case Op::cswap:
-        return t_.post_atomic(peer_, AtomicOp::compare_swap, ++seq_, *result, result, mr_->desc(),
-                              remote_, rx_offset(), ctx, kSignal);
+        return q.t->post_atomic(peer_, AtomicOp::compare_swap, ++seq_, *result, result, desc(qi),
+                                q.remote, rx_offset(), ctx, kSignal);
       default: return Status::failed;
     }
   }
+  const RemoteMemory& remote() const noexcept { return queues_.front().remote; }
 
   // ---- streaming bandwidth ----
+  // Batches of p_.batch posts (FI_MORE on all but the last of each) rotate over the queues;
+  // unsignalled posts are retired by the next signalled one of their queue.
   void stream(std::size_t size, std::uint64_t count) {
     const bool inject = injecting(size);
     const std::uint64_t window = std::max(1u, p_.window);
     const std::uint64_t every = is_atomic(p_.op) ? 1 : std::max(1u, p_.signal_every);
-    const unsigned batch = std::max(1u, p_.batch);
-    std::uint64_t posted = 0, retired = 0, since_signal = 0;
+    const std::uint64_t batch = std::max(1u, p_.batch);
+    const std::uint64_t nq = queues_.size();
+    std::uint64_t posted = 0, retired = 0;
+    std::vector<std::uint64_t> since_signal(nq, 0);
     Watchdog dog(boot_, p_.timeout_ms, "streaming");
-    auto* results = reinterpret_cast<std::uint64_t*>(src());
     // An active target (send, writedata) posts its receives first; see sink().
     if (!target_passive(p_.op, RawTest::bandwidth)) wait_all_light();
     while (retired < count) {
       bool progressed = false;
-      for (unsigned b = 0; b < batch && posted < count && posted - retired < window; ++b) {
-        const bool last = posted + 1 == count;
+      // The rest of the current batch, all on its queue.
+      const std::size_t qi = queue_of(posted, batch, nq);
+      Queue& q = queues_[qi];
+      auto* results = reinterpret_cast<std::uint64_t*>(src(qi));
+      while (posted < count && posted - retired < window) {
+        const bool batch_end = (posted + 1) % batch == 0;
+        const bool queue_last = next_on_queue(posted, batch, nq) >= count;
         const bool signal =
-            is_atomic(p_.op) || p_.op == Op::read || since_signal + 1 == every || last;
-        const bool more = b + 1 < batch && !last && posted + 1 - retired < window;
+            is_atomic(p_.op) || p_.op == Op::read || since_signal[qi] + 1 == every || queue_last;
+        const bool more = !batch_end && posted + 1 < count && posted + 1 - retired < window;
         unsigned flags = (signal ? kSignal : 0) | (inject ? kInject : 0) | (more ? kMore : 0);
-        std::uint64_t ctx = signal ? since_signal + 1 : 0;
+        std::uint64_t ctx = signal ? since_signal[qi] + 1 : 0;
         Status s;
         switch (p_.op) {
-          case Op::send: s = t_.post_send(peer_, src(), size, mr_->desc(), ctx, flags); break;
+          case Op::send: s = q.t->post_send(peer_, src(qi), size, desc(qi), ctx, flags); break;
           case Op::write:
-            s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags);
+            s = q.t->post_write(peer_, src(qi), size, desc(qi), q.remote, rx_offset(), ctx, flags);
             break;
           case Op::writedata:
-            s = t_.post_write(peer_, src(), size, mr_->desc(), remote_, rx_offset(), ctx, flags,
-                              posted);
+            s = q.t->post_write(peer_, src(qi), size, desc(qi), q.remote, rx_offset(), ctx, flags,
+                                posted);
             break;
-          default: s = post_one_sided(size, results, ctx); break;
+          default: s = post_one_sided(qi, size, results, ctx); break;
         }
         if (s == Status::again) break;
-        check(s, "post");
+        if (s == Status::failed) throw Error("raw bench: post: " + q.t->last_error());
         ++posted;
-        since_signal = signal ? 0 : since_signal + 1;
+        since_signal[qi] = signal ? 0 : since_signal[qi] + 1;
         progressed = true;
+        if (batch_end) break;
       }
       std::uint64_t r = reap_tx();
       retired += r;
@@ -435,27 +485,37 @@ class RawRunner {
     }
   }
 
-  // The target of streamed sends / writedata: counts arrivals, keeps receives posted.
+  // The target of streamed sends / writedata: counts arrivals on every queue, keeps each
+  // queue's receives posted (as many as the initiator's rotation sends there).
   void sink(std::uint64_t count) {
-    RecvPool pool = recv_pool(count);
+    const std::uint64_t batch = std::max(1u, p_.batch);
+    const std::uint64_t nq = queues_.size();
+    std::vector<RecvPool> pools;
     const std::size_t len = std::max<std::size_t>(max_size_, 1);
-    top_up(pool, len);
+    for (std::size_t q = 0; q < nq; ++q) {
+      pools.push_back(recv_pool(queue_share(count, batch, nq, q)));
+      top_up(pools[q], len, q);
+    }
     wait_all_light();
     Watchdog dog(boot_, p_.timeout_ms, "receiving the stream");
     Completion c[kPollBatch];
     std::uint64_t got = 0;
     while (got < count) {
-      int n = t_.poll_rx(c);
-      if (n < 0) throw Error("raw bench: " + t_.last_error());
-      if (n == 0) {
-        dog.idle();
-        continue;
+      bool any = false;
+      for (std::size_t q = 0; q < nq; ++q) {
+        int n = queues_[q].t->poll_rx(c);
+        if (n < 0) throw Error("raw bench: " + queues_[q].t->last_error());
+        if (n == 0) continue;
+        any = true;
+        for (int i = 0; i < n; ++i)
+          if (c[i].kind == CompletionKind::recv) --pools[q].outstanding;
+        got += static_cast<std::uint64_t>(n);
+        top_up(pools[q], len, q);
       }
-      dog.reset();
-      for (int i = 0; i < n; ++i)
-        if (c[i].kind == CompletionKind::recv) --pool.outstanding;
-      got += static_cast<std::uint64_t>(n);
-      top_up(pool, len);
+      if (any)
+        dog.reset();
+      else
+        dog.idle();
     }
     if (got > count) throw PeerError(peer_, "raw bench: peer sent more messages than expected");
   }
@@ -469,8 +529,7 @@ class RawRunner {
   const bool initiator_;
   std::size_t max_size_ = 0;
   std::size_t buf_len_ = 0;
-  std::unique_ptr<MemoryRegion> mr_;
-  RemoteMemory remote_;
+  std::vector<Queue> queues_;
   std::uint64_t seq_ = 0;
   double last_phase_seconds_ = 0;
 };
@@ -486,7 +545,31 @@ bool raw_progress_thread(const RawParams& params, const Capabilities& caps, int 
   return needs_progress_thread(params.progress, caps, passive);
 }
 
+std::string more_hint(const Capabilities& caps, const std::string& libfabric_version) {
+  if (caps.provider == "local") return "ignored by transport (no doorbell)";
+  // The providers of libfabric 1.17 whose transmit paths read FI_MORE (git grep FI_MORE
+  // v1.17.0 -- prov): efa, usnic and gni defer the doorbell; tcp, shm, ofi_rxm (it sets the
+  // flag only on receive completions), verbs (only in its datagram address vector) and the
+  // rest never look at it.
+  for (const char* user : {"efa", "usnic", "gni"})
+    if (caps.provider.rfind(user, 0) == 0) return "used";
+  if (libfabric_version == "1.17" || libfabric_version.rfind("1.17.", 0) == 0)
+    return "ignored by provider";
+  return "unknown";
+}
+
 RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot) {
+  Transport* one[] = {&transport};
+  RawParams p = params;
+  p.queues = 1;
+  return run_raw(p, one, boot);
+}
+
+RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, Bootstrap& boot) {
+  if (queues.empty() || queues.size() != params.queues)
+    throw UsageError("raw bench: " + std::to_string(params.queues) + " queues asked for, " +
+                     std::to_string(queues.size()) + " transports given");
+  Transport& transport = *queues.front();
   if (boot.size() != 2)
     throw UsageError("raw bench needs exactly 2 processes, got " + std::to_string(boot.size()));
   if (params.sizes.empty()) throw UsageError("no sizes given");
@@ -502,6 +585,9 @@ RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot
   }
   if (params.signal_every == 0 || params.window == 0 || params.batch == 0)
     throw UsageError("window, signal interval and batch must be at least 1");
+  for (std::size_t s : params.sizes)
+    if (s == 0 && params.op != Op::send && params.op != Op::writedata)
+      throw UsageError("size 0 (header-only) is for -o send and -o writedata only");
 
   Clock clock;
   RawResult result;
@@ -509,16 +595,24 @@ RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot
   result.params = params;
   result.env.caps = caps;
   result.env.clock = clock.name();
+  result.more_hint = more_hint(caps, result.env.libfabric_version);
 
   const bool lat = params.test != RawTest::bandwidth;
   const bool bw = params.test != RawTest::latency;
   const bool thread = raw_progress_thread(params, caps, boot.rank());
-  std::optional<ProgressEngine> engine;
-  if (thread) engine.emplace(transport, params.cpu);
+  std::vector<std::unique_ptr<ProgressEngine>> engines;  // one per queue
+  if (thread)
+    for (Transport* q : queues) engines.push_back(std::make_unique<ProgressEngine>(*q, params.cpu));
 
   with_concrete(transport, [&](auto& t) {
     using T = std::remove_reference_t<decltype(t)>;
-    RawRunner<T> runner(t, boot, params, clock, thread);
+    std::vector<T*> typed;
+    for (Transport* q : queues) {
+      auto* same = dynamic_cast<T*>(q);
+      if (!same) throw UsageError("raw bench: the queues are transports of different kinds");
+      typed.push_back(same);
+    }
+    RawRunner<T> runner(typed, boot, params, clock, thread);
     for (RawTest test : {RawTest::latency, RawTest::bandwidth}) {
       if ((test == RawTest::latency && !lat) || (test == RawTest::bandwidth && !bw)) continue;
       for (std::size_t size : params.sizes)
@@ -526,7 +620,8 @@ RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot
     }
   });
 
-  double progress_cpu = engine ? engine->stop() : 0;
+  double progress_cpu = 0;
+  for (auto& e : engines) progress_cpu += e->stop();
   struct Summary {
     double progress_cpu;
     int cpu;

@@ -51,7 +51,9 @@ void print_raw_header(std::ostream& out, const RawResult& r) {
       out, e, "raw",
       {"op " + std::string(to_string(p.op)) + "  warmup " + std::to_string(p.warmup) + "  window " +
            std::to_string(p.window) + "  signal every " + std::to_string(p.signal_every) +
-           "  batch " + std::to_string(p.batch) + "  inject " + (p.inject ? "on" : "off"),
+           "  batch " + std::to_string(p.batch) + "  queues " + std::to_string(p.queues) +
+           "  inject " + (p.inject ? "on" : "off"),
+       "FI_MORE (batch > 1): " + r.more_hint,
        "progress " + std::string(to_string(p.progress)) + " (thread: initiator " +
            (e.progress_thread_initiator ? "yes" : "no") + ", target " +
            (e.progress_thread_target ? "yes" : "no") + ")",
@@ -108,6 +110,9 @@ void print_raw_json(std::ostream& out, const RawResult& r) {
     } else {
       j["window"] = r.params.window;
       j["batch"] = r.params.batch;
+      j["batching"] = r.params.batch > 1;
+      j["queues"] = r.params.queues;
+      j["more_hint"] = r.more_hint;
       j["seconds"] = row.seconds;
       j["MBps"] = row.mbps;
       j["msgs_per_s"] = row.msgs_per_s;

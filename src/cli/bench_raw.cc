@@ -33,11 +33,27 @@ struct RawFlags : CommonFlags {
   std::string inject = "on";
   unsigned signal_every = 1;
   unsigned batch = 1;
+  unsigned queues = 1;
   std::string test = "both";
   std::string launched_op;  // internal: the one operation a launched rank runs
   std::string result_path;  // internal: rank 0 also writes its JSON lines here
   bool reference = false;   // also run fi_pingpong for send latency
 };
+
+// parse_sizes, plus 0 (a header-only message) as a list item of its own.
+std::vector<std::size_t> parse_sizes_or_zero(const std::string& text) {
+  std::vector<std::size_t> out;
+  for (const auto& item : split(text, ',')) {
+    if (item == "0") {
+      out.push_back(0);
+      continue;
+    }
+    auto more = parse_sizes(item);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  if (out.empty()) throw UsageError("no sizes given");
+  return out;
+}
 
 // Everything that can be checked without a peer; throws UsageError.
 struct Validated {
@@ -58,7 +74,7 @@ Validated validate(const RawFlags& f) {
   const std::optional<Op> op = v.ops.front();
   RawParams& p = v.params;
   p.op = *op;
-  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
+  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes_or_zero(f.sizes);
   constexpr std::size_t kMaxSize = std::size_t{1} << 30;  // each rank holds two buffers
   for (std::size_t s : p.sizes)
     if (s > kMaxSize)
@@ -76,6 +92,7 @@ Validated validate(const RawFlags& f) {
   p.inject = f.inject == "on";
   p.signal_every = f.signal_every;
   p.batch = f.batch;
+  p.queues = f.queues;
   p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
   p.timeout_ms = f.timeout_ms;
   p.test = parse_name<RawTest>(f.test).value();
@@ -95,7 +112,13 @@ TransportOptions transport_options(const Validated& v, const std::string& provid
 
 // Atomics always move one 8-byte word; an explicit other size is a mistake.
 std::vector<std::size_t> sizes_for(const RawFlags& f, const RawParams& p, Op op) {
-  if (!is_atomic(op)) return p.sizes;
+  if (!is_atomic(op)) {
+    for (std::size_t s : p.sizes)
+      if (s == 0 && op != Op::send && op != Op::writedata)
+        throw UsageError("size 0 (header-only) is for -o send and -o writedata only, not -o " +
+                         std::string(to_string(op)));
+    return p.sizes;
+  }
   if (!f.sizes.empty() && p.sizes != std::vector<std::size_t>{8})
     throw UsageError("atomics operate on 8-byte words: use -S 8 with -o " +
                      std::string(to_string(op)));
@@ -105,7 +128,8 @@ std::vector<std::size_t> sizes_for(const RawFlags& f, const RawParams& p, Op op)
 // Checks provider, operation and sizes against the provider's limits.
 void check_provider(const RawFlags& f, const Validated& v, const std::string& provider, Op op) {
   Capabilities caps = probe_transport(transport_options(v, provider, op));
-  for (std::size_t s : sizes_for(f, v.params, op))
+  const auto sizes = sizes_for(f, v.params, op);
+  for (std::size_t s : sizes)
     if (s > caps.max_msg_size)
       throw UsageError("size " + std::to_string(s) + " is above " + caps.provider +
                        "'s max_msg_size " + std::to_string(caps.max_msg_size));
@@ -123,9 +147,14 @@ int run_raw_rank(const RawFlags& flags, const Validated& v, const std::string& r
     // Only a passive target may need a progress thread (rank 0 always polls).
     Capabilities caps = probe_transport(opts);
     opts.thread_safe = raw_progress_thread(params, caps, rank.boot.rank());
-    auto transport = open_transport(opts);
-    transport->connect(rank.boot);
-    RawResult result = run_raw(params, *transport, rank.boot);
+    std::vector<std::unique_ptr<Transport>> owned;
+    std::vector<Transport*> queues;
+    for (unsigned q = 0; q < params.queues; ++q) {
+      owned.push_back(open_transport(opts));
+      owned.back()->connect(rank.boot);
+      queues.push_back(owned.back().get());
+    }
+    RawResult result = run_raw(params, queues, rank.boot);
     if (rank.boot.rank() != 0) return;
     finish_environment(result.env);
     if (!result_path.empty()) {
@@ -219,6 +248,8 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
                        "request a completion every n-th operation (at most --window)");
   add_number<unsigned>(*app, "--batch", f->batch, 1, 4096,
                        "post n operations back to back with FI_MORE (at most --window)");
+  add_number<unsigned>(*app, "--queues", f->queues, 1, 64,
+                       "bandwidth tests: endpoints per rank the batches rotate over");
   add_choice<RawTest>(*app, "-t,--test", f->test, "latency, bandwidth or both");
   app->add_flag("--reference", f->reference,
                 "send latency: also run libfabric's fi_pingpong on the same provider, size, "

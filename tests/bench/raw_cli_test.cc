@@ -89,6 +89,49 @@ std::vector<Case> all_cases() {
 INSTANTIATE_TEST_SUITE_P(Ops, RawCli, ::testing::ValuesIn(all_cases()),
                          [](const auto& info) { return label(info.param); });
 
+// Batches rotated over several endpoints (--queues): every queue's share arrives (the target
+// counts them all), and the rows say how many queues, whether batching, and what the provider
+// does with FI_MORE.
+struct QueueCase {
+  const char* provider;
+  const char* op;
+  const char* more_hint;
+};
+
+class RawQueuesCli : public ::testing::TestWithParam<QueueCase> {};
+
+TEST_P(RawQueuesCli, BatchesRotateOverQueues) {
+  const QueueCase& c = GetParam();
+  // 1001 posts: the last batch is short and lands on the second of three queues.
+  CliResult r =
+      run_cli({"fabflow", "bench",   "raw",  "-p",       c.provider, "-o",       c.op,  "-t",
+               "bw",      "-S",      "0,64", "-I",       "1001",     "-w",       "100", "--window",
+               "16",      "--batch", "4",    "--signal", "3",        "--queues", "3",   "--json"},
+              60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  for (const auto& line : out) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["type"], "bandwidth");
+    EXPECT_EQ(j["queues"], 3);
+    EXPECT_EQ(j["batch"], 4);
+    EXPECT_EQ(j["batching"], true);
+    EXPECT_EQ(j["more_hint"], c.more_hint);
+    EXPECT_EQ(j["iterations"], 1001);
+    EXPECT_GT(j["msgs_per_s"].get<double>(), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Queues, RawQueuesCli,
+    ::testing::Values(QueueCase{"local", "send", "ignored by transport (no doorbell)"},
+                      QueueCase{"local", "writedata", "ignored by transport (no doorbell)"},
+                      QueueCase{"shm", "send", "ignored by provider"},
+                      QueueCase{"shm", "writedata", "ignored by provider"}),
+    [](const auto& info) { return std::string(info.param.provider) + "_" + info.param.op; });
+
 // Runs the CLI expecting a failure: one error line, non-zero exit, within 10 s.
 void expect_one_line_failure(const std::vector<std::string>& args, const std::string& needle,
                              const std::map<std::string, std::string>& env = {}) {
@@ -116,7 +159,10 @@ TEST(RawCliBadInput, EndpointTypeTheProviderLacks) {
 }
 
 TEST(RawCliBadInput, BadSizesAndFlags) {
-  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "0"}, "size");
+  // 0 bytes is a header-only send or writedata; any other operation refuses it.
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-o", "read", "-S", "0"},
+                          "size 0");
+  expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "--queues", "0"}, "--queues");
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "12x"}, "size");
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-S", "8G"}, "limit");
   expect_one_line_failure({"fabflow", "bench", "raw", "-p", "shm", "-o", "jump"}, "--op");

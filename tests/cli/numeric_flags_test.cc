@@ -40,7 +40,8 @@ const std::vector<Subcommand>& table() {
         {"--warmup", "0", "1000000000000", "1000000000001"},
         {"--window", "1", "4096", "4097"},
         {"--signal", "1", "4096", "4097"},
-        {"--batch", "1", "4096", "4097"}}},
+        {"--batch", "1", "4096", "4097"},
+        {"--queues", "1", "64", "65"}}},
       {"queue",
        {{"--timeout", "100", "3600000", "3600001"},
         {"--items", "2", "1000000000000", "1000000000001"},
@@ -66,6 +67,14 @@ const std::vector<Subcommand>& table() {
         {"--queues", "1", "16", "17"},
         {"--requests", "1", "1000000000000", "1000000000001"},
         {"--warmup", "0", "1000000000000", "1000000000001"}}},
+      {"inbound",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--clients", "1", "63", "64"},
+        {"--iterations", "1", "1000000000000", "1000000000001"},
+        {"--warmup", "0", "1000000000000", "1000000000001"},
+        {"--window", "1", "4096", "4097"},
+        {"--stride", "8", "4096", "4097"},
+        {"--seed", "0", "9223372036854775807", "9223372036854775808"}}},
   };
   return t;
 }
@@ -122,6 +131,9 @@ TEST(NumericFlags, NumbersInsideTextFlagsAreRefused) {
       {"queue", "-S", "-5"},
       {"rr", "--empty-mailboxes", "-3"},
       {"rr", "-S", "0"},
+      {"inbound", "-S", "0"},
+      {"inbound", "--counters", "0"},
+      {"inbound", "--counters", "many"},
   };
   for (const auto& c : cases) {
     CliResult r = run_cli({"fabflow", "bench", c[0], c[1], c[2]}, 5s);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct RawParams {
   bool inject = true;                // inject sizes up to the provider's inject size
   unsigned signal_every = 1;         // request a completion every n-th operation
   unsigned batch = 1;                // post n operations back to back, FI_MORE on all but last
+  // Bandwidth tests: endpoints (each its own connected transport) the batches rotate over:
+  // post i goes to queue (i / batch) % queues. Latency tests use the first one only.
+  unsigned queues = 1;
   RawTest test = RawTest::both;
   ProgressMode progress = ProgressMode::automatic;
   int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
@@ -64,12 +68,23 @@ struct RawRow {
 struct RawResult {
   RunEnvironment env;
   RawParams params;
+  std::string more_hint;     // what the provider does with FI_MORE (more_hint())
   std::vector<RawRow> rows;  // filled on rank 0 only
 };
 
 // Collective over exactly two ranks of `boot`: rank 0 initiates and measures, rank 1 is the
 // target. `transport` must be connected. Throws Error / PeerError on failure.
 RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot);
+// The same over params.queues connected transports of one provider (the first one also
+// carries the latency tests); both ranks pass them in the same order.
+RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, Bootstrap& boot);
+
+// What `caps`' provider does with the FI_MORE batching hint on transmit, read from the
+// libfabric 1.17 sources (prov/*/src): "used" (efa, usnic, gni queue the post and ring the
+// doorbell on the last one), "ignored by provider" (every other provider of 1.17: tcp, shm,
+// ofi_rxm, verbs, udp, ...), "ignored by transport (no doorbell)" for the local transport, or
+// "unknown" for another libfabric version.
+std::string more_hint(const Capabilities& caps, const std::string& libfabric_version);
 
 // Whether `rank` runs a progress thread in run_raw (the transport must then be thread-safe).
 bool raw_progress_thread(const RawParams& params, const Capabilities& caps, int rank);

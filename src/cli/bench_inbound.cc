@@ -1,0 +1,190 @@
+// `fabflow bench inbound`: validates everything it can in the launching process (one clear
+// line per mistake), prints one line per operation the provider lacks, then starts clients + 1
+// ranks per provider; the server (the last rank) reports.
+#include <fabflow/bench/inbound.h>
+#include <fabflow/bootstrap.h>
+#include <fabflow/launcher.h>
+#include <fabflow/transport.h>
+
+#include <algorithm>
+#include <iostream>
+#include <limits>
+
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace fabflow::cli {
+namespace {
+
+struct InboundFlags : CommonFlags {
+  std::string ops = "read,write";
+  int clients = 2;
+  std::uint64_t iterations = 10000;
+  std::uint64_t warmup = 1000;
+  unsigned window = 16;
+  std::string counters = "1";
+  std::uint64_t stride = 8;
+  bool probe_aliasing = false;
+  std::uint64_t seed = 1;
+  std::string launched_ops;  // internal: the operations the provider supports
+};
+
+struct Validated {
+  InboundParams params;
+  EndpointType endpoint = EndpointType::automatic;
+  std::vector<std::string> providers;
+};
+
+Validated validate(const InboundFlags& f) {
+  Validated v;
+  InboundParams& p = v.params;
+  std::string ops_text;  // "all": the four operations this family takes
+  for (const auto& name : split(f.launched_ops.empty() ? f.ops : f.launched_ops, ','))
+    ops_text += (ops_text.empty() ? "" : ",") + (name == "all" ? "read,write,fadd,cswap" : name);
+  p.ops = parse_choice_list<Op>(ops_text);
+  for (Op op : p.ops)
+    if (op != Op::read && op != Op::write && !is_atomic(op))
+      throw UsageError("--op: inbound takes read, write, fadd and cswap, not " +
+                       std::string(to_string(op)));
+  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
+  for (std::size_t s : p.sizes)
+    if (s > kInboundMaxSize)
+      throw UsageError("size " + std::to_string(s) + " is above the inbound limit of 4M");
+  const bool atomics = std::any_of(p.ops.begin(), p.ops.end(), is_atomic);
+  const bool only_atomics = std::all_of(p.ops.begin(), p.ops.end(), is_atomic);
+  if (only_atomics && !f.sizes.empty() && p.sizes != std::vector<std::size_t>{8})
+    throw UsageError("atomics operate on 8-byte words: -S applies to read and write only");
+  p.counters.clear();
+  std::vector<std::size_t> ks;
+  try {
+    ks = parse_sizes(f.counters);  // "1,16,1K" and sweeps "1:1M"
+  } catch (const UsageError& e) {
+    throw UsageError("--counters must be in 1..1048576 (1M): " + std::string(e.what()));
+  }
+  for (std::size_t k : ks) {
+    if (k < 1 || k > (std::size_t{1} << 20))
+      throw UsageError("--counters must be in 1..1048576 (1M), got " + std::to_string(k));
+    p.counters.push_back(k);
+  }
+  if (f.stride % 8 != 0)
+    throw UsageError("--stride must be a multiple of 8 (counters are aligned 8-byte words), got " +
+                     std::to_string(f.stride));
+  p.stride = f.stride;
+  p.probe_aliasing = f.probe_aliasing;
+  if (atomics && counter_region_bytes(p) > kInboundMaxCounterRegion)
+    throw UsageError("--counters " +
+                     std::to_string(*std::max_element(p.counters.begin(), p.counters.end())) +
+                     " x --stride " + std::to_string(p.stride) + " needs " +
+                     std::to_string(counter_region_bytes(p)) +
+                     " bytes, above the server's counter region limit of 268435456 (256M)");
+  p.iterations = f.iterations;
+  p.warmup = f.warmup;
+  p.window = f.window;
+  p.seed = f.seed;
+  p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
+  p.timeout_ms = f.timeout_ms;
+  v.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+  if (v.providers.empty()) throw UsageError("no provider given");
+  return v;
+}
+
+TransportOptions transport_options(const Validated& v, const std::string& provider,
+                                   std::vector<Op> ops) {
+  TransportOptions o;
+  o.provider = provider;
+  o.endpoint = v.endpoint;
+  o.ops = std::move(ops);
+  return o;
+}
+
+int run_inbound_rank(const InboundFlags& flags, const Validated& v) {
+  return run_rank(flags, [&](Rank& rank) {
+    InboundParams params = v.params;
+    params.cpu = rank.cpu;
+    params.yield = rank.boot.size() > static_cast<int>(rank.allowed_cpus.size());
+    TransportOptions opts = transport_options(v, v.providers.front(), params.ops);
+    opts.node = rank.boot.local_address();
+    Capabilities caps = probe_transport(opts);
+    opts.thread_safe = inbound_progress_thread(params, caps, rank.boot.rank(), rank.boot.size());
+    auto transport = open_transport(opts);
+    transport->connect(rank.boot);
+    InboundResult result = run_inbound(params, *transport, rank.boot);
+    if (rank.boot.rank() != rank.boot.size() - 1) return;
+    finish_environment(result.env);
+    if (flags.json) {
+      print_inbound_json(std::cout, result);
+      report::warn_stderr(result.env);
+    } else {
+      print_inbound_header(std::cout, result);
+      print_inbound_table(std::cout, result);
+    }
+  });
+}
+
+}  // namespace
+
+Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand(
+      "inbound",
+      "one-sided operations from many clients to one server: inbound read/write rate by size, "
+      "atomics by number of counters");
+  auto f = std::make_shared<InboundFlags>();
+  add_common_flags(*app, *f, "read/write payload size(s): 64 | 32,256 | 8:4K; default 64",
+                   "server progress: auto (a thread where the provider needs one), on, off (the "
+                   "server's one thread drives progress inline)");
+  add_choice<Op>(*app, "-o,--op", f->ops, "read, write, fadd, cswap, comma-separated, or all",
+                 /*list=*/true, {"all"});
+  add_number<int>(*app, "--clients", f->clients, 1, 63,
+                  "client processes (the server is one more)");
+  add_number<std::uint64_t>(*app, "-I,--iterations", f->iterations, 1, kMaxCount,
+                            "measured operations per client and row");
+  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
+                            "operations per client before measuring");
+  add_number<unsigned>(*app, "--window", f->window, 1, 4096, "outstanding operations per client");
+  app->add_option("--counters", f->counters,
+                  "atomics: counters K chosen among at random, 1..1M: 1 | 1,64,4K | 1:1M");
+  add_number<std::uint64_t>(*app, "--stride", f->stride, 8, 4096,
+                            "atomics: bytes between counters (a multiple of 8)");
+  app->add_flag("--probe-aliasing", f->probe_aliasing,
+                "atomics: also two counters whose addresses share their 12 low bits, and two "
+                "that do not");
+  add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),
+                            "seed of the clients' counter choice");
+  app->add_option("--launched-ops", f->launched_ops)->group("");
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_inbound_rank(*f, v);
+    std::string why;
+    if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
+    // Every provider is known before anything runs (an unknown one is a usage error).
+    for (const auto& p : v.providers) probe_transport(transport_options(v, p, {Op::read}));
+    int status = 0;
+    for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
+      const std::string& provider = v.providers[i];
+      std::vector<Op> supported;
+      for (Op op : v.params.ops) {
+        try {
+          probe_transport(transport_options(v, provider, {op}));
+          supported.push_back(op);
+        } catch (const UsageError& e) {  // the provider lacks it: Capabilities::why_not
+          RunEnvironment env = machine_environment();
+          env.caps = probe_transport(transport_options(v, provider, {Op::read}));
+          print_inbound_unsupported(std::cout, env, op, e.what(), f->json);
+        }
+      }
+      if (supported.empty()) continue;
+      std::string ops;
+      for (Op op : supported) ops += (ops.empty() ? "" : ",") + std::string(to_string(op));
+      LaunchConfig lc =
+          self_launch(self, f->netns, {"--launched-provider", provider, "--launched-ops", ops});
+      lc.nprocs = f->clients + 1;
+      status = launch_local(lc);
+    }
+    return status;
+  };
+}
+
+}  // namespace fabflow::cli
