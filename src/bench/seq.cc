@@ -3,6 +3,7 @@
 // the server runs its workers until all clients closed. Rank 0 combines the clients' rates,
 // samples and CPU time with the server's counts, and checks that every value was handed out
 // exactly once (docs/sequencer.md).
+#include <fabflow/bench/raw.h>
 #include <fabflow/bench/seq.h>
 #include <fabflow/bootstrap.h>
 
@@ -283,6 +284,7 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
       row.unsupported = e.what();
     }
     if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
+    if (!caps.provider.empty()) row.more_hint = more_hint(caps, result.env.libfabric_version);
     if (row.unsupported.empty()) {
       ClientRun mine;
       if (server)

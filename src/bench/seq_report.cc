@@ -38,6 +38,8 @@ void print_seq_header(std::ostream& out, const SeqResult& r) {
            " in flight  server workers " + std::to_string(p.workers) + " x " +
            std::to_string(p.queues) + " queues  batch " + std::to_string(p.batch) +
            "  spec responses " + (p.batch_responses ? "batched (FI_MORE)" : "one by one"),
+       "FI_MORE on batched responses: " +
+           (r.rows.empty() ? std::string("n/a") : r.rows.front().more_hint),
        "requests " + std::to_string(p.requests) + " per client, warm-up " +
            std::to_string(p.warmup),
        "req/s: sum of the clients' rates; latency: issue to answer; CPU per request: clients "
@@ -88,6 +90,7 @@ void print_seq_json(std::ostream& out, const SeqResult& r, const SeqRow& row) {
   j["outstanding"] = row.outstanding;
   j["batch"] = row.batch;
   j["batching"] = row.batching;
+  j["more_hint"] = row.more_hint;
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;
     out << j.dump() << "\n" << std::flush;

@@ -41,6 +41,7 @@ struct SeqRow {
   std::string unsupported;  // non-empty: refused, nothing measured
   unsigned workers = 0, queues = 0, clients = 0, outstanding = 0, batch = 0;
   bool batching = false;       // responses posted as FI_MORE batches
+  std::string more_hint;       // what the provider does with FI_MORE (more_hint() of bench/raw.h)
   std::uint64_t requests = 0;  // measured, all clients
   double requests_per_s = 0;   // sum of the clients' rates
   LatencyStats latency;        // issue to answer (FIFO pairing, see docs/bench-output.md)
