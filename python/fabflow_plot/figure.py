@@ -135,7 +135,8 @@ def _bars(ax, plot, pdata):
     ax.set_xticks(range(len(categories)))
     ax.set_xticklabels([D.format_x(x, pdata.x_field) for x in categories])
     if plot.get("logy"):
-        ax.set_yscale("log", nonpositive="mask")
+        # Bars start at 0: clip them to the axis instead of masking them away.
+        ax.set_yscale("log", nonpositive="clip")
 
 
 def _x_ticks(ax, plot, pdata):
