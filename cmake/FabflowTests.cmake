@@ -11,6 +11,12 @@ target_include_directories(fabflow_tests PRIVATE ${PROJECT_SOURCE_DIR}/src ${PRO
 target_link_libraries(fabflow_tests PRIVATE fabflow PkgConfig::LIBFABRIC OpenSSL::Crypto
   GTest::gtest GTest::gtest_main)
 target_compile_options(fabflow_tests PRIVATE ${FABFLOW_WARNINGS})
+# Under a sanitizer the code under test (the library and the CLI) keeps its -O2; the test
+# harness itself is built without optimisation and with line tables only: each test file then
+# compiles about three times faster, which is most of a sanitizer tree's build time.
+if(FABFLOW_SANITIZE)
+  target_compile_options(fabflow_tests PRIVATE -O0 -g1)
+endif()
 target_compile_definitions(fabflow_tests PRIVATE FABFLOW_BIN="$<TARGET_FILE:fabflow_cli>"
   ${FABFLOW_BUILD_DEFINITIONS})
 add_dependencies(fabflow_tests fabflow_cli)

@@ -139,19 +139,13 @@ class AtomicClient final : public Client {
   }
 
   void close(Bootstrap& boot) override {
+    drain(*this, boot, o_);
     BoundedWait watch(o_.peer_timeout, &boot, {}, 256);
     watch.yield_when_idle(o_.yield_when_idle);
-    while (in_flight() > 0) {
-      std::uint64_t v;
-      Status s = poll(&v);
-      if (s == Status::failed) throw Error(error_);
-      if (s == Status::empty) watch.idle("seq client", "draining before close");
-    }
     std::byte* one = mr_->data() + 8 * o_.outstanding;
     const std::uint64_t done = 1;
     std::memcpy(one, &done, 8);
     const std::uint64_t off = kDoneOff + 8 * static_cast<std::uint64_t>(me_);
-    watch.reset();
     for (;;) {
       Status s =
           t_->post_write(server_, one, 8, mr_->desc(), server_mem_, off, o_.outstanding, kSignal);

@@ -49,6 +49,10 @@ class Tally {
   std::uint64_t max_ = 0;
 };
 
+// Waits for the answers to every request of `c` in flight (they still count in its tally),
+// as a close must. Throws Error / PeerError after the peer timeout without progress.
+void drain(Client& c, Bootstrap& boot, const Options& o);
+
 // The shared counter, on a cache line of its own.
 struct alignas(64) Counter {
   std::atomic<std::uint64_t> value{0};

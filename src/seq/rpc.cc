@@ -157,14 +157,9 @@ class RpcClient final : public Client {
   }
 
   void close(Bootstrap& boot) override {
+    drain(*this, boot, o_);
     BoundedWait watch(o_.peer_timeout, &boot, {}, 256);
     watch.yield_when_idle(o_.yield_when_idle);
-    while (in_flight() > 0) {
-      std::uint64_t v;
-      Status s = poll(&v);
-      if (s == Status::failed) throw Error(error_);
-      if (s == Status::empty) watch.idle("seq client", "draining before close");
-    }
     for (ClientLane& l : lanes_) {
       watch.reset();
       for (;;) {

@@ -98,6 +98,17 @@ std::unique_ptr<Transport> open_lane(const TransportOptions& given, Bootstrap& b
   return t;
 }
 
+void drain(Client& c, Bootstrap& boot, const Options& o) {
+  BoundedWait watch(o.peer_timeout, &boot, {}, 256);
+  watch.yield_when_idle(o.yield_when_idle);
+  while (c.in_flight() > 0) {
+    std::uint64_t v;
+    Status s = c.poll(&v);
+    if (s == Status::failed) throw Error(c.error());
+    if (s == Status::empty) watch.idle("seq client", "draining before close");
+  }
+}
+
 double run_workers(const Options& o, std::atomic<bool>& stop,
                    const std::function<void(unsigned)>& body) {
   std::mutex m;

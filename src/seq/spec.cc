@@ -305,16 +305,10 @@ class SpecClient final : public Client {
   unsigned in_flight() const noexcept override { return in_flight_; }
 
   void close(Bootstrap& boot) override {
+    drain(*this, boot, o_);
     BoundedWait watch(o_.peer_timeout, &boot, {}, 256);
     watch.yield_when_idle(o_.yield_when_idle);
-    while (in_flight_ > 0) {
-      std::uint64_t v;
-      Status s = poll(&v);
-      if (s == Status::failed) throw Error(error_);
-      if (s == Status::empty) watch.idle("seq client", "draining before close");
-    }
     // The close is signalled so that it has left before the transport may go.
-    watch.reset();
     post_retrying(*t_, watch, [&] {
       return t_->post_write(server_, mr_->data(), 0, mr_->desc(), server_mem_, 0, 1, kSignal,
                             bye(static_cast<std::uint32_t>(me_)));

@@ -213,14 +213,6 @@ TEST(RawCliBadInput, WrongSecretIsRejected) {
   EXPECT_LT(r0.seconds, 10.0);
 }
 
-int rank_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  std::string var;
-  while (std::getline(f, var, '\0'))
-    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
-  return -1;
-}
-
 // Entries of /dev/shm that libfabric's shm provider made for fabflow process `pid`.
 std::vector<std::string> shm_regions_of(pid_t pid) {
   std::vector<std::string> out;
@@ -239,19 +231,7 @@ void kill_rank_mid_run(int victim) {
   std::vector<pid_t> ranks;
   CliResult r = run_cli(
       {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"}, 30s,
-      {}, [victim, &ranks](pid_t launcher) {
-        // Wait until both ranks run, then kill one of them.
-        for (int i = 0; i < 200; ++i) {
-          std::this_thread::sleep_for(20ms);
-          for (pid_t child : testing::children_of(launcher))
-            if (rank_of(child) == victim) {
-              std::this_thread::sleep_for(500ms);
-              ranks = testing::children_of(launcher);
-              kill(child, SIGKILL);
-              return;
-            }
-        }
-      });
+      {}, testing::kill_rank_after(victim, 500ms, &ranks));
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_NE(r.status, 0);
   EXPECT_LT(r.seconds, 12.0);

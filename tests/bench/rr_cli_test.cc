@@ -148,30 +148,12 @@ TEST(RrCli, BadInputsGiveOneErrorLineAndExit2) {
   }
 }
 
-int rank_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  std::string var;
-  while (std::getline(f, var, '\0'))
-    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
-  return -1;
-}
-
 // Kills rank `victim` (0: a requester, 1: the responder) once the run is under way: the
 // survivors report an error well within the launcher's bound instead of hanging.
 void kill_rank_mid_run(int victim, const char* pattern) {
   CliResult r = run_cli({"fabflow", "bench", "rr", "-p", "shm", "--pattern", pattern, "-S", "64",
                          "--requests", "2000000000"},
-                        30s, {}, [victim](pid_t launcher) {
-                          for (int i = 0; i < 200; ++i) {
-                            std::this_thread::sleep_for(20ms);
-                            for (pid_t child : testing::children_of(launcher))
-                              if (rank_of(child) == victim) {
-                                std::this_thread::sleep_for(700ms);
-                                kill(child, SIGKILL);
-                                return;
-                              }
-                          }
-                        });
+                        30s, {}, testing::kill_rank_after(victim, 700ms));
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_NE(r.status, 0);
   EXPECT_LT(r.seconds, 12.0);

@@ -64,7 +64,9 @@ TEST(SeqCli, EveryDesignOnLocalShmTcpPassesTheExactlyOnceCheck) {
     } else {
       EXPECT_GE(j["responses_per_batch"].get<double>(), 1.0);
     }
-    if (design == "spec") EXPECT_EQ(j["spec_miss_fraction"].get<double>(), 0.0);
+    if (design == "spec") {
+      EXPECT_EQ(j["spec_miss_fraction"].get<double>(), 0.0);
+    }
     EXPECT_EQ(j["batching"], design == "rpc-batch" || design == "spec");
     // queues 2 marks multi-queue; atomics have no queues of their own.
     EXPECT_EQ(j["variant"], design == "atomic" ? design : design + "-multiqueue");
@@ -106,30 +108,12 @@ TEST(SeqCli, BadInputsGiveOneErrorLineAndExit2) {
   }
 }
 
-int rank_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  std::string var;
-  while (std::getline(f, var, '\0'))
-    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
-  return -1;
-}
-
 // Kills rank `victim` (2: the server of two clients, 1: a client) once the run is under way:
 // the survivors report an error well within the bound instead of hanging.
 void kill_rank_mid_run(int victim, const char* design) {
   CliResult r = run_cli({"fabflow", "bench", "seq", "-p", "shm", "--design", design, "--clients",
                          "2", "-I", "2000000000", "--timeout", "2000"},
-                        30s, {}, [victim](pid_t launcher) {
-                          for (int i = 0; i < 200; ++i) {
-                            std::this_thread::sleep_for(20ms);
-                            for (pid_t child : testing::children_of(launcher))
-                              if (rank_of(child) == victim) {
-                                std::this_thread::sleep_for(700ms);
-                                kill(child, SIGKILL);
-                                return;
-                              }
-                          }
-                        });
+                        30s, {}, testing::kill_rank_after(victim, 700ms));
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_NE(r.status, 0);
   EXPECT_LT(r.seconds, 12.0);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -85,6 +86,30 @@ std::vector<pid_t> children_of(pid_t parent) {
   pid_t p;
   while (f >> p) out.push_back(p);
   return out;
+}
+
+int rank_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  while (std::getline(f, var, '\0'))
+    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
+  return -1;
+}
+
+std::function<void(pid_t)> kill_rank_after(int victim, std::chrono::milliseconds after,
+                                           std::vector<pid_t>* ranks) {
+  return [victim, after, ranks](pid_t launcher) {
+    for (int i = 0; i < 200; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (pid_t child : children_of(launcher))
+        if (rank_of(child) == victim) {
+          std::this_thread::sleep_for(after);
+          if (ranks) *ranks = children_of(launcher);
+          kill(child, SIGKILL);
+          return;
+        }
+    }
+  };
 }
 
 std::vector<std::string> lines(const std::string& text) {

@@ -30,6 +30,15 @@ CliResult run_cli(std::vector<std::string> args, std::chrono::milliseconds timeo
 // Pids of the direct children of `parent`.
 std::vector<pid_t> children_of(pid_t parent);
 
+// The FABFLOW_RANK of process `pid` (a launched rank), or -1.
+int rank_of(pid_t pid);
+
+// An on_start callback for run_cli: waits (up to 4 s) until the launcher's child with rank
+// `victim` runs, lets it work for `after`, then SIGKILLs it. `ranks`, when given, receives the
+// launcher's children as they were just before the kill.
+std::function<void(pid_t)> kill_rank_after(int victim, std::chrono::milliseconds after,
+                                           std::vector<pid_t>* ranks = nullptr);
+
 // Lines of `text` that are non-empty.
 std::vector<std::string> lines(const std::string& text);
 
