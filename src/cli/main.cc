@@ -1,5 +1,5 @@
 // fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
-// bench seq, bench inbound, experiment list, experiment run, report, model pcie.
+// bench seq, bench inbound, bench kv, experiment list, experiment run, report, model pcie.
 #include <fabflow/status.h>
 #include <fabflow/version.h>
 
@@ -29,12 +29,14 @@ int main(int argc, char** argv) {
   auto rr_run = cli::add_bench_rr(*bench, self);
   auto seq_run = cli::add_bench_seq(*bench, self);
   auto inbound_run = cli::add_bench_inbound(*bench, self);
+  auto kv_run = cli::add_bench_kv(*bench, self);
   info->callback([&] { run = info_run; });
   bench->get_subcommand("raw")->callback([&] { run = raw_run; });
   bench->get_subcommand("queue")->callback([&] { run = queue_run; });
   bench->get_subcommand("rr")->callback([&] { run = rr_run; });
   bench->get_subcommand("seq")->callback([&] { run = seq_run; });
   bench->get_subcommand("inbound")->callback([&] { run = inbound_run; });
+  bench->get_subcommand("kv")->callback([&] { run = kv_run; });
   cli::add_experiment(app, *bench, run);
   cli::add_report(app, run);
   cli::add_model(app, run);

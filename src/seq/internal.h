@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/workers.h"
+
 namespace fabflow::seq::detail {
 
 inline unsigned lane_count(const Options& o) { return o.workers * o.queues; }
@@ -58,10 +60,11 @@ struct alignas(64) Counter {
   std::atomic<std::uint64_t> value{0};
 };
 
-// Runs body(w) on `workers` threads (worker_init first). The first failure sets `stop` for the
-// others and is rethrown once all joined. Returns the threads' CPU seconds, summed.
-double run_workers(const Options& o, std::atomic<bool>& stop,
-                   const std::function<void(unsigned)>& body);
+// The server's worker crew (common/workers.h) with the options' worker count and init.
+inline double run_workers(const Options& o, std::atomic<bool>& stop,
+                          const std::function<void(unsigned)>& body) {
+  return fabflow::run_workers(o.workers, o.worker_init, stop, body);
+}
 
 // Spec-S0's setup, one lane at a time: every rank publishes its region in a hello; the
 // regions of the ranks `wanted` names are imported, checked to agree on `outstanding` and to

@@ -109,30 +109,6 @@ void drain(Client& c, Bootstrap& boot, const Options& o) {
   }
 }
 
-double run_workers(const Options& o, std::atomic<bool>& stop,
-                   const std::function<void(unsigned)>& body) {
-  std::mutex m;
-  std::exception_ptr first;
-  double cpu = 0;
-  std::vector<std::thread> threads;
-  for (unsigned w = 0; w < o.workers; ++w)
-    threads.emplace_back([&, w] {
-      try {
-        if (o.worker_init) o.worker_init(w);
-        body(w);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(m);
-        if (!first) first = std::current_exception();
-        stop.store(true);
-      }
-      std::lock_guard<std::mutex> lock(m);
-      cpu += thread_cpu_seconds();
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-  return cpu;
-}
-
 }  // namespace detail
 
 namespace {

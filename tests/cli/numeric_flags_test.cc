@@ -75,6 +75,21 @@ const std::vector<Subcommand>& table() {
         {"--window", "1", "4096", "4097"},
         {"--stride", "8", "4096", "4097"},
         {"--seed", "0", "9223372036854775807", "9223372036854775808"}}},
+      {"kv",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--servers", "1", "16", "17"},
+        {"--workers", "1", "64", "65"},
+        {"--clients", "1", "63", "64"},
+        {"--keys", "1", "1073741824", "1073741825"},
+        {"--value-size", "1", "4096", "4097"},
+        {"--put-fraction", "0", "1", "1.5"},
+        {"--zipf", "0", "0.99", "1"},
+        {"--batch", "1", "4096", "4097"},
+        {"--outstanding", "1", "256", "257"},
+        {"--rate", "0", "1e+09", "2e9"},
+        {"--requests", "1", "1000000000000", "1000000000001"},
+        {"--warmup", "0", "1000000000000", "1000000000001"},
+        {"--seed", "0", "9223372036854775807", "9223372036854775808"}}},
   };
   return t;
 }
@@ -134,6 +149,7 @@ TEST(NumericFlags, NumbersInsideTextFlagsAreRefused) {
       {"inbound", "-S", "0"},
       {"inbound", "--counters", "0"},
       {"inbound", "--counters", "many"},
+      {"kv", "-S", "64"},
   };
   for (const auto& c : cases) {
     CliResult r = run_cli({"fabflow", "bench", c[0], c[1], c[2]}, 5s);

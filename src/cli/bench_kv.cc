@@ -1,0 +1,247 @@
+// `fabflow bench kv`: checks designs, counts and the workload in the launching process (one
+// clear line per mistake); with --reference memcached measures memcached on loopback under the
+// same workload there first; then starts --clients client ranks and --servers server ranks per
+// provider; rank 0 (a client) reports, the memcached figures beside its rows.
+#include <fabflow/bench/kv.h>
+#include <fabflow/launcher.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/kv_reference.h"
+#include "common/affinity.h"
+
+namespace fabflow::cli {
+namespace {
+
+enum class KvReference : std::uint8_t { none, memcached };
+inline constexpr NameTable<KvReference, 2> kKvReferenceNames{
+    {{{"none", KvReference::none}, {"memcached", KvReference::memcached}}}};
+constexpr const auto& name_table(KvReference) noexcept { return kKvReferenceNames; }
+
+struct KvFlags : CommonFlags {
+  std::string designs = "all";
+  int servers = 1;
+  unsigned workers = 1;
+  int clients = 1;
+  std::uint64_t keys = 8 << 20;
+  std::uint64_t value_size = 32;
+  double put_fraction = 0.05;
+  double zipf = 0;
+  unsigned batch = 16;
+  unsigned outstanding = 1;
+  double rate = 0;
+  std::uint64_t requests = 10000;
+  std::uint64_t warmup = 1000;
+  std::uint64_t seed = 1;
+  std::string reference = "none";
+  std::string reference_result;  // internal: the launcher's memcached figures, as JSON
+};
+
+struct Validated {
+  KvParams params;
+  int clients = 1;
+  std::vector<std::string> providers;
+};
+
+Validated validate(const KvFlags& f) {
+  Validated v;
+  KvParams& p = v.params;
+  if (!f.sizes.empty())
+    throw UsageError("bench kv sizes its values with --value-size: -S does not apply");
+  p.designs = parse_choice_list<kv::Design>(f.designs);
+  p.servers = f.servers;
+  p.workers = f.workers;
+  p.keys = f.keys;
+  p.value_bytes = f.value_size;
+  p.put_fraction = f.put_fraction;
+  p.zipf = f.zipf;
+  p.batch = f.batch;
+  p.outstanding = f.outstanding;
+  p.rate = f.rate;
+  p.requests = f.requests;
+  p.warmup = f.warmup;
+  p.seed = f.seed;
+  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.timeout_ms = f.timeout_ms;
+  v.clients = f.clients;
+  kv::Options o;
+  o.workers = p.workers;
+  o.value_bytes = p.value_bytes;
+  o.capacity = p.keys + p.keys / 8 + 64;
+  o.outstanding = p.outstanding;
+  o.batch = p.batch;
+  kv::validate(o, v.clients, p.servers);
+  kv::validate(kv::WorkloadOptions{p.keys * static_cast<std::uint64_t>(p.servers), p.put_fraction,
+                                   p.zipf, p.seed});
+  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+  if (v.providers.empty()) throw UsageError("no provider given");
+  return v;
+}
+
+nlohmann::json reference_json(const MemcachedResult& m) {
+  nlohmann::json j;
+  j["skipped"] = m.skipped;
+  j["version"] = m.version;
+  j["clients"] = m.clients;
+  j["server_threads"] = m.server_threads;
+  j["requests"] = m.requests;
+  j["requests_per_s"] = m.requests_per_s;
+  j["get_latency_ns"] = report::latency_json(m.get_latency);
+  j["put_latency_ns"] = report::latency_json(m.put_latency);
+  j["gets"] = m.gets;
+  j["puts"] = m.puts;
+  j["misses"] = m.misses;
+  j["bad_values"] = m.bad_values;
+  j["load_seconds"] = m.load_seconds;
+  j["cpu_ns_per_op"] = {{"client", m.client_cpu_ns_per_request},
+                        {"server", m.server_cpu_ns_per_request}};
+  j["command"] = m.command;
+  return j;
+}
+
+// The memcached line under the rows (text) or its own JSON line.
+void print_reference(const KvFlags& f, const KvResult& r) {
+  if (f.reference_result.empty()) return;
+  nlohmann::json m = nlohmann::json::parse(f.reference_result);
+  if (f.json) {
+    nlohmann::json j = report::base_row(r.env, "kv");
+    j["type"] = "kv_reference";
+    j["reference"] = "memcached";
+    j["value_size"] = r.params.value_bytes;
+    j["put_fraction"] = r.params.put_fraction;
+    j["zipf"] = r.params.zipf;
+    j["keys"] = r.params.keys * static_cast<std::uint64_t>(r.params.servers);
+    j.update(m);
+    std::cout << j.dump() << "\n" << std::flush;
+    return;
+  }
+  const std::string skipped = m["skipped"].get<std::string>();
+  if (!skipped.empty()) {
+    std::cout << "  reference: memcached not measured: " << skipped << "\n" << std::flush;
+    return;
+  }
+  double best = 0;
+  for (const KvRow& row : r.rows)
+    if (row.unsupported.empty()) best = std::max(best, row.requests_per_s);
+  const double ref = m["requests_per_s"].get<double>();
+  const auto misses = m["misses"].get<std::uint64_t>();
+  const auto bad = m["bad_values"].get<std::uint64_t>();
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "  reference: %s on loopback, %u client threads (1 operation in flight each), "
+                "%u server threads: %.0f ops/s, get p50 %.2f us, CPU ns/op client %.0f server "
+                "%.0f; best design / memcached %.1fx; %s\n",
+                m["version"].get<std::string>().c_str(), m["clients"].get<unsigned>(),
+                m["server_threads"].get<unsigned>(), ref,
+                m["get_latency_ns"]["p50"].get<double>() / 1e3,
+                m["cpu_ns_per_op"]["client"].get<double>(),
+                m["cpu_ns_per_op"]["server"].get<double>(), ref > 0 ? best / ref : 0.0,
+                misses + bad == 0 ? "check passed"
+                                  : ("FAILED: " + std::to_string(misses) + " misses, " +
+                                     std::to_string(bad) + " bad values")
+                                        .c_str());
+  std::cout << line << std::flush;
+}
+
+int run_kv_rank(const KvFlags& flags, const Validated& v) {
+  return run_rank(
+      flags,
+      [&](Rank& rank) {
+        KvParams params = v.params;
+        params.provider = v.providers.front();
+        params.pin = !flags.no_pin;
+        params.cpus = rank.allowed_cpus;
+        params.cpu = rank.cpu;
+        bool header = false;
+        KvResult last = run_kv(params, rank.boot, [&](const KvResult& partial, const KvRow& row) {
+          KvResult r = partial;
+          finish_environment(r.env);
+          if (!flags.json && !header) print_kv_header(std::cout, r);
+          header = true;
+          if (flags.json)
+            print_kv_json(std::cout, r, row);
+          else
+            print_kv_row(std::cout, r, row);
+        });
+        if (rank.boot.rank() != 0) return;
+        finish_environment(last.env);
+        print_reference(flags, last);
+        if (flags.json) report::warn_stderr(last.env);
+      },
+      // Servers load their keys before the first barrier: 8 M keys take seconds.
+      std::chrono::milliseconds(120000));
+}
+
+}  // namespace
+
+Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand(
+      "kv", "the key-value store (seed 001): herd, read and atomic designs under a workload");
+  auto f = std::make_shared<KvFlags>();
+  add_common_flags(*app, *f, "not used: values are sized with --value-size",
+                   "not used: the store's ends drive their own progress");
+  add_choice<kv::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all",
+                         /*list=*/true, {"all"});
+  add_number<int>(*app, "--servers", f->servers, 1, static_cast<int>(kv::kMaxServers),
+                  "server processes, each holding a partition");
+  add_number<unsigned>(*app, "--workers", f->workers, 1, kv::kMaxWorkers,
+                       "worker threads per server");
+  add_number<int>(*app, "--clients", f->clients, 1, 63, "client processes");
+  add_number<std::uint64_t>(*app, "--keys", f->keys, 1, kv::kMaxCapacity / 2,
+                            "keys loaded per server before measuring");
+  add_number<std::uint64_t>(*app, "--value-size", f->value_size, 1, kv::kMaxValueBytes,
+                            "bytes per value");
+  add_real(*app, "--put-fraction", f->put_fraction, 0, 1, "fraction of operations that are PUTs");
+  add_real(*app, "--zipf", f->zipf, 0, 0.99, "Zipf skew of the key choice (0: uniform)");
+  add_number<unsigned>(*app, "--batch", f->batch, 1, kv::kMaxBatch,
+                       "herd: most requests a worker round takes (1: answer one by one)");
+  add_number<unsigned>(*app, "--outstanding", f->outstanding, 1, kv::kMaxOutstanding,
+                       "operations each client keeps in flight (closed loop)");
+  add_real(*app, "--rate", f->rate, 0, 1e9,
+           "open loop: operations per second per client (0: closed loop)");
+  add_number<std::uint64_t>(*app, "-I,--requests", f->requests, 1, kMaxCount,
+                            "measured operations per client");
+  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
+                            "operations per client not measured");
+  add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),
+                            "workload seed");
+  add_choice<KvReference>(*app, "--reference", f->reference,
+                          "also measure memcached on loopback under the same workload");
+  app->add_option("--reference-result", f->reference_result)->group("");  // internal
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_kv_rank(*f, v);
+    std::string reference;
+    if (parse_name<KvReference>(f->reference) == KvReference::memcached) {
+      const KvParams& p = v.params;
+      MemcachedParams m;
+      m.keys = p.keys * static_cast<std::uint64_t>(p.servers);
+      m.value_size = p.value_bytes;
+      m.put_fraction = p.put_fraction;
+      m.zipf = p.zipf;
+      m.clients = static_cast<unsigned>(v.clients);
+      m.requests = p.requests;
+      m.warmup = p.warmup;
+      m.seed = p.seed;
+      m.server_threads = static_cast<unsigned>(p.servers) * p.workers;
+      m.cpus = allowed_cpus();
+      reference = reference_json(run_memcached_reference(m)).dump();
+    }
+    return launch_each_provider(self, *f, v.providers, v.params.endpoint, [&](LaunchConfig& lc) {
+      lc.nprocs = v.clients + v.params.servers;
+      if (!reference.empty()) {
+        lc.argv.push_back("--reference-result");
+        lc.argv.push_back(reference);
+      }
+    });
+  };
+}
+
+}  // namespace fabflow::cli

@@ -1,0 +1,181 @@
+// Multi-process tests of `fabflow bench kv` through the CLI: every design on local, shm and tcp
+// measured with the verifying mode passed (or refused with its reason), two servers, the
+// memcached reference, bad inputs giving one error line and exit 2, and a client or a server
+// killed mid-run reported within a bounded time.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+std::vector<nlohmann::json> run_json(std::vector<std::string> args) {
+  args.insert(args.begin(), {"fabflow", "bench", "kv"});
+  args.insert(args.end(), {"--json", "--timeout", "10000"});
+  CliResult r = run_cli(args, 120s);
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<nlohmann::json> out;
+  for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+TEST(KvCli, EveryDesignOnLocalShmTcpPassesTheVerifyingMode) {
+  auto rows = run_json({"-p",
+                        "local,shm,tcp",
+                        "--design",
+                        "all",
+                        "--clients",
+                        "2",
+                        "--workers",
+                        "2",
+                        "--outstanding",
+                        "2",
+                        "--keys",
+                        "500",
+                        "--put-fraction",
+                        "0.3",
+                        "--zipf",
+                        "0.9",
+                        "-I",
+                        "400",
+                        "-w",
+                        "50"});
+  std::map<std::string, std::set<std::string>> seen;
+  for (const auto& j : rows) {
+    ASSERT_EQ(j["bench"], "kv");
+    ASSERT_EQ(j["type"], "kv") << j.dump();
+    const std::string provider = j["provider"], design = j["design"];
+    seen[provider].insert(design);
+    if (j.contains("unsupported")) {
+      EXPECT_EQ(design, "atomic") << provider;
+      EXPECT_NE(j["unsupported"].get<std::string>().find("cswap"), std::string::npos);
+      continue;
+    }
+    EXPECT_TRUE(j["verified"].get<bool>()) << provider << " " << design << ": " << j["check"];
+    EXPECT_EQ(j["check"], "passed");
+    EXPECT_EQ(j["requests"], 800);
+    EXPECT_EQ(j["history_checked"], 900);  // warm-up included
+    EXPECT_EQ(j["get"]["count"].get<int>() + j["put"]["count"].get<int>(), 800);
+    EXPECT_GT(j["put"]["count"].get<int>(), 150);  // 30 % of 800, loosely
+    EXPECT_GT(j["requests_per_s"].get<double>(), 0);
+    EXPECT_GT(j["get"]["latency_ns"]["p50"].get<double>(), 0);
+    EXPECT_GT(j["cpu_ns_per_op"]["client"].get<double>(), 0);
+    if (design == "herd") {
+      EXPECT_TRUE(j["reads_per_get"].is_null());
+      EXPECT_GE(j["mean_batch"].get<double>(), 1.0);
+      EXPECT_EQ(j["variant"], "herd-batched");
+    } else if (design == "read") {
+      EXPECT_GE(j["reads_per_get"].get<double>(), 2.0);
+    } else {
+      EXPECT_GE(j["reads_per_get"].get<double>(), 1.0);
+      EXPECT_EQ(j["cache_misses"], 0);
+    }
+  }
+  for (const char* p : {"local", "shm", "tcp"}) EXPECT_EQ(seen[p].size(), 3u) << p;
+}
+
+TEST(KvCli, TwoServersUnbatched) {
+  auto rows = run_json({"-p", "local", "--design", "herd,read", "--servers", "2", "--clients", "2",
+                        "--batch", "1", "--keys", "300", "-I", "300", "-w", "30"});
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& j : rows) {
+    EXPECT_EQ(j["check"], "passed") << j.dump();
+    EXPECT_EQ(j["servers"], 2);
+  }
+  EXPECT_EQ(rows[0]["variant"], "herd-unbatched");
+  EXPECT_EQ(rows[0]["mean_batch"], 1.0);
+}
+
+// scripts/setup.sh installs memcached: the reference must be measured, under the same
+// workload, with every GET found whole.
+TEST(KvCli, MemcachedReferenceBesideTheRows) {
+  CliResult r = run_cli({"fabflow", "bench", "kv", "-p", "local", "--design", "read", "--clients",
+                         "2", "--keys", "2000", "-I", "2000", "-w", "100", "--reference",
+                         "memcached"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("reference: memcached"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
+  auto rows = run_json({"-p", "local", "--design", "herd", "--clients", "2", "--keys", "2000",
+                        "-I", "2000", "-w", "100", "--put-fraction", "0.3", "--zipf", "0.9",
+                        "--reference", "memcached"});
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& m = rows[1];
+  EXPECT_EQ(m["type"], "kv_reference");
+  EXPECT_EQ(m["reference"], "memcached");
+  ASSERT_EQ(m["skipped"], "") << m.dump();
+  EXPECT_EQ(m["version"].get<std::string>().rfind("memcached ", 0), 0u) << m["version"];
+  EXPECT_EQ(m["requests"], 4000);
+  EXPECT_EQ(m["clients"], 2);
+  EXPECT_GT(m["requests_per_s"].get<double>(), 0);
+  EXPECT_GT(m["get_latency_ns"]["p50"].get<double>(), 0);
+  EXPECT_EQ(m["gets"].get<int>() + m["puts"].get<int>(), 4000);
+  EXPECT_GT(m["puts"].get<int>(), 800);  // 30 % of 4000, loosely
+  EXPECT_EQ(m["misses"], 0);
+  EXPECT_EQ(m["bad_values"], 0);
+  EXPECT_EQ(m["keys"], 2000);
+  EXPECT_EQ(m["zipf"], 0.9);
+}
+
+TEST(KvCli, MemcachedMissingIsSaidAndTheRunGoesOn) {
+  CliResult r = run_cli({"fabflow", "bench", "kv", "-p", "local", "--design", "herd", "--clients",
+                         "1", "--keys", "100", "-I", "100", "-w", "10", "--reference",
+                         "memcached"},
+                        60s, {{"PATH", "/nonexistent"}});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("memcached not measured: 'memcached' not found on PATH"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("herd-batched"), std::string::npos) << r.out;
+}
+
+TEST(KvCli, BadInputsGiveOneErrorLineAndExit2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--design", "btree"},    {"--clients", "0"}, {"--servers", "0"},       {"--value-size", "0"},
+      {"--put-fraction", "2"},  {"--zipf", "1.5"},  {"--reference", "redis"}, {"-S", "64"},
+      {"-p", "nosuchprovider"},
+  };
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"fabflow", "bench", "kv", "--keys", "100"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = run_cli(args, 10s);
+    ASSERT_FALSE(r.timed_out) << extra[1];
+    EXPECT_EQ(r.status, 2) << extra[1] << ": " << r.err;
+    auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  }
+}
+
+// Kills rank `victim` (2: the server of two clients, 1: a client) once the run is under way:
+// the survivors report one error line well within the bound instead of hanging.
+void kill_rank_mid_run(int victim, const char* design) {
+  CliResult r = run_cli({"fabflow", "bench", "kv", "-p", "shm", "--design", design, "--clients",
+                         "2", "--keys", "1000", "-I", "2000000000", "--timeout", "2000"},
+                        30s, {}, testing::kill_rank_after(victim, 700ms));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 12.0);
+  auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+}
+
+TEST(KvCliPeerDeath, ServerKilledMidRun) {
+  kill_rank_mid_run(2, "herd");
+  kill_rank_mid_run(2, "atomic");
+}
+TEST(KvCliPeerDeath, ClientKilledMidRun) { kill_rank_mid_run(1, "read"); }
+
+}  // namespace
+}  // namespace fabflow
