@@ -88,11 +88,27 @@ for bin in "$work/cmake/rpc_echo" "$work/pc/rpc_echo"; do
     grep -q "^server: $n requests served" <<<"$out" || fail "rpc_echo $args: $out"
   done
 done
+for bin in "$work/cmake/kv_cache" "$work/pc/kv_cache-static"; do
+  for args in "-n 1000" "--design read -p shm -n 500" "--design atomic -p local -n 500" \
+      "--design herd -p tcp -n 300"; do
+    # shellcheck disable=SC2086
+    out=$(timeout 60 "$bin" $args) || fail "kv_cache $args exited $?"
+    n=${args##* }
+    grep -q "^client: $n sensors read, updated and checked; sensor-0 deleted" <<<"$out" ||
+      fail "kv_cache $args: $out"
+    grep -q "^server: .* requests served, $((n - 1)) sensors held" <<<"$out" ||
+      fail "kv_cache $args: $out"
+  done
+done
 # Bad input: one line, exit 2.
 set +e
 "$work/cmake/rpc_echo" --pattern Bogus 2>"$work/err"; rc=$?
 set -e
 [ "$rc" = 2 ] && [ "$(wc -l < "$work/err")" = 1 ] || fail "rpc_echo --pattern Bogus: rc $rc"
+set +e
+"$work/cmake/kv_cache" --design btree 2>"$work/err"; rc=$?
+set -e
+[ "$rc" = 2 ] && [ "$(wc -l < "$work/err")" = 1 ] || fail "kv_cache --design btree: rc $rc"
 
 echo "== Debian package"
 (cd "$build" && cpack -G DEB >/dev/null)

@@ -122,9 +122,14 @@ class TableClient final : public Client {
 
   Status poll(Result* out) noexcept override {
     if (!error_.empty()) return Status::failed;
-    if (done_.empty() && advance() != Status::ok)
-      return error_.empty() ? Status::empty : Status::failed;
-    if (done_.empty()) return Status::empty;
+    // Drive until an operation finishes or nothing moves: an operation's next step (the WRITE
+    // after its lock, the item after its bucket) is posted as the last one completes, and
+    // on local it completes at once; "empty" means nothing is left to do now.
+    while (done_.empty()) {
+      const Status a = advance();
+      if (a == Status::failed || !error_.empty()) return Status::failed;
+      if (a == Status::empty) return Status::empty;
+    }
     const unsigned k = done_.front();
     done_.pop_front();
     Slot& s = slots_[k];
