@@ -13,15 +13,6 @@
 namespace fabflow::kv::detail {
 namespace {
 
-rr::ChannelOptions channel_options(const Options& o) {
-  rr::ChannelOptions c;
-  c.pattern = rr::Pattern::write_send;
-  c.request_bytes = kRpcHeader + o.value_bytes;
-  c.response_bytes = kAnswerHeader + o.value_bytes;
-  c.peer_timeout = o.peer_timeout;
-  return c;
-}
-
 enum class Step : std::uint8_t {
   idle,
   rpc,           // waiting for the server's answer

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fabflow/kv.h>
+#include <fabflow/rr.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -106,6 +107,16 @@ inline constexpr std::uint8_t kExists = 0x40;
 inline constexpr std::uint8_t kMalformed = 0x41;
 inline constexpr std::size_t kRpcHeader = 8 + kKeyBytes;
 inline constexpr std::size_t kAnswerHeader = 8;
+
+// The channel both ends open per worker lane: requests written, answers sent.
+inline rr::ChannelOptions channel_options(const Options& o) {
+  rr::ChannelOptions c;
+  c.pattern = rr::Pattern::write_send;
+  c.request_bytes = kRpcHeader + o.value_bytes;
+  c.response_bytes = kAnswerHeader + o.value_bytes;
+  c.peer_timeout = o.peer_timeout;
+  return c;
+}
 
 std::unique_ptr<Server> make_table_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                           const Options& o);

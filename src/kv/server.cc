@@ -15,15 +15,6 @@
 namespace fabflow::kv::detail {
 namespace {
 
-rr::ChannelOptions channel_options(const Options& o) {
-  rr::ChannelOptions c;
-  c.pattern = rr::Pattern::write_send;
-  c.request_bytes = kRpcHeader + o.value_bytes;
-  c.response_bytes = kAnswerHeader + o.value_bytes;
-  c.peer_timeout = o.peer_timeout;
-  return c;
-}
-
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
