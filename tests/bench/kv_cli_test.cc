@@ -100,16 +100,16 @@ TEST(KvCli, TwoServersUnbatched) {
 // scripts/setup.sh installs memcached: the reference must be measured, under the same
 // workload, with every GET found whole.
 TEST(KvCli, MemcachedReferenceBesideTheRows) {
-  CliResult r = run_cli({"fabflow", "bench", "kv", "-p", "local", "--design", "read", "--clients",
-                         "2", "--keys", "2000", "-I", "2000", "-w", "100", "--reference",
-                         "memcached"},
-                        60s);
+  CliResult r =
+      run_cli({"fabflow", "bench", "kv", "-p", "local", "--design", "read", "--clients", "2",
+               "--keys", "2000", "-I", "2000", "-w", "100", "--reference", "memcached"},
+              60s);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("reference: memcached"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
-  auto rows = run_json({"-p", "local", "--design", "herd", "--clients", "2", "--keys", "2000",
-                        "-I", "2000", "-w", "100", "--put-fraction", "0.3", "--zipf", "0.9",
-                        "--reference", "memcached"});
+  auto rows =
+      run_json({"-p", "local", "--design", "herd", "--clients", "2", "--keys", "2000", "-I", "2000",
+                "-w", "100", "--put-fraction", "0.3", "--zipf", "0.9", "--reference", "memcached"});
   ASSERT_EQ(rows.size(), 2u);
   const auto& m = rows[1];
   EXPECT_EQ(m["type"], "kv_reference");
@@ -130,8 +130,7 @@ TEST(KvCli, MemcachedReferenceBesideTheRows) {
 
 TEST(KvCli, MemcachedMissingIsSaidAndTheRunGoesOn) {
   CliResult r = run_cli({"fabflow", "bench", "kv", "-p", "local", "--design", "herd", "--clients",
-                         "1", "--keys", "100", "-I", "100", "-w", "10", "--reference",
-                         "memcached"},
+                         "1", "--keys", "100", "-I", "100", "-w", "10", "--reference", "memcached"},
                         60s, {{"PATH", "/nonexistent"}});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("memcached not measured: 'memcached' not found on PATH"), std::string::npos)
