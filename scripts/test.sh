@@ -9,7 +9,7 @@ scripts/setup.sh --deps
 scripts/check_format.sh
 
 jobs=$(nproc)
-run_tree() {  # name, cmake args..., -- ctest args...
+run_tree() {  # name, cmake args..., -- ctest args...   (TARGETS: what to build)
   local dir=$1; shift
   local cmake_args=() ctest_args=()
   while (($#)) && [ "$1" != "--" ]; do cmake_args+=("$1"); shift; done
@@ -17,7 +17,8 @@ run_tree() {  # name, cmake args..., -- ctest args...
   ctest_args=("$@")
   echo "== $dir: build"
   cmake -S . -B "$dir" -G Ninja "${cmake_args[@]}" >/dev/null
-  ninja -C "$dir" -j "$jobs" fabflow_tests fabflow_cli
+  # shellcheck disable=SC2086
+  ninja -C "$dir" -j "$jobs" ${TARGETS:-fabflow_tests fabflow_cli}
   echo "== $dir: test"
   (cd "$dir" && ctest --output-on-failure -j 2 "${ctest_args[@]}")
 }
@@ -55,12 +56,17 @@ done
 # Under the sanitizers every flow design point and request-response combination still runs,
 # with fewer items / requests each.
 export FABFLOW_FLOW_ITEMS=300 FABFLOW_FLOW_PRESET_ITEMS=60 FABFLOW_RR_REQUESTS=60
-run_tree build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=address
+# The sanitizer trees build the library at -O1 with line tables (-g1): ASan's own advice,
+# and about 2.4x faster to compile than -O2 -g, which is most of a sanitizer tree's time.
+sanitized=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+run_tree build-asan "${sanitized[@]}" -DFABFLOW_SANITIZE=address
 # TSan covers the concurrent parts; the CLI death tests' time bounds are for unsanitized builds.
 # Request-response: the dispatcher's hand-over between worker and dispatcher threads (on shm,
 # whose data lands inside libfabric, outside TSan's view). Flow queues: every design point on
 # local, where both ends' loads and stores (and the data-mover thread) are fabflow's own.
 # Sequencer: the server's worker threads sharing one counter, every design on local.
-run_tree build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABFLOW_SANITIZE=thread -- \
+# Its filter runs no test of the CLI: the tree builds neither the CLI nor those tests.
+TARGETS=fabflow_tests run_tree build-tsan "${sanitized[@]}" -DFABFLOW_SANITIZE=thread \
+  -DFABFLOW_CLI_TESTS=OFF -- \
   -R 'Bootstrap|Launcher|Progress|LocalTransport|LocalConcurrent|SeqConformance.*local|RrConformance.*dispatcher_.*_shm|FlowConformance.*local_rdm|FlowSeparateNotify.*local_rdm'
 echo "== all test trees passed"
