@@ -175,7 +175,7 @@ Segment create_segment(std::size_t len, const char* what) {
 LocalTransport::LocalTransport(const TransportOptions& options)
     : options_(options), caps_(local_capabilities(options)) {
   per_peer_recvs_ = caps_.endpoint == EndpointType::msg;
-  tx_.items.resize(std::max<std::size_t>(options.tx_depth * 2, kMinQueue));
+  tx_.reserve(std::max<std::size_t>(options.tx_depth * 2, kMinQueue));
 }
 
 LocalTransport::~LocalTransport() = default;
@@ -262,7 +262,7 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
   auto& q = recvs_[queue_of(peer)];
   std::uint64_t head = ch.in_msg_head;
   int result = n;
-  while (head < tail && static_cast<std::size_t>(n) < cap && q.count > 0) {
+  while (head < tail && static_cast<std::size_t>(n) < cap && !q.empty()) {
     SlotHeader h;
     std::memcpy(&h, ch.in_msg.slot(head), sizeof h);
     const std::uint64_t chunks = h.total == 0 ? 1 : (std::uint64_t{h.total} + kChunk - 1) / kChunk;
@@ -271,7 +271,7 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
       result = -1;
       break;
     }
-    PostedRecv rv = q.items[q.first];
+    PostedRecv rv = q.front();
     if (h.total > rv.len) {
       if (n > 0) break;  // report it on the next call, after what was delivered
       fail("local: message of " + std::to_string(h.total) + " bytes from rank " +
@@ -294,8 +294,7 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
       c.kind = CompletionKind::recv;
       result = n;
     }
-    q.first = (q.first + 1) % q.items.size();
-    --q.count;
+    q.pop();
     head += chunks;
     if (result < 0) break;
   }
@@ -312,7 +311,7 @@ void LocalTransport::connect(Bootstrap& boot) {
   size_ = boot.size();
   const auto n = static_cast<std::size_t>(size_);
   recvs_.resize(per_peer_recvs_ ? n : 1);
-  for (auto& q : recvs_) q.items.resize(std::max<std::size_t>(options_.rx_depth, kMinQueue));
+  for (auto& q : recvs_) q.reserve(std::max<std::size_t>(options_.rx_depth, kMinQueue));
   std::vector<PeerChannel> peers(n);
   pending_fds_.clear();
   pending_fds_.resize(n);

@@ -8,6 +8,7 @@
 #include <fabflow/transport.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -211,9 +212,8 @@ class LocalTransport final : public Transport {
     if (peer < 0 || peer >= size_)
       return fail("local: post_recv from rank " + std::to_string(peer) + ": no such rank");
     auto& q = recvs_[queue_of(peer)];
-    if (q.count == q.items.size()) return Status::again;
-    q.items[(q.first + q.count) % q.items.size()] = {static_cast<std::byte*>(buf), len, context};
-    ++q.count;
+    if (q.full()) return Status::again;
+    q.push({static_cast<std::byte*>(buf), len, context});
     return Status::ok;
   }
 
@@ -282,10 +282,9 @@ class LocalTransport final : public Transport {
 
   int poll_tx(std::span<Completion> out) noexcept override {
     int n = 0;
-    while (tx_.count > 0 && static_cast<std::size_t>(n) < out.size()) {
-      out[static_cast<std::size_t>(n++)] = tx_.items[tx_.first];
-      tx_.first = (tx_.first + 1) % tx_.items.size();
-      --tx_.count;
+    while (!tx_.empty() && static_cast<std::size_t>(n) < out.size()) {
+      out[static_cast<std::size_t>(n++)] = tx_.front();
+      tx_.pop();
     }
     if (n == 0) return liveness_tick() ? 0 : -1;
     return n;
@@ -311,10 +310,31 @@ class LocalTransport final : public Transport {
     std::size_t len = 0;
     std::uint64_t context = 0;
   };
+  // A queue of at least the capacity asked for, rounded up to a power of two so that the
+  // index wraps with a mask: these run once or twice per operation on the data path.
   template <class T>
-  struct Fifo {
-    std::vector<T> items;
-    std::size_t first = 0, count = 0;
+  class Fifo {
+   public:
+    void reserve(std::size_t n) {
+      items_.assign(std::bit_ceil(std::max<std::size_t>(n, 1)), T{});
+      mask_ = items_.size() - 1;
+      first_ = count_ = 0;
+    }
+    bool empty() const noexcept { return count_ == 0; }
+    bool full() const noexcept { return count_ == items_.size(); }
+    void push(const T& v) noexcept {
+      items_[(first_ + count_) & mask_] = v;
+      ++count_;
+    }
+    const T& front() const noexcept { return items_[first_]; }
+    void pop() noexcept {
+      first_ = (first_ + 1) & mask_;
+      --count_;
+    }
+
+   private:
+    std::vector<T> items_;
+    std::size_t mask_ = 0, first_ = 0, count_ = 0;
   };
 
   // Copies a write's payload so that its last 8 bytes land after the rest, with a release
@@ -357,11 +377,8 @@ class LocalTransport final : public Transport {
   std::size_t queue_of(int peer) const noexcept {
     return per_peer_recvs_ ? static_cast<std::size_t>(peer) : 0;
   }
-  bool tx_full() const noexcept { return tx_.count == tx_.items.size(); }
-  void push_tx(const Completion& c) noexcept {
-    tx_.items[(tx_.first + tx_.count) % tx_.items.size()] = c;
-    ++tx_.count;
-  }
+  bool tx_full() const noexcept { return tx_.full(); }
+  void push_tx(const Completion& c) noexcept { tx_.push(c); }
   Status fail(std::string msg) noexcept {
     try {
       error_ = std::move(msg);
