@@ -208,6 +208,27 @@ TEST(FlowSlot, PayloadSumCatchesAStaleLine) {
     }
     EXPECT_EQ(detail::check_slot(buf, 20, 256, &len, &flags, true), detail::SlotState::valid);
   }
+  // Long payloads take xxHash's dispatched (vector) path: a stale byte in any 64-byte line of a
+  // 64 KB item, or the same bytes under another sequence number or length, is caught.
+  {
+    constexpr std::uint32_t kLong = 64 << 10;
+    std::vector<std::byte> big(detail::slot_used(kLong) + 64), item(kLong);
+    for (std::size_t i = 0; i < item.size(); ++i) item[i] = std::byte(i * 31 + 7);
+    std::byte* slot = big.data();
+    detail::write_slot(slot, 40, item.data(), kLong, 0, true);
+    EXPECT_EQ(detail::check_slot(slot, 40, kLong, &len, &flags, true), detail::SlotState::valid);
+    for (std::size_t line = 0; line < kLong / 64; ++line) {
+      std::byte& b = slot[detail::kSlotHeader + line * 64 + line % 64];
+      b ^= std::byte{0x20};
+      ASSERT_EQ(detail::check_slot(slot, 40, kLong, &len, &flags, true), detail::SlotState::torn)
+          << line;
+      b ^= std::byte{0x20};
+    }
+    EXPECT_NE(detail::payload_sum(40, kLong, item.data()),
+              detail::payload_sum(41, kLong, item.data()));
+    EXPECT_NE(detail::payload_sum(40, kLong, item.data()),
+              detail::payload_sum(40, kLong - 8, item.data()));
+  }
   // The end-of-stream marker carries a sum too.
   detail::write_slot(buf, 21, nullptr, 0, detail::kFlagClose, true);
   EXPECT_EQ(detail::check_slot(buf, 21, 256, &len, &flags, true), detail::SlotState::valid);
