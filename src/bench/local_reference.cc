@@ -3,9 +3,11 @@
 // bench ranks use; cache coherence does not care whether the threads share an address space,
 // so this is the same cost two processes mapping one segment would pay.
 //   - cache-line ping-pong: each side stores a sequence number into its own cache line and
-//     spins on the other's; one-way time is half the round trip;
+//     spins on the other's; one-way time is half the round trip. Run twice: sampled (one clock
+//     read per round trip, as the queue's ping-pong) and whole-run (no clock read in between);
 //   - minimal SPSC ring: Lamport's single-producer single-consumer ring with cached indices
-//     (the textbook shared-memory queue), slots of item_bytes copied in and out, capacity slots.
+//     (the textbook shared-memory queue), slots of item_bytes copied in and out, capacity slots;
+//     timed on the consumer from the first item to the last, with no clock read in between.
 #include <fabflow/bench/queue.h>
 
 #include <atomic>
@@ -47,23 +49,34 @@ void on_two_cores(int cpu_a, int cpu_b, A&& a, B&& b) {
 
 }  // namespace
 
-LatencyStats cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
-                                int cpu_b, const Clock& clock) {
+namespace {
+
+// Bounces a cache line `warmup + round_trips` times. With `samples`, one clock read per round
+// trip (the interval between consecutive reads is one round trip, its read included); without,
+// the clock is read only before the first and after the last measured round trip. Returns the
+// measured round trips' total ticks.
+std::uint64_t bounce(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a, int cpu_b,
+                     const Clock& clock, std::vector<double>* samples) {
   auto lines = std::make_unique<Line[]>(2);  // [0] ping, written by a; [1] pong, written by b
   Line& ping = lines[0];
   Line& pong = lines[1];
   const std::uint64_t total = warmup + round_trips;
-  std::vector<double> samples;
-  samples.reserve(round_trips);
+  std::uint64_t start = 0, end = 0;
   on_two_cores(
       cpu_a, cpu_b,
       [&] {
+        std::uint64_t prev = 0;
         for (std::uint64_t i = 1; i <= total; ++i) {
-          const std::uint64_t t0 = clock.now();
+          if (i == warmup + 1) prev = start = clock.now();
           ping.v.store(i, std::memory_order_release);
           while (pong.v.load(std::memory_order_acquire) != i) cpu_relax();
-          if (i > warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
+          if (samples && i > warmup) {
+            const std::uint64_t t = clock.now();
+            samples->push_back(clock.to_ns(t - prev) / 2);
+            prev = t;
+          }
         }
+        end = samples ? prev : clock.now();
       },
       [&] {
         for (std::uint64_t i = 1; i <= total; ++i) {
@@ -71,7 +84,21 @@ LatencyStats cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup,
           pong.v.store(i, std::memory_order_release);
         }
       });
-  return summarize(samples);
+  return end - start;
+}
+
+}  // namespace
+
+CachelineReference cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
+                                      int cpu_b, const Clock& clock) {
+  CachelineReference r;
+  std::vector<double> samples;
+  samples.reserve(round_trips);
+  bounce(round_trips, warmup, cpu_a, cpu_b, clock, &samples);
+  r.sampled = summarize(samples);
+  const std::uint64_t ticks = bounce(round_trips, warmup, cpu_a, cpu_b, clock, nullptr);
+  r.whole_run_ns = round_trips ? clock.to_ns(ticks) / 2 / static_cast<double>(round_trips) : 0;
+  return r;
 }
 
 double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
@@ -133,9 +160,9 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
           }
           idx->head.v.store(i + 1, std::memory_order_release);
           bad += got != i;
-          last = clock.now();
-          if (i == 0) first = last;
+          if (i == 0) first = clock.now();  // the clock is read twice, not once per item
         }
+        last = clock.now();
       });
   if (bad) throw Error("SPSC ring reference: " + std::to_string(bad) + " items out of order");
   const double seconds = clock.to_ns(last - first) / 1e9;

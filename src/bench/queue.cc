@@ -219,10 +219,12 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
   } else {
     auto c = consumer_on(q, boot, 0, o);
     boot.barrier();
+    // Timed from the first item to the last with two clock reads (none per item in between),
+    // as the SPSC-ring reference is.
     std::uint64_t first = 0, last = 0, n = 0;
     while (get(*c, buf, n, params.zero_copy, stall, clock, params.latency ? &samples : nullptr)) {
-      last = clock.now();
-      if (n++ == 0) first = last;
+      if (n == 0) first = clock.now();
+      if (++n == params.items) last = clock.now();
     }
     if (n != params.items)
       throw Error("queue bench: consumer got " + std::to_string(n) + " items, expected " +
@@ -296,13 +298,20 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
     c = consumer_on(back, boot, 1, o);
     samples.reserve(params.round_trips);
     boot.barrier();
+    // One clock read per round trip: a sample is the interval between consecutive reads (a
+    // round trip with one read in it), as the cache-line reference's sampled run.
+    std::uint64_t prev = 0;
     for (std::uint64_t i = 0; i < total; ++i) {
-      std::uint64_t t0 = clock.now();
+      if (i == params.warmup) prev = clock.now();
       put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
       if (!get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr))
         throw Error("queue bench: echo queue closed early");
-      if (i >= params.warmup) samples.push_back(clock.to_ns(clock.now() - t0) / 2);
+      if (i >= params.warmup) {
+        const std::uint64_t t = clock.now();
+        samples.push_back(clock.to_ns(t - prev) / 2);
+        prev = t;
+      }
     }
   } else {
     c = consumer_on(t, boot, 0, o);
@@ -346,6 +355,7 @@ struct References {
   double raw_stream_mbps = 0, raw_stream_msgs_per_s = 0;
   double spsc_items_per_s = 0;
   LatencyStats cacheline;
+  double cacheline_whole_run_ns = 0;
   bool cacheline_measured = false;
 
   void apply(QueueRow& row) const {
@@ -355,6 +365,7 @@ struct References {
     row.raw_stream_msgs_per_s = raw_stream_msgs_per_s;
     row.spsc_items_per_s = spsc_items_per_s;
     row.cacheline = cacheline;
+    row.cacheline_whole_run_ns = cacheline_whole_run_ns;
     row.cacheline_measured = cacheline_measured;
   }
 };
@@ -399,7 +410,10 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
                      const Clock& clock, int cpu0, int cpu1, References& ref) {
   if (boot.rank() == 0) {
     if (params.pingpong) {
-      ref.cacheline = cacheline_pingpong(params.round_trips, params.warmup, cpu0, cpu1, clock);
+      const CachelineReference c =
+          cacheline_pingpong(params.round_trips, params.warmup, cpu0, cpu1, clock);
+      ref.cacheline = c.sampled;
+      ref.cacheline_whole_run_ns = c.whole_run_ns;
       ref.cacheline_measured = true;
     } else {
       ref.spsc_items_per_s = spsc_ring_items_per_s(params.items, size, queue_capacity(params, size),

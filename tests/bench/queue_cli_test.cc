@@ -115,6 +115,7 @@ TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
   ASSERT_EQ(out.size(), 1u) << p.out;
   j = nlohmann::json::parse(out[0]);
   EXPECT_GT(j["reference"]["cacheline_pingpong_ns"]["p50"].get<double>(), 0);
+  EXPECT_GT(j["reference"]["cacheline_whole_run_ns"].get<double>(), 0);
   EXPECT_FALSE(j["progress_threads"].get<bool>());
 }
 

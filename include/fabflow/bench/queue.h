@@ -86,8 +86,9 @@ struct QueueRow {
   // --reference (0 / false: not measured).
   double raw_stream_mbps = 0;  // throughput: raw streaming write, same provider and size
   double raw_stream_msgs_per_s = 0;
-  double spsc_items_per_s = 0;  // throughput: minimal SPSC ring, same item size and S
-  LatencyStats cacheline;       // ping-pong: bare cache-line ping-pong, one-way
+  double spsc_items_per_s = 0;        // throughput: minimal SPSC ring, same item size and S
+  LatencyStats cacheline;             // ping-pong: bare cache-line ping-pong, one-way
+  double cacheline_whole_run_ns = 0;  // ... its mean over a run with no clock read per trip
   bool cacheline_measured = false;
   LatencyStats enqueue, dequeue;  // --latency: successful calls
 };
@@ -112,11 +113,16 @@ std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) no
 
 // Hardware references between two pinned cores (two threads of this process; cpu < 0:
 // unpinned), src/bench/local_reference.cc. Half the round trip of a cache line bounced between
-// the cores; items/s of Lamport's SPSC ring with cached indices, timed on the consumer from
-// first to last item; zero_copy: only the 8-byte sequence number is written and read in place
-// (as bench queue's zero-copy API), else every item is copied in and out.
-LatencyStats cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
-                                int cpu_b, const Clock& clock);
+// the cores, sampled with one clock read per round trip (as the queue's ping-pong is) and
+// again timed as a whole with none (the floor); items/s of Lamport's SPSC ring with cached indices,
+// timed on the consumer from first to last item; zero_copy: only the 8-byte sequence number is
+// written and read in place (as bench queue's zero-copy API), else every item is copied in and out.
+struct CachelineReference {
+  LatencyStats sampled;     // one-way, per round trip
+  double whole_run_ns = 0;  // one-way mean, the clock read before and after the run only
+};
+CachelineReference cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
+                                      int cpu_b, const Clock& clock);
 double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
                              bool zero_copy, int cpu_producer, int cpu_consumer,
                              const Clock& clock);
