@@ -27,6 +27,7 @@ else()
   target_compile_options(fabflow_tests PRIVATE -O1)
 endif()
 target_compile_definitions(fabflow_tests PRIVATE FABFLOW_BIN="$<TARGET_FILE:fabflow_cli>"
+  FABFLOW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
   ${FABFLOW_BUILD_DEFINITIONS})
 if(FABFLOW_CLI_TESTS)
   add_dependencies(fabflow_tests fabflow_cli)

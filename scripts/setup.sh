@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-bin
           libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind
           python3 python3-matplotlib clang-format dpkg-dev file memcached libmemcached-dev
-          libxxhash-dev)
+          libxxhash-dev clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -213,16 +213,22 @@ std::string read_file(const std::filesystem::path& path) {
 }  // namespace
 
 Catalogue load_catalogue(const std::filesystem::path& path) {
-  const std::string file = path.string();
+  return parse_catalogue(read_file(path), path.string());
+}
+
+Catalogue parse_catalogue(std::string_view text, const std::string& file) {
   ojson doc;
   try {
-    doc = ojson::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    // what() starts with "[json.exception.parse_error.101] "; the rest is the useful part.
+    doc = ojson::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // what() starts with "[json.exception.parse_error.101] "; the rest is the useful part. Not
+    // only parse errors: a number too large for a double is out_of_range (found by fuzzing).
     std::string what = e.what();
     const auto end = what.find("] ");
     if (what.rfind("[json.exception", 0) == 0 && end != std::string::npos) what.erase(0, end + 2);
-    throw UsageError(file + ": not JSON (byte " + std::to_string(e.byte) + "): " + what);
+    const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e);
+    throw UsageError(file + ": not JSON" + (pe ? " (byte " + std::to_string(pe->byte) + ")" : "") +
+                     ": " + what);
   }
   if (!doc.is_object())
     throw UsageError(file + ": not a catalogue (expected an object with seed and experiments)");
@@ -290,9 +296,10 @@ std::string status_text(const ExperimentEntry& e) {
 ExperimentEntry effective(const ExperimentEntry& e, bool quick) {
   ExperimentEntry x = e;
   if (!quick) return x;
-  for (const auto& [flag, value] : e.quick_args) {
-    auto it =
-        std::find_if(x.args.begin(), x.args.end(), [&](const auto& a) { return a.first == flag; });
+  for (const auto& quick_arg : e.quick_args) {
+    const auto& [flag, value] = quick_arg;
+    auto it = std::find_if(x.args.begin(), x.args.end(),
+                           [&](const auto& a) { return a.first == quick_arg.first; });
     if (it != x.args.end())
       it->second = value;
     else

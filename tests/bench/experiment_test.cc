@@ -128,6 +128,24 @@ TEST(ExperimentCatalogue, NotJsonNamesTheFileAndTheByte) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
+// Found by fuzz/catalogue.cc: a number too large for a double is not a parse error to
+// nlohmann-json but out_of_range, which escaped as an uncaught exception. Every input of
+// fuzz/regressions/catalogue/ is replayed: one line, no crash.
+TEST(ExperimentCatalogue, FuzzRegressionsGiveOneLine) {
+  const std::filesystem::path dir =
+      std::filesystem::path(FABFLOW_SOURCE_DIR) / "fuzz" / "regressions" / "catalogue";
+  std::size_t replayed = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(f.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string msg = load_error([&] { parse_catalogue(text, "regression.json"); });
+    EXPECT_EQ(msg.rfind("regression.json: not ", 0), 0u) << f.path() << ": " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    ++replayed;
+  }
+  EXPECT_GE(replayed, 2u);
+}
+
 TEST(ExperimentCatalogue, DuplicateIdAcrossFiles) {
   TempDir dir;
   write(dir, "900.json", catalogue_with({valid_entry("900-a")}).dump());

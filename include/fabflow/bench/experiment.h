@@ -51,6 +51,8 @@ struct Catalogue {
 // Reads and validates one catalogue file. Throws UsageError with one line naming the file, the
 // entry (id, or #index when the id is missing) and what is wrong.
 Catalogue load_catalogue(const std::filesystem::path& path);
+// The same for a catalogue's text; `file` names it in the messages.
+Catalogue parse_catalogue(std::string_view text, const std::string& file);
 
 // Every *.json in `dir`, in file-name order; also rejects an id used twice across files.
 std::vector<Catalogue> load_catalogues(const std::filesystem::path& dir);

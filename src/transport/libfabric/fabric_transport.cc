@@ -285,30 +285,41 @@ std::vector<std::byte> FabricTransport::export_key(const MemoryRegion& region) c
   return out;
 }
 
-RemoteMemory FabricTransport::import_key(int peer, std::span<const std::byte> blob) {
+FabricKey decode_fabric_key(std::span<const std::byte> blob, int peer, bool want_raw) {
   auto bad = [&](const char* what) {
     return PeerError(
         peer, "rank " + std::to_string(peer) + " sent a malformed memory key (" + what + ")");
   };
-  if (peer < 0 || peer >= size_) throw bad("no such rank");
   if (blob.size() < kKeyHeader) throw bad("too short");
   if (get<std::uint32_t>(blob, 0) != kKeyMagic) throw bad("bad magic");
   if (get<std::uint16_t>(blob, 4) != kKeyVersion) throw bad("unknown version");
   std::size_t raw_len = get<std::uint16_t>(blob, 6);
   if (raw_len > kMaxRawKey || blob.size() != kKeyHeader + raw_len) throw bad("bad length");
-  bool want_raw = (caps_.mr_mode & FI_MR_RAW) != 0;
   if (want_raw != (raw_len > 0)) throw bad("raw key mismatch");
+  FabricKey k;
+  k.base = get<std::uint64_t>(blob, 8);
+  k.length = get<std::uint64_t>(blob, 16);
+  k.key = get<std::uint64_t>(blob, 24);
+  if (k.length > (std::uint64_t{1} << 48)) throw bad("length out of range");
+  if (k.base > ~std::uint64_t{0} - k.length) throw bad("address range wraps");
+  k.raw = blob.subspan(kKeyHeader, raw_len);
+  return k;
+}
+
+RemoteMemory FabricTransport::import_key(int peer, std::span<const std::byte> blob) {
+  if (peer < 0 || peer >= size_)
+    throw PeerError(peer,
+                    "rank " + std::to_string(peer) + " sent a malformed memory key (no such rank)");
+  const FabricKey k = decode_fabric_key(blob, peer, (caps_.mr_mode & FI_MR_RAW) != 0);
   RemoteMemory m;
   m.peer = peer;
-  m.base = get<std::uint64_t>(blob, 8);
-  m.length = get<std::uint64_t>(blob, 16);
-  m.key = get<std::uint64_t>(blob, 24);
-  if (m.length > (std::uint64_t{1} << 48)) throw bad("length out of range");
-  if (m.base > ~std::uint64_t{0} - m.length) throw bad("address range wraps");
-  if (want_raw) {
-    std::vector<std::uint8_t> raw(raw_len);
-    std::memcpy(raw.data(), blob.data() + kKeyHeader, raw_len);
-    check(fi_mr_map_raw(domain_.get(), m.base, raw.data(), raw_len, &m.key, 0), "fi_mr_map_raw",
+  m.base = k.base;
+  m.length = k.length;
+  m.key = k.key;
+  if (!k.raw.empty()) {
+    std::vector<std::uint8_t> raw(k.raw.size());
+    std::memcpy(raw.data(), k.raw.data(), k.raw.size());
+    check(fi_mr_map_raw(domain_.get(), m.base, raw.data(), raw.size(), &m.key, 0), "fi_mr_map_raw",
           caps_.provider);
     mapped_raw_keys_.push_back(m.key);
   }

@@ -30,6 +30,15 @@ class FabricMemoryRegion final : public MemoryRegion {
   Fid<fid_mr> mr_;
 };
 
+// What a libfabric memory key blob carries (export_key's format). Throws PeerError naming
+// `peer` when the blob is malformed, out of range, or raw where the domain wants none (and the
+// other way round). `raw` borrows the blob.
+struct FabricKey {
+  std::uint64_t base = 0, length = 0, key = 0;
+  std::span<const std::byte> raw;
+};
+FabricKey decode_fabric_key(std::span<const std::byte> blob, int peer, bool want_raw);
+
 // Owns fabric, domain, completion queues, endpoints (one per peer for msg, one for rdm),
 // address vector and event queue. Not thread-safe except progress() when opened thread_safe.
 class FabricTransport final : public Transport {

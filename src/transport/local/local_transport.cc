@@ -542,22 +542,32 @@ std::vector<std::byte> LocalTransport::export_key(const MemoryRegion& region) co
   return out;
 }
 
-RemoteMemory LocalTransport::import_key(int peer, std::span<const std::byte> blob) {
+LocalKey decode_local_key(std::span<const std::byte> blob, int peer) {
   auto bad = [&](const char* what) {
     return PeerError(
         peer, "rank " + std::to_string(peer) + " sent a malformed memory key (" + what + ")");
   };
-  if (peers_.empty()) throw UsageError("local: import_key before connect");
-  if (peer < 0 || peer >= size_ || peer == rank_) throw bad("no such peer");
   if (blob.size() != kKeyBytes) throw bad("bad length");
   const std::byte* b = blob.data();
   if (get<std::uint32_t>(b) != kKeyMagic) throw bad("bad magic");
   if (get<std::uint16_t>(b + 4) != kKeyVersion) throw bad("unknown version");
   if (get<std::int32_t>(b + 8) != peer) throw bad("owned by another rank");
-  const auto id = get<std::uint64_t>(b + 16);
-  const auto length = get<std::uint64_t>(b + 24);
-  if (id == 0) throw bad("bad region id");
-  if (length > kMaxRegion) throw bad("length out of range");
+  LocalKey k{get<std::uint64_t>(b + 16), get<std::uint64_t>(b + 24)};
+  if (k.id == 0) throw bad("bad region id");
+  if (k.length > kMaxRegion) throw bad("length out of range");
+  return k;
+}
+
+RemoteMemory LocalTransport::import_key(int peer, std::span<const std::byte> blob) {
+  if (peers_.empty()) throw UsageError("local: import_key before connect");
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw PeerError(peer,
+                    "rank " + std::to_string(peer) + " sent a malformed memory key (no such peer)");
+  const auto [id, length] = decode_local_key(blob, peer);
+  auto bad = [&](const char* what) {
+    return PeerError(
+        peer, "rank " + std::to_string(peer) + " sent a malformed memory key (" + what + ")");
+  };
   const PeerChannel& ch = peers_[static_cast<std::size_t>(peer)];
   if (ch.dead) throw PeerError(peer, ch.why);
   Fd fd = receive_segment(peer, id, std::chrono::steady_clock::now() + kConnectTimeout, nullptr);

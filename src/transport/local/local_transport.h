@@ -150,6 +150,14 @@ struct PeerChannel {
   std::string why;  // set with dead
 };
 
+// What a local memory key names: the owner's region id and its length (the owner is the rank
+// that sent it). Throws PeerError naming `peer` when the blob is malformed or out of range.
+struct LocalKey {
+  std::uint64_t id = 0;
+  std::uint64_t length = 0;
+};
+LocalKey decode_local_key(std::span<const std::byte> blob, int peer);
+
 // A peer's region mapped here.
 struct Import {
   Mapping map;

@@ -1,0 +1,65 @@
+// Fuzz target: what a flow-queue consumer reads from a peer. Mode 0: the queue hello a peer
+// contributes to the setup all-gather (decode_hello). Mode 1: a slot's header, payload and
+// trailer as the consumer checks them (check_slot), with and without the payload sum.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include <fabflow/status.h>
+
+#include "flow/layout.h"
+
+namespace d = fabflow::flow::detail;
+
+namespace {
+
+void hello(std::span<const std::byte> blob, bool separate) {
+  d::Hello expect;  // a consumer of push1-watermark-pull, 64 x 64 B
+  expect.role = 1;
+  expect.data = 0;
+  expect.capacity = 64;
+  expect.item_bytes = 64;
+  expect.separate = separate;
+  std::span<const std::byte> notify;
+  try {
+    auto key = d::decode_hello(blob, 3, expect, &notify);
+    // The keys it hands out lie inside the blob.
+    auto inside = [&](std::span<const std::byte> s) {
+      return s.empty() ||
+             (s.data() >= blob.data() && s.data() + s.size() <= blob.data() + blob.size());
+    };
+    if (!inside(key) || !inside(notify)) __builtin_trap();
+  } catch (const fabflow::Error&) {
+    // PeerError for a malformed hello, UsageError for a refusal with its reason
+  }
+}
+
+void slot(const std::uint8_t* data, std::size_t size) {
+  if (size < 11) return;
+  const std::size_t item_bytes = (std::size_t{data[0]} | std::size_t{data[1]} << 8) % 4097;
+  const bool sum = data[2] & 1;
+  std::uint64_t index;
+  std::memcpy(&index, data + 3, 8);
+  // The slot as the ring holds it: exactly slot_used(item_bytes) bytes, 8-byte aligned (the
+  // rest of the input fills it, zeros beyond).
+  std::vector<std::uint64_t> ring(d::slot_used(item_bytes) / 8);
+  std::memcpy(ring.data(), data + 11, std::min(size - 11, ring.size() * 8));
+  std::uint32_t len = 0, flags = 0;
+  const auto st = d::check_slot(reinterpret_cast<const std::byte*>(ring.data()), index, item_bytes,
+                                &len, &flags, sum);
+  // A valid slot's length fits the item and its flags are known.
+  if (st == d::SlotState::valid && (len > item_bytes || (flags & ~d::kFlagClose))) __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 1) return 0;
+  if (data[0] < 128)
+    hello({reinterpret_cast<const std::byte*>(data + 1), size - 1}, data[0] & 1);
+  else
+    slot(data + 1, size - 1);
+  return 0;
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target into fuzz/corpus/<target>/ (run from anywhere;
+the files are committed). Each seed is a well-formed input, so that the fuzzer starts from the
+formats' real structure; malformed variants are its job."""
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# bootstrap_wire: first byte = how the stream is cut into reads, then frames
+# (u32 type, u32 body length, body; big-endian), as src/bootstrap/wire.h writes them.
+def frame(msg, body):
+    return struct.pack(">II", msg, len(body)) + body
+
+
+MAGIC, VERSION = 0x46464253, 1
+nonce, mac = bytes(range(32)), bytes(range(32, 64))
+challenge = frame(1, struct.pack(">II", MAGIC, VERSION) + nonce)
+hello = frame(2, struct.pack(">IIII", MAGIC, VERSION, 3, 8) + nonce + mac)
+welcome = frame(3, mac)
+reject = frame(4, b"wrong secret")
+ready = frame(5, b"")
+gather = frame(6, struct.pack(">I", 1) + b"blob-of-rank")
+blobs = [b"a", b"bb", b"", b"dddd"]
+result = frame(7, struct.pack(">I", len(blobs)) + b"".join(struct.pack(">I", len(b)) for b in blobs) + b"".join(blobs))
+abort = frame(8, struct.pack(">I", 2) + b"rank 2 failed")
+bye = frame(9, b"")
+write("bootstrap_wire", "coordinator_side", b"\x00" + hello + gather + frame(6, struct.pack(">I", 2)) + bye)
+write("bootstrap_wire", "client_side", b"\x05" + challenge + welcome + ready + result + abort)
+write("bootstrap_wire", "reject", b"\x01" + challenge + reject)
+
+# transport_keys: byte 0 = decoder (0 local, 1 libfabric, 2 libfabric raw), byte 1 = peer.
+local_key = struct.pack("<IHHiIQQ", 0x4B4C4646, 1, 0, 3, 0, 7, 1 << 20)
+write("transport_keys", "local", b"\x00\x03" + local_key)
+fabric_key = struct.pack("<IHHQQQ", 0x4B4D4646, 1, 0, 0x7F0000001000, 1 << 20, 0x1234)
+write("transport_keys", "fabric", b"\x01\x03" + fabric_key)
+raw = bytes(range(24))
+write("transport_keys", "fabric_raw", b"\x02\x03" + struct.pack("<IHHQQQ", 0x4B4D4646, 1, len(raw), 0, 4096, 0) + raw)
+
+# flow_slot, mode 0 (byte 0 < 128; bit 0 = separate notify): the hello a producer sends
+# (src/flow/layout.h Hello), expected by a push1-watermark-pull consumer of 64 x 64 B.
+key = b"K" * 32
+hello_blob = struct.pack("<IHBBBBBBxxxxQQQII", 0x48514646, 2, 0, 0, 0, 0, 0, 0, 64, 64, 8192, len(key), 0)
+write("flow_slot", "hello", b"\x00" + hello_blob + key)
+nkey = b"N" * 16
+hello_sep = struct.pack("<IHBBBBBBxxxxQQQII", 0x48514646, 2, 0, 0, 0, 0, 0, 1, 64, 64, 8192, len(key), len(nkey))
+write("flow_slot", "hello_separate", b"\x01" + hello_sep + key + nkey)
+write("flow_slot", "refused", b"\x00" + struct.pack("<IHBBBBBBxxxxQQQII", 0x48514646, 2, 0, 0, 0, 0, 1, 0, 64, 64, 0, 0, 0) + b"no writedata here")
+# mode 1 (byte 0 >= 128): u16 item_bytes, u8 sum, u64 index, then the slot
+# [seq u64 | len u32 | flags u32 | payload rounded to 8 | seq u64 | len u32, flags u32].
+payload = bytes(range(40))
+seq = 6
+slot = struct.pack("<QII", seq, len(payload), 0) + payload + struct.pack("<QII", seq, len(payload), 0)
+write("flow_slot", "slot", b"\x80" + struct.pack("<HBQ", 64, 0, seq - 1) + slot)
+write("flow_slot", "close", b"\x80" + struct.pack("<HBQ", 64, 0, 9) + struct.pack("<QIIQII", 10, 0, 1, 10, 0, 1))
+
+# cli_parsers: sizes, sweeps, host:port, names.
+for i, text in enumerate(["64", "4K,64K", "8:8K", "1M", "0", "127.0.0.1:4000", "[::1]:4000",
+                          "push1-watermark-pull", "write", "rdm", "send_send", "dense", "rpc-batch", "herd"]):
+    write("cli_parsers", "t%02d" % i, text.encode())
+
+# catalogue: the real catalogues.
+for name in sorted(os.listdir(os.path.join(HERE, "..", "experiments"))):
+    if name.endswith(".json"):
+        shutil.copy(os.path.join(HERE, "..", "experiments", name), os.path.join(HERE, "corpus", "catalogue", name))
+
+# kv_table: u16 value-size selector (value = 1 + v % 4096), u64 region bytes, the Layout
+# (7 x u64: value_bytes, buckets, items, item_bytes, index_offset, items_offset, region_bytes),
+# then an item copy [word u64 | key 16 | value | check u64].
+value = 32
+item_bytes = (8 + 16 + value + 8 + 63) // 64 * 64
+buckets, items = 4, 16
+index_off = 64
+items_off = index_off + buckets * 256
+region = items_off + items * item_bytes
+layout = struct.pack("<QQQQQQQ", value, buckets, items, item_bytes, index_off, items_off, region)
+item = struct.pack("<Q", 1 << 16) + b"k" * 16 + b"v" * value + struct.pack("<Q", 0)
+write("kv_table", "layout_and_item", struct.pack("<HQ", value - 1, region) + layout + item)

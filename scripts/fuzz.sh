@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/*.cc; clang, ASan + UBSan) in build-fuzz/ and runs them.
+#   scripts/fuzz.sh                    every target, 20 s each
+#   scripts/fuzz.sh TARGET [SECONDS]   one target (default 20 s)
+#   scripts/fuzz.sh all SECONDS        every target, SECONDS each
+#   scripts/fuzz.sh --list             the targets, one per line
+# Each run starts from the committed seeds (fuzz/corpus/TARGET) and the inputs of past crashes
+# (fuzz/regressions/TARGET, replayed first), keeps what it finds in build-fuzz/corpus/TARGET and
+# writes a crashing input to build-fuzz/artifacts/. Exit 1 when any target crashed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+targets=$(sed -n 's/^set(FABFLOW_FUZZ_TARGETS \(.*\))$/\1/p' cmake/FabflowFuzz.cmake)
+if [ "${1:-}" = "--list" ]; then
+  tr ' ' '\n' <<<"$targets"
+  exit 0
+fi
+want=${1:-all}
+seconds=${2:-20}
+if [ "$want" != all ] && ! grep -qw -- "$want" <<<"$targets"; then
+  echo "fuzz: unknown target '$want' (scripts/fuzz.sh --list)" >&2
+  exit 2
+fi
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+  echo "fuzz: SECONDS must be a positive integer, got '$seconds'" >&2
+  exit 2
+fi
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ not found (scripts/setup.sh --deps installs it)" >&2
+  exit 2
+fi
+
+CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFABFLOW_TESTS=OFF -DFABFLOW_FUZZ=ON >/dev/null
+ninja -C build-fuzz fuzz_targets >/dev/null
+
+failed=()
+for t in $targets; do
+  [ "$want" = all ] || [ "$want" = "$t" ] || continue
+  work=build-fuzz/corpus/$t
+  mkdir -p "$work" build-fuzz/artifacts fuzz/regressions/"$t"
+  dict=()
+  [ -f fuzz/"$t".dict ] && dict=(-dict=fuzz/"$t".dict)
+  log=build-fuzz/$t.log
+  if build-fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/"$t"- "${dict[@]}" \
+      "$work" fuzz/corpus/"$t" fuzz/regressions/"$t" >"$log" 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+    printf 'fuzz: %-16s ok     %4s s  %10s runs  %7s exec/s  corpus %s\n' "$t" "$seconds" \
+      "$runs" "$rate" "$(ls "$work" | wc -l)"
+  else
+    printf 'fuzz: %-16s FAILED (log %s)\n' "$t" "$log"
+    grep -m3 -E 'ERROR|what\(\)|runtime error' "$log" | sed 's/^/  /' || true
+    failed+=("$t")
+  fi
+done
+((${#failed[@]} == 0)) || { echo "fuzz: crashed: ${failed[*]}"; exit 1; }

@@ -1,0 +1,83 @@
+// make_producer / make_consumer: the checks of what the caller passed, then the run-time
+// dispatch onto the template instantiations (queue.h) or the socket baseline.
+#include <fabflow/bootstrap.h>
+#include <fabflow/flow.h>
+
+#include <typeinfo>
+
+#include "flow/queue.h"
+#include "flow/socket/socket_queue.h"
+
+namespace fabflow::flow {
+
+namespace {
+
+void check_peer_rank(Bootstrap& boot, int peer) {
+  if (peer < 0 || peer >= boot.size() || peer == boot.rank())
+    throw UsageError("flow: peer rank " + std::to_string(peer) + " is not another rank of " +
+                     std::to_string(boot.size()));
+}
+
+void check_usage(Transport& transport, Bootstrap& boot, int peer, const QueueOptions& o) {
+  check_peer_rank(boot, peer);
+  if (o.separate_notify_endpoint)
+    throw UsageError(
+        "flow: separate_notify_endpoint needs a second transport for the "
+        "notifications: open one with required_notify_ops(options) and pass it to "
+        "the make_producer / make_consumer overload that takes (data, notify, ...)");
+  if (auto why = why_unsupported(transport.caps(), o); !why.empty()) throw UsageError(why);
+}
+
+void check_usage(Transport& data, Transport& notify, Bootstrap& boot, int peer,
+                 const QueueOptions& o) {
+  check_peer_rank(boot, peer);
+  if (!o.separate_notify_endpoint)
+    throw UsageError("flow: a notify transport was given but separate_notify_endpoint is off");
+  if (&data == &notify)
+    throw UsageError(
+        "flow: separate_notify_endpoint needs a second transport, the data "
+        "transport was given twice");
+  // The queue end is one instantiation over the data transport's concrete type: the notify
+  // transport must be of that type too (static dispatch on both, no virtual call).
+  if (typeid(data) != typeid(notify))
+    throw UsageError("flow: the notify transport (" + std::string(notify.name()) +
+                     ") is not of the data transport's kind (" + std::string(data.name()) + ")");
+  if (auto why = why_unsupported(data.caps(), notify.caps(), o); !why.empty())
+    throw UsageError(why);
+}
+
+}  // namespace
+
+std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, int consumer_rank,
+                                        const QueueOptions& options) {
+  if (options.socket && !options.separate_notify_endpoint)
+    return make_socket_producer(transport, boot, consumer_rank, options);
+  check_usage(transport, boot, consumer_rank, options);
+  return detail::make_producer_impl(transport, transport, boot, consumer_rank, options);
+}
+
+std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, int producer_rank,
+                                        const QueueOptions& options) {
+  if (options.socket && !options.separate_notify_endpoint)
+    return make_socket_consumer(transport, boot, producer_rank, options);
+  check_usage(transport, boot, producer_rank, options);
+  return detail::make_consumer_impl(transport, transport, boot, producer_rank, options);
+}
+
+std::unique_ptr<Producer> make_producer(Transport& data, Transport& notify, Bootstrap& boot,
+                                        int consumer_rank, const QueueOptions& options) {
+  if (options.socket)
+    throw UsageError("flow: the socket baseline has no notification endpoint to separate");
+  check_usage(data, notify, boot, consumer_rank, options);
+  return detail::make_producer_impl(data, notify, boot, consumer_rank, options);
+}
+
+std::unique_ptr<Consumer> make_consumer(Transport& data, Transport& notify, Bootstrap& boot,
+                                        int producer_rank, const QueueOptions& options) {
+  if (options.socket)
+    throw UsageError("flow: the socket baseline has no notification endpoint to separate");
+  check_usage(data, notify, boot, producer_rank, options);
+  return detail::make_consumer_impl(data, notify, boot, producer_rank, options);
+}
+
+}  // namespace fabflow::flow
