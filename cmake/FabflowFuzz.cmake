@@ -7,7 +7,13 @@ if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
                       "(scripts/fuzz.sh does it)")
 endif()
 
-set(FABFLOW_FUZZ_TARGETS bootstrap_wire transport_keys flow_slot cli_parsers catalogue kv_table)
+# One target per fuzz/NAME.cc (scripts/fuzz.sh lists them the same way).
+file(GLOB FABFLOW_FUZZ_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/fuzz/*.cc)
+set(FABFLOW_FUZZ_TARGETS)
+foreach(f ${FABFLOW_FUZZ_SOURCES})
+  get_filename_component(name ${f} NAME_WE)
+  list(APPEND FABFLOW_FUZZ_TARGETS ${name})
+endforeach()
 set(FABFLOW_FUZZ_SANITIZE -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
 add_library(fabflow_fuzz_parsers STATIC

@@ -63,6 +63,21 @@ slot = struct.pack("<QII", seq, len(payload), 0) + payload + struct.pack("<QII",
 write("flow_slot", "slot", b"\x80" + struct.pack("<HBQ", 64, 0, seq - 1) + slot)
 write("flow_slot", "close", b"\x80" + struct.pack("<HBQ", 64, 0, 9) + struct.pack("<QIIQII", 10, 0, 1, 10, 0, 1))
 
+# rr_frames: u16 max payload, u64 awaited sequence, u32 received length, then one slot:
+# [stamp u64 = seq << 25 | bye << 24 | len][source u32][slot u32][payload, rounded to 8][stamp].
+def rr_frame(seq, length, source, slot, bye=False):
+    word = seq << 25 | (1 << 24 if bye else 0) | length
+    padded = (length + 7) // 8 * 8
+    return struct.pack("<QII", word, source, slot) + bytes(range(length)) + bytes(padded - length) + struct.pack("<Q", word)
+
+
+f = rr_frame(5, 40, 2, 1)
+write("rr_frames", "request", struct.pack("<HQI", 64, 5, len(f)) + f)
+f = rr_frame(9, 0, 0, 3, bye=True)
+write("rr_frames", "close", struct.pack("<HQI", 64, 8, len(f)) + f)
+f = rr_frame(7, 64, 1, 0)
+write("rr_frames", "full", struct.pack("<HQI", 64, 7, len(f)) + f)
+
 # cli_parsers: sizes, sweeps, host:port, names.
 for i, text in enumerate(["64", "4K,64K", "8:8K", "1M", "0", "127.0.0.1:4000", "[::1]:4000",
                           "push1-watermark-pull", "write", "rdm", "send_send", "dense", "rpc-batch", "herd"]):

@@ -383,13 +383,15 @@ class RequesterImpl final : public Requester, Endpoint {
       const SlotState& st = state_[slot];
       if (!st.outstanding) continue;
       const std::byte* frame = rx_buffer(slot);
-      std::uint64_t word = load_stamp(frame);
-      Stamp s = unpack(word);
-      if (s.seq != st.seq) continue;  // an older answer still in the mailbox
-      if (s.len > o_.response_bytes)
+      Stamp s;
+      // An older answer may still be in the mailbox: only this slot's sequence is fresh.
+      const auto got = read_mailbox(
+          frame, o_.response_bytes, [&](std::uint64_t seq) { return seq == st.seq; }, &s);
+      if (got == MailboxState::nothing) continue;  // older, or still arriving
+      if (got == MailboxState::oversized)
         return failed("responder " + std::to_string(st.responder) +
                       " wrote an oversized response (" + std::to_string(s.len) + " bytes)");
-      if (trailer_of(frame, s.len) != word) continue;  // still arriving
+      const std::uint64_t word = pack(s);
       next_ = slot + 1;
       if (source_of(frame) != static_cast<std::uint32_t>(st.responder) || slot_of(frame) != slot)
         return failed("responder " + std::to_string(st.responder) +
@@ -409,17 +411,15 @@ class RequesterImpl final : public Requester, Endpoint {
     const auto buffer = static_cast<std::uint32_t>(c[0].context);
     const std::byte* frame = rx_buffer(buffer);
     if (c[0].length < kFrameOverhead) return failed("received a truncated response");
-    std::uint64_t word = load_stamp(frame);
-    Stamp s = unpack(word);
     std::uint32_t from = source_of(frame);
     if (from >= static_cast<std::uint32_t>(peers_.responders))
       return failed("received a response from unknown responder " + std::to_string(from));
-    if (s.len > o_.response_bytes || c[0].length != frame_bytes(s.len) ||
-        trailer_of(frame, s.len) != word)
+    Stamp s;
+    if (!read_received(frame, c[0].length, o_.response_bytes, &s))
       return failed("responder " + std::to_string(from) +
                     " sent a malformed or oversized response (" + std::to_string(c[0].length) +
                     " bytes)");
-    return accept(frame, word, slot_of(frame), static_cast<int>(from), buffer, out);
+    return accept(frame, pack(s), slot_of(frame), static_cast<int>(from), buffer, out);
   }
 
   unsigned slots_;
@@ -590,17 +590,20 @@ class ResponderImpl final : public Responder, Endpoint {
                                    __ATOMIC_RELAXED) == flag_seen_[i])
         continue;
       const std::byte* frame = mailbox(i);
-      std::uint64_t word = load_stamp(frame);
-      Stamp s = unpack(word);
-      if (s.seq <= last_seq_[i]) continue;
-      if (i >= peers_.total_slots)
-        return failed("a peer wrote into empty mailbox " + std::to_string(i));
+      if (i >= peers_.total_slots) {  // no requester owns it: any new stamp is a violation
+        if (unpack(load_stamp(frame)).seq > last_seq_[i])
+          return failed("a peer wrote into empty mailbox " + std::to_string(i));
+        continue;
+      }
+      Stamp s;
+      const auto got = read_mailbox(
+          frame, o_.request_bytes, [&](std::uint64_t seq) { return seq > last_seq_[i]; }, &s);
+      if (got == MailboxState::nothing) continue;  // older, or still arriving
       const int r = owner_of(i);
-      if (s.len > o_.request_bytes)
+      if (got == MailboxState::oversized)
         return failed("requester " + std::to_string(r) + " wrote an oversized request (" +
                       std::to_string(s.len) + " bytes, limit " + std::to_string(o_.request_bytes) +
                       ")");
-      if (trailer_of(frame, s.len) != word) continue;  // still arriving
       const auto slot = static_cast<std::uint32_t>(i - peers_.base[static_cast<std::size_t>(r)]);
       if (source_of(frame) != static_cast<std::uint32_t>(r) || slot_of(frame) != slot)
         return failed("requester " + std::to_string(r) + " wrote a request with foreign ids");
@@ -647,8 +650,6 @@ class ResponderImpl final : public Responder, Endpoint {
     const std::size_t b = c.context;
     const std::byte* frame = mailbox(b);
     if (c.length < kFrameOverhead) return failed("received a truncated request");
-    std::uint64_t word = load_stamp(frame);
-    Stamp s = unpack(word);
     std::uint32_t r = source_of(frame), slot = slot_of(frame);
     if (r >= static_cast<std::uint32_t>(peers_.requesters) || slot >= peers_.slots[r])
       return failed("received a request with ids out of range (requester " + std::to_string(r) +
@@ -656,8 +657,8 @@ class ResponderImpl final : public Responder, Endpoint {
     if (per_endpoint(t_.caps()) && static_cast<int>(r) != owner_of(b))
       return failed("requester " + std::to_string(owner_of(b)) + " sent a request as requester " +
                     std::to_string(r));
-    if (s.len > o_.request_bytes || c.length != frame_bytes(s.len) ||
-        trailer_of(frame, s.len) != word)
+    Stamp s;
+    if (!read_received(frame, c.length, o_.request_bytes, &s))
       return failed("requester " + std::to_string(r) + " sent a malformed or oversized request (" +
                     std::to_string(c.length) + " bytes)");
     if (s.seq <= last_seq_[peers_.base[r] + slot])

@@ -82,6 +82,33 @@ inline std::uint32_t slot_of(const std::byte* frame) noexcept {
   return v;
 }
 
+// What a reader makes of a mailbox a peer writes into at any time (any bytes; the mailbox is
+// slot_bytes(max_len) long): nothing new yet (an older frame, or a new one still arriving), a
+// complete frame (*out: its stamp; the caller still checks its ids), or an oversized one.
+// `fresh(seq)` says whether a stamp's sequence number is one the reader waits for.
+enum class MailboxState : std::uint8_t { nothing, complete, oversized };
+template <class Fresh>
+inline MailboxState read_mailbox(const std::byte* frame, std::size_t max_len, Fresh&& fresh,
+                                 Stamp* out) noexcept {
+  const std::uint64_t word = load_stamp(frame);
+  *out = unpack(word);
+  if (!fresh(out->seq)) return MailboxState::nothing;
+  if (out->len > max_len) return MailboxState::oversized;  // before the trailer is located
+  if (trailer_of(frame, out->len) != word) return MailboxState::nothing;
+  return MailboxState::complete;
+}
+
+// A frame that arrived by SEND: `length` bytes in a receive buffer of slot_bytes(max_len).
+// True (*out: its stamp) when the length, the stamp and the trailer agree.
+inline bool read_received(const std::byte* frame, std::size_t length, std::size_t max_len,
+                          Stamp* out) noexcept {
+  if (length < kFrameOverhead) return false;
+  const std::uint64_t word = load_stamp(frame);
+  *out = unpack(word);
+  return out->len <= max_len && length == frame_bytes(out->len) &&
+         trailer_of(frame, out->len) == word;
+}
+
 // Region layouts; every rank computes every peer's from the options and the slot counts.
 // Requester: [request frames: slots][dense flag sources: slots][response mailboxes or receive
 // buffers]. Responder: [dense flags: rx][request mailboxes or receive buffers: rx][response
