@@ -78,6 +78,16 @@ write("rr_frames", "close", struct.pack("<HQI", 64, 8, len(f)) + f)
 f = rr_frame(7, 64, 1, 0)
 write("rr_frames", "full", struct.pack("<HQI", 64, 7, len(f)) + f)
 
+# local_ring: u64 our head, u64 the peer's tail, u64 a head seen (producer view), then one slot
+# header (u32 total, u32 chunks) per published slot.
+def local_header(total):
+    chunks = 1 if total == 0 else (total + 4095) // 4096
+    return struct.pack("<II", total, chunks)
+
+
+write("local_ring", "three_messages", struct.pack("<QQQ", 10, 14, 2) + local_header(64) + local_header(5000) + b"\0" * 8 + local_header(0))
+write("local_ring", "wrapped", struct.pack("<QQQ", 1023, 1025, 1000) + local_header(100) + local_header(4096))
+
 # cli_parsers: sizes, sweeps, host:port, names.
 for i, text in enumerate(["64", "4K,64K", "8:8K", "1M", "0", "127.0.0.1:4000", "[::1]:4000",
                           "push1-watermark-pull", "write", "rdm", "send_send", "dense", "rpc-batch", "herd"]):

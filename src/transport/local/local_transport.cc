@@ -234,7 +234,7 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
   // Write-with-data notices: the acquire load of tail makes the payload stores visible.
   std::uint64_t tail = ch.in_note.load_tail();
   if (tail != ch.in_note_head) {
-    if (tail < ch.in_note_head || tail - ch.in_note_head > kNoteSlots) {
+    if (!tail_valid(tail, ch.in_note_head, kNoteSlots)) {
       broken(ch, "its notice ring");
       return -1;
     }
@@ -255,7 +255,7 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
 
   tail = ch.in_msg.load_tail();
   if (tail == ch.in_msg_head) return n;
-  if (tail < ch.in_msg_head || tail - ch.in_msg_head > kMsgSlots) {
+  if (!tail_valid(tail, ch.in_msg_head, kMsgSlots)) {
     broken(ch, "its message ring");
     return -1;
   }
@@ -265,8 +265,8 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
   while (head < tail && static_cast<std::size_t>(n) < cap && !q.empty()) {
     SlotHeader h;
     std::memcpy(&h, ch.in_msg.slot(head), sizeof h);
-    const std::uint64_t chunks = h.total == 0 ? 1 : (std::uint64_t{h.total} + kChunk - 1) / kChunk;
-    if (h.total > kMaxMsg || h.chunks != chunks || tail - head < chunks) {
+    const std::uint64_t chunks = message_chunks(h, tail - head);
+    if (chunks == 0) {
       broken(ch, "its message ring");
       result = -1;
       break;

@@ -99,6 +99,8 @@ inline constexpr std::size_t kRingHeader = 256;  // head and tail on their own l
 inline constexpr std::size_t kMsgRingBytes = kRingHeader + kMsgSlots * kSlotStride;
 inline constexpr std::size_t kNoteRingBytes = kRingHeader + kNoteSlots * kNoteStride;
 inline constexpr std::size_t kChannelBytes = kMsgRingBytes + kNoteRingBytes;
+static_assert(std::has_single_bit(kMsgSlots) && std::has_single_bit(kNoteSlots),
+              "ring indices wrap with a mask");
 
 // One single-producer single-consumer ring view over shared memory: tail at offset 0 (written
 // by the producer, release), head at 128 (written by the consumer, release). Both indices are
@@ -126,7 +128,7 @@ struct Ring {
     std::atomic_ref<std::uint64_t>(head_word()).store(v, std::memory_order_release);
   }
   std::byte* slot(std::uint64_t index) const noexcept {
-    return base + kRingHeader + (index % slots) * stride;
+    return base + kRingHeader + (index & (slots - 1)) * stride;  // slots: a power of two
   }
 };
 
@@ -135,6 +137,24 @@ struct SlotHeader {
   std::uint32_t total;
   std::uint32_t chunks;
 };
+
+// Checks of what the other end of a ring publishes (any value may arrive; fuzz/local_ring.cc).
+// The consumer's view: the producer's tail against our head.
+constexpr bool tail_valid(std::uint64_t tail, std::uint64_t head, std::uint64_t slots) noexcept {
+  return tail >= head && tail - head <= slots;
+}
+// The producer's view: the consumer's head against our tail and the last head we saw.
+constexpr bool head_valid(std::uint64_t head, std::uint64_t tail, std::uint64_t seen,
+                          std::uint64_t slots) noexcept {
+  return head <= tail && tail - head <= slots && head >= seen;
+}
+// The slots of the message whose first slot carries `h`, or 0 when this side would never have
+// written that header: a length above kMaxMsg, a chunk count that disagrees with the length, or
+// more chunks than the `published` slots between head and tail.
+constexpr std::uint64_t message_chunks(const SlotHeader& h, std::uint64_t published) noexcept {
+  const std::uint64_t chunks = h.total == 0 ? 1 : (std::uint64_t{h.total} + kChunk - 1) / kChunk;
+  return h.total > kMaxMsg || h.chunks != chunks || published < chunks ? 0 : chunks;
+}
 
 // One peer: the rings it writes to us (inbound) and we write to it (outbound), its socket,
 // and the indices this side owns (never re-read from shared memory).
@@ -429,7 +449,7 @@ class LocalTransport final : public Transport {
   bool refresh_head(PeerChannel& ch, const Ring& r, std::uint64_t tail,
                     std::uint64_t& seen) noexcept {
     std::uint64_t h = r.load_head();
-    if (h > tail || tail - h > r.slots || h < seen) {
+    if (!head_valid(h, tail, seen, r.slots)) {
       broken(ch, "its ring index");
       return false;
     }
