@@ -27,6 +27,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/flow/checksum.cc
   src/flow/design.cc
   src/kv/item.cc
+  src/seq/hello.cc
   src/kv/workload.cc
   src/transport/libfabric/fabric_transport.cc
   src/transport/libfabric/select.cc

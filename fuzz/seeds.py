@@ -88,6 +88,26 @@ def local_header(total):
 write("local_ring", "three_messages", struct.pack("<QQQ", 10, 14, 2) + local_header(64) + local_header(5000) + b"\0" * 8 + local_header(0))
 write("local_ring", "wrapped", struct.pack("<QQQ", 1023, 1025, 1000) + local_header(100) + local_header(4096))
 
+# kv_rpc: design byte (bit 0: atomic; value bytes 8 + (byte >> 1) % 57), servers byte (1 + b % 3
+# servers, this one (b >> 2) % servers), then requests, each a length byte L (L * 2 % (24 + value
+# + 9) bytes) and the request [op u8, pad 7, key 16, value]. herd, 8-byte values, one server:
+# a full request is 32 bytes (L = 16), a bare one 24 (L = 12).
+def kv_req(op, key, value=b""):
+    body = bytes([op]) + bytes(7) + key + value
+    return bytes([len(body) // 2]) + body
+
+
+k1, k2 = b"key-number-one!!", b"key-number-two!!"
+write("kv_rpc", "put_get_del", b"\x00\x00" + kv_req(2, k1, b"value-01") + kv_req(1, k1) + kv_req(3, k1) + kv_req(1, k1) + kv_req(2, k2, b"value-02") + kv_req(2, k2, b"value-03") + kv_req(1, k2))
+write("kv_rpc", "atomic_insert", b"\x01\x00" + kv_req(4, k1, b"value-01") + kv_req(4, k1, b"value-01") + kv_req(1, k1))
+
+# seq_messages, mode 0 (byte 0 < 128; requests in flight = byte 1 % 8 + 1): the Spec-S0 hello
+# [magic u32 "SPEC", outstanding u32, region u64, key_len u32, pad u32] + key; mode 1: a request
+# word (u32) and a header-only answer's low 32 bits.
+write("seq_messages", "hello", b"\x00\x00" + struct.pack("<IIQII", 0x53504543, 1, 4096, 8, 0) + b"K" * 8)
+write("seq_messages", "request", b"\x80" + struct.pack("<II", 3 << 16 | 7, 12345) + b"\0\0")
+write("seq_messages", "bye", b"\x80" + struct.pack("<II", 1 << 31 | 3 << 16, 0) + b"\0\0")
+
 # cli_parsers: sizes, sweeps, host:port, names.
 for i, text in enumerate(["64", "4K,64K", "8:8K", "1M", "0", "127.0.0.1:4000", "[::1]:4000",
                           "push1-watermark-pull", "write", "rdm", "send_send", "dense", "rpc-batch", "herd"]):

@@ -79,6 +79,11 @@ struct SpecHello {
   std::uint32_t key_len = 0;
   std::uint32_t pad = 0;
 };
+// A rank's hello from the all-gather, checked (magic, length, the requests in flight every
+// rank must agree on); returns the hello and, in *key, its memory key blob (borrowed). Throws
+// PeerError naming `rank`.
+SpecHello decode_spec_hello(std::span<const std::byte> blob, int rank, unsigned outstanding,
+                            std::span<const std::byte>* key);
 std::vector<RemoteMemory> spec_exchange(Transport& t, Bootstrap& boot, const MemoryRegion& mr,
                                         unsigned outstanding,
                                         const std::function<bool(int)>& wanted,

@@ -27,19 +27,13 @@ std::vector<RemoteMemory> spec_exchange(Transport& t, Bootstrap& boot, const Mem
   std::vector<RemoteMemory> remote(all.size());
   for (std::size_t r = 0; r < all.size(); ++r) {
     const int rank = static_cast<int>(r);
-    auto bad = [&](const char* why) {
-      return PeerError(rank, "seq: rank " + std::to_string(rank) + " " + why);
-    };
-    SpecHello h;
-    if (all[r].size() < sizeof h) throw bad("sent a malformed hello");
-    std::memcpy(&h, all[r].data(), sizeof h);
-    if (h.magic != kSpecMagic || all[r].size() != sizeof h + h.key_len)
-      throw bad("sent a malformed hello");
-    if (h.outstanding != outstanding) throw bad("disagrees on the requests in flight");
+    std::span<const std::byte> peer_key;
+    const SpecHello h = decode_spec_hello(all[r], rank, outstanding, &peer_key);
     if (rank == boot.rank() || !wanted(rank)) continue;
-    remote[r] = t.import_key(rank, {all[r].data() + sizeof h, h.key_len});
+    remote[r] = t.import_key(rank, peer_key);
     if (h.region_bytes < bytes_of(rank) || !remote[r].contains(0, bytes_of(rank)))
-      throw bad("published a region that does not hold its layout");
+      throw PeerError(rank, "seq: rank " + std::to_string(rank) +
+                                " published a region that does not hold its layout");
   }
   return remote;
 }
