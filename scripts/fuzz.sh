@@ -7,6 +7,7 @@
 # Each run starts from the committed seeds (fuzz/corpus/TARGET) and the inputs of past crashes
 # (fuzz/regressions/TARGET, replayed first), keeps what it finds in build-fuzz/corpus/TARGET and
 # writes a crashing input to build-fuzz/artifacts/. Exit 1 when any target crashed.
+# FABFLOW_FUZZ_BUILD=DIR builds and works in DIR instead of build-fuzz (two runs side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,20 +31,21 @@ if ! command -v clang++ >/dev/null; then
   exit 2
 fi
 
-CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+bdir=${FABFLOW_FUZZ_BUILD:-build-fuzz}
+CXX=clang++ cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFABFLOW_TESTS=OFF -DFABFLOW_FUZZ=ON >/dev/null
-ninja -C build-fuzz fuzz_targets >/dev/null
+ninja -C "$bdir" fuzz_targets >/dev/null
 
 failed=()
 for t in $targets; do
   [ "$want" = all ] || [ "$want" = "$t" ] || continue
-  work=build-fuzz/corpus/$t
-  mkdir -p "$work" build-fuzz/artifacts fuzz/regressions/"$t"
+  work=$bdir/corpus/$t
+  mkdir -p "$work" "$bdir"/artifacts fuzz/regressions/"$t"
   dict=()
   [ -f fuzz/"$t".dict ] && dict=(-dict=fuzz/"$t".dict)
-  log=build-fuzz/$t.log
-  if build-fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/"$t"- "${dict[@]}" \
+  log=$bdir/$t.log
+  if "$bdir"/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$bdir"/artifacts/"$t"- "${dict[@]}" \
       "$work" fuzz/corpus/"$t" fuzz/regressions/"$t" >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
