@@ -1,8 +1,9 @@
 // Fuzz target: what the local transport reads from a peer's side of a shared ring
-// (src/transport/local/local_transport.h): the producer's tail and the consumer's head, checked
-// against our own indices (tail_valid, head_valid), and the message headers in the slots
-// (message_chunks). The consumer's delivery loop is replayed over one real message ring: a
-// header it accepts must never send a copy outside the ring or the posted receive.
+// (src/transport/local/local_transport.h): a notice ring's tail and a ring's head, checked
+// against our own indices (tail_valid, head_valid), and the message slot headers (sequence
+// number, length, chunk count: message_chunks). The consumer's delivery loop is replayed over
+// one real message ring: a header it accepts must never send a copy outside the ring or the
+// posted receive.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -41,20 +42,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (fl::head_valid(tail, head, seen, fl::kMsgSlots) &&
       (tail > head || head - tail > fl::kMsgSlots || tail < seen))
     __builtin_trap();
-  if (!fl::tail_valid(tail, head, fl::kMsgSlots)) return 0;
-  // The rest: (header, payload byte) pairs written into the slots from head on.
-  for (std::uint64_t i = head; i < tail && left >= sizeof(fl::SlotHeader); ++i) {
+  if (fl::tail_valid(tail, head, fl::kNoteSlots) && (tail < head || tail - head > fl::kNoteSlots))
+    __builtin_trap();
+  // The rest: slot headers (u32 total, u32 chunks, u64 sequence) written into the slots from
+  // our head on, as a peer may have left them.
+  for (std::uint64_t i = head; left >= sizeof(fl::SlotHeader) && i < head + fl::kMsgSlots; ++i) {
     std::memcpy(ring.slot(i), p, sizeof(fl::SlotHeader));
     p += sizeof(fl::SlotHeader);
     left -= sizeof(fl::SlotHeader);
   }
   std::vector<std::byte> posted;
-  while (head < tail) {
+  for (unsigned taken = 0; taken < fl::kMsgSlots; ++taken) {
+    const std::byte* first = ring.slot(head);
+    if (fl::load_slot_seq(first) != head + 1) break;  // nothing (more) published
     fl::SlotHeader h;
-    std::memcpy(&h, ring.slot(head), sizeof h);
-    const std::uint64_t chunks = fl::message_chunks(h, tail - head);
+    std::memcpy(&h, first, sizeof h);
+    const std::uint64_t chunks = fl::message_chunks(h);
     if (chunks == 0) break;  // the ring is broken: the transport reports the peer
-    if (chunks > tail - head || h.total > fl::kMaxMsg) __builtin_trap();
+    if (chunks > fl::kMsgSlots / 2 || h.total > fl::kMaxMsg) __builtin_trap();
     posted.assign(h.total, std::byte{0});  // a receive of exactly the message's length
     std::size_t todo = h.total;
     std::byte* dst = posted.data();

@@ -78,15 +78,15 @@ write("rr_frames", "close", struct.pack("<HQI", 64, 8, len(f)) + f)
 f = rr_frame(7, 64, 1, 0)
 write("rr_frames", "full", struct.pack("<HQI", 64, 7, len(f)) + f)
 
-# local_ring: u64 our head, u64 the peer's tail, u64 a head seen (producer view), then one slot
-# header (u32 total, u32 chunks) per published slot.
-def local_header(total):
+# local_ring: u64 our head, u64 a notice-ring tail, u64 a head seen (producer view), then slot
+# headers (u32 total, u32 chunks, u64 sequence = ring index + 1) from our head on.
+def local_slot(index, total):
     chunks = 1 if total == 0 else (total + 4095) // 4096
-    return struct.pack("<II", total, chunks)
+    return struct.pack("<IIQ", total, chunks, index + 1)
 
 
-write("local_ring", "three_messages", struct.pack("<QQQ", 10, 14, 2) + local_header(64) + local_header(5000) + b"\0" * 8 + local_header(0))
-write("local_ring", "wrapped", struct.pack("<QQQ", 1023, 1025, 1000) + local_header(100) + local_header(4096))
+write("local_ring", "three_messages", struct.pack("<QQQ", 10, 14, 2) + local_slot(10, 64) + local_slot(11, 5000) + bytes(16) + local_slot(13, 0))
+write("local_ring", "wrapped", struct.pack("<QQQ", 511, 515, 500) + local_slot(511, 100) + local_slot(512, 4096))
 
 # kv_rpc: design byte (bit 0: atomic; value bytes 8 + (byte >> 1) % 57), servers byte (1 + b % 3
 # servers, this one (b >> 2) % servers), then requests, each a length byte L (L * 2 % (24 + value

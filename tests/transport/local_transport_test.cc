@@ -274,7 +274,7 @@ TEST(LocalTransport, CorruptedRingIndexFailsThePeer) {
     auto& lt = static_cast<local::LocalTransport&>(t);
     boot.barrier();
     if (rank == 1) {
-      // Scribble on the tail of the ring rank 0 produces into (we own the segment).
+      // Scribble on the tail of the notice ring rank 0 produces into (we own the segment).
       lt.test_corrupt_inbound_tail(0, ~std::uint64_t{0} / 2);
       Completion c[1];
       expect(t.poll_rx(c) == -1, "corrupt ring index accepted");
@@ -285,6 +285,28 @@ TEST(LocalTransport, CorruptedRingIndexFailsThePeer) {
     boot.barrier();
   });
   EXPECT_EQ(err, "");
+}
+
+TEST(LocalTransport, CorruptedMessageHeaderFailsThePeer) {
+  for (const auto& [total, chunks] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{
+           {100, 7}, {(1u << 20) + 1, 257}, {0, 0}, {5000, 1}}) {
+    auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+      auto& lt = static_cast<local::LocalTransport&>(t);
+      std::vector<std::byte> buf(2 << 20);
+      if (rank == 1) expect(t.post_recv(0, buf.data(), buf.size(), nullptr, 1) == Status::ok, "");
+      boot.barrier();
+      if (rank == 1) {
+        // A published header whose chunk count does not fit its length (or is out of range).
+        lt.test_corrupt_inbound_message(0, total, chunks);
+        Completion c[1];
+        expect(t.poll_rx(c) == -1, "corrupt message header accepted");
+        expect(t.last_error().find("corrupted its message ring") != std::string::npos,
+               t.last_error());
+      }
+      boot.barrier();
+    });
+    EXPECT_EQ(err, "") << total << " " << chunks;
+  }
 }
 
 TEST(LocalTransport, PeerExitIsReportedWithinTwoSeconds) {

@@ -253,19 +253,18 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
     ch.in_note.store_head(head);
   }
 
-  tail = ch.in_msg.load_tail();
-  if (tail == ch.in_msg_head) return n;
-  if (!tail_valid(tail, ch.in_msg_head, kMsgSlots)) {
-    broken(ch, "its message ring");
-    return -1;
-  }
-  auto& q = recvs_[queue_of(peer)];
+  // Messages: the slot at our head holds one once it carries the sequence number we expect
+  // (acquire: its chunks are visible). Anything else is not there yet, or stale.
   std::uint64_t head = ch.in_msg_head;
+  if (load_slot_seq(ch.in_msg.slot(head)) != head + 1) return n;
+  auto& q = recvs_[queue_of(peer)];
   int result = n;
-  while (head < tail && static_cast<std::size_t>(n) < cap && !q.empty()) {
+  while (static_cast<std::size_t>(n) < cap && !q.empty()) {
+    const std::byte* first = ch.in_msg.slot(head);
+    if (load_slot_seq(first) != head + 1) break;
     SlotHeader h;
-    std::memcpy(&h, ch.in_msg.slot(head), sizeof h);
-    const std::uint64_t chunks = message_chunks(h, tail - head);
+    std::memcpy(&h, first, sizeof h);
+    const std::uint64_t chunks = message_chunks(h);
     if (chunks == 0) {
       broken(ch, "its message ring");
       result = -1;

@@ -88,8 +88,8 @@ class LocalMemoryRegion final : public MemoryRegion {
 };
 
 // Ring geometry (shared by both ends; the segment layout is documented in the .cc file).
-inline constexpr std::size_t kChunk = 4096;  // payload bytes per message slot
-inline constexpr std::size_t kSlotHeader = 64;
+inline constexpr std::size_t kChunk = 4096;     // payload bytes per message slot
+inline constexpr std::size_t kSlotHeader = 16;  // SlotHeader: a small message shares its line
 inline constexpr std::size_t kSlotStride = kSlotHeader + kChunk;
 inline constexpr std::uint64_t kMsgSlots = 512;       // per direction per peer
 inline constexpr std::size_t kMaxMsg = 256 * kChunk;  // 1 MiB: at most half the ring
@@ -132,11 +132,25 @@ struct Ring {
   }
 };
 
-// Message slot header. The first slot of a message carries its total length and chunk count.
+// Message slot header, in the first slot of a message: its total length, its chunk count and
+// its sequence number (the slot's free-running ring index + 1), stored last with release. The
+// consumer waits for the sequence it expects at its head: the slot then holds a complete
+// message (its other chunks were written before), with no ring tail to read, one cache line
+// fewer per message. A stale slot of an earlier lap carries a sequence number one or more
+// laps lower.
 struct SlotHeader {
   std::uint32_t total;
   std::uint32_t chunks;
+  std::uint64_t seq;
 };
+static_assert(sizeof(SlotHeader) == kSlotHeader);
+inline std::uint64_t load_slot_seq(const std::byte* slot) noexcept {
+  return __atomic_load_n(reinterpret_cast<const std::uint64_t*>(slot + 8), __ATOMIC_ACQUIRE);
+}
+inline void store_slot_seq(std::byte* slot, std::uint64_t seq) noexcept {
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(slot + 8))
+      .store(seq, std::memory_order_release);
+}
 
 // Checks of what the other end of a ring publishes (any value may arrive; fuzz/local_ring.cc).
 // The consumer's view: the producer's tail against our head.
@@ -149,12 +163,13 @@ constexpr bool head_valid(std::uint64_t head, std::uint64_t tail, std::uint64_t 
   return head <= tail && tail - head <= slots && head >= seen;
 }
 // The slots of the message whose first slot carries `h`, or 0 when this side would never have
-// written that header: a length above kMaxMsg, a chunk count that disagrees with the length, or
-// more chunks than the `published` slots between head and tail.
-constexpr std::uint64_t message_chunks(const SlotHeader& h, std::uint64_t published) noexcept {
+// written that header: a length above kMaxMsg or a chunk count that disagrees with the length
+// (so at most kMaxMsg / kChunk slots, half the ring).
+constexpr std::uint64_t message_chunks(const SlotHeader& h) noexcept {
   const std::uint64_t chunks = h.total == 0 ? 1 : (std::uint64_t{h.total} + kChunk - 1) / kChunk;
-  return h.total > kMaxMsg || h.chunks != chunks || published < chunks ? 0 : chunks;
+  return h.total > kMaxMsg || h.chunks != chunks ? 0 : chunks;
 }
+static_assert(kMaxMsg / kChunk <= kMsgSlots / 2);
 
 // One peer: the rings it writes to us (inbound) and we write to it (outbound), its socket,
 // and the indices this side owns (never re-read from shared memory).
@@ -220,16 +235,18 @@ class LocalTransport final : public Transport {
     const auto* src = static_cast<const std::byte*>(buf);
     std::size_t left = len;
     for (std::uint64_t i = 0; i < chunks; ++i) {
-      std::byte* s = r.slot(ch->out_msg_tail + i);
-      SlotHeader h{static_cast<std::uint32_t>(len), static_cast<std::uint32_t>(chunks)};
-      std::memcpy(s, &h, sizeof h);
       std::size_t n = left < kChunk ? left : kChunk;
-      if (n) std::memcpy(s + kSlotHeader, src, n);
+      if (n) std::memcpy(r.slot(ch->out_msg_tail + i) + kSlotHeader, src, n);
       src += n;
       left -= n;
     }
+    // Length and chunk count, then the sequence number (release): the message is published.
+    std::byte* first = r.slot(ch->out_msg_tail);
+    const std::uint32_t lc[2] = {static_cast<std::uint32_t>(len),
+                                 static_cast<std::uint32_t>(chunks)};
+    std::memcpy(first, lc, sizeof lc);
+    store_slot_seq(first, ch->out_msg_tail + 1);
     ch->out_msg_tail += chunks;
-    r.store_tail(ch->out_msg_tail);
     if (flags & kSignal)
       push_tx({context, 0, static_cast<std::uint32_t>(len), CompletionKind::send, false});
     return Status::ok;
@@ -323,9 +340,17 @@ class LocalTransport final : public Transport {
   // Nothing to drive: data lands with the stores that write it.
   void progress() noexcept override {}
 
-  // Test hook: plays a peer that scribbles on the tail of the message ring it produces into.
+  // Test hooks: play a peer that scribbles on the rings it produces into: the tail of the
+  // notice ring, or the header of the next message slot.
   void test_corrupt_inbound_tail(int peer, std::uint64_t tail) noexcept {
-    peers_[static_cast<std::size_t>(peer)].in_msg.store_tail(tail);
+    peers_[static_cast<std::size_t>(peer)].in_note.store_tail(tail);
+  }
+  void test_corrupt_inbound_message(int peer, std::uint32_t total, std::uint32_t chunks) noexcept {
+    PeerChannel& ch = peers_[static_cast<std::size_t>(peer)];
+    std::byte* s = ch.in_msg.slot(ch.in_msg_head);
+    const std::uint32_t lc[2] = {total, chunks};
+    std::memcpy(s, lc, sizeof lc);
+    store_slot_seq(s, ch.in_msg_head + 1);
   }
 
  private:
