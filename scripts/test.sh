@@ -72,6 +72,6 @@ run_tree build-asan "${sanitized[@]}" -DFABFLOW_SANITIZE=address -- -E '^Numeric
 TARGETS=fabflow_tests run_tree build-tsan "${sanitized[@]}" -DFABFLOW_SANITIZE=thread \
   -DFABFLOW_CLI_TESTS=OFF -- \
   -R 'Bootstrap|Launcher|Progress|LocalTransport|LocalConcurrent|SeqConformance.*local|RrConformance.*dispatcher_.*_shm|FlowConformance.*local_rdm|FlowSeparateNotify.*local_rdm'
-echo "== fuzz targets (clang, ASan + UBSan), ${FABFLOW_FUZZ_SECONDS:-15} s each"
-scripts/fuzz.sh all "${FABFLOW_FUZZ_SECONDS:-15}"
+echo "== fuzz targets (clang, ASan + UBSan), ${FABFLOW_FUZZ_SECONDS:-10} s each"
+scripts/fuzz.sh all "${FABFLOW_FUZZ_SECONDS:-10}"
 echo "== all test trees passed"
