@@ -19,8 +19,10 @@ namespace {
 
 using bootstrap_detail::Fd;
 
-constexpr std::size_t kHeldSilent = 100;  // half-open connections the flooder keeps open
-constexpr std::size_t kHeldSlow = 100;    // byte-trickling connections the flooder keeps open
+constexpr std::size_t kHeldSilent = 200;  // half-open connections the flooder holds, never closed
+constexpr std::size_t kHeldSlow = 100;
+constexpr std::size_t kHeld = 600;  // silent connections held in the `hold` flood    //
+                                    // byte-trickling connections the flooder keeps open
 
 // A non-blocking connection to 127.0.0.1:port; closing it sends a reset (no TIME_WAIT left
 // behind, so that repeated runs do not run out of ephemeral ports).
@@ -40,8 +42,11 @@ Fd open_to(int port) {
   return fd;
 }
 
-// Floods 127.0.0.1:port until the parent says go(); reports "opened N".
-int flood(int port, const ChildIo& io) {
+// Floods 127.0.0.1:port until the parent says go(); reports "opened N". `hold`: only silent
+// connections, never closed (up to kHeld), which would hold every pending slot of a
+// coordinator that sheds newcomers rather than its oldest; otherwise a mix of garbage, slow and
+// silent ones.
+int flood(int port, bool hold, const ChildIo& io) {
   std::deque<Fd> silent;
   struct Slow {
     Fd fd;
@@ -57,16 +62,27 @@ int flood(int port, const ChildIo& io) {
   auto next_trickle = Clock::now();
   io.say("flooding");
   while (!io.wait_go(milliseconds(0))) {
+    if (hold) {
+      if (silent.size() < kHeld) {
+        if (Fd s = open_to(port)) {
+          ++opened;
+          silent.push_back(std::move(s));
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(1));
+      continue;
+    }
     // Garbage: connect, spray bytes, reset.
     if (Fd g = open_to(port)) {
       ++opened;
       [[maybe_unused]] auto n = ::send(g.get(), noise, sizeof noise, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    // Half-open: connect and say nothing; the oldest is replaced.
-    if (Fd s = open_to(port)) {
-      ++opened;
-      silent.push_back(std::move(s));
-      if (silent.size() > kHeldSilent) silent.pop_front();
+    // Half-open: connect and say nothing, and never close (the coordinator must drop them).
+    if (silent.size() < kHeldSilent) {
+      if (Fd s = open_to(port)) {
+        ++opened;
+        silent.push_back(std::move(s));
+      }
     }
     // Slow: one byte every 100 ms on each.
     if (Fd s = open_to(port)) {
@@ -109,13 +125,14 @@ int allgather_and_barrier(int rank, const ChildIo& io, const BootstrapConfig& co
 }
 
 // Runs an 8-rank job (optionally under a flood); returns its wall time in seconds.
-double run_job(bool flooded, std::uint64_t* opened) {
+double run_job(bool flooded, bool hold, std::uint64_t* opened) {
   constexpr auto kTimeout = milliseconds(10000);
   auto listener = loopback();
   const int port = listener.port;
   std::optional<Child> flooder;
   if (flooded) {
-    flooder.emplace(Child::spawn([port](const ChildIo& io) { return flood(port, io); }));
+    flooder.emplace(
+        Child::spawn([port, hold](const ChildIo& io) { return flood(port, hold, io); }));
     EXPECT_EQ(flooder->next_line(milliseconds(5000)), "flooding");
     std::this_thread::sleep_for(milliseconds(300));  // the flood is in full swing
   }
@@ -139,12 +156,20 @@ double run_job(bool flooded, std::uint64_t* opened) {
 
 TEST(BootstrapFlood, EightRanksCompleteWhileTheCoordinatorIsFlooded) {
   std::uint64_t opened = 0;
-  const double quiet = run_job(false, &opened);
-  const double flooded = run_job(true, &opened);
+  const double quiet = run_job(false, false, &opened);
+  const double flooded = run_job(true, false, &opened);
   // A real flood: far more connections than the coordinator's pending cap (64).
   EXPECT_GT(opened, 500u);
   std::printf("bootstrap of 8 ranks: %.3f s quiet, %.3f s under a flood of %llu connections\n",
               quiet, flooded, static_cast<unsigned long long>(opened));
+}
+
+TEST(BootstrapFlood, SilentConnectionsHeldOpenDoNotLockTheRanksOut) {
+  std::uint64_t opened = 0;
+  const double took = run_job(true, true, &opened);
+  EXPECT_GT(opened, 64u);
+  std::printf("bootstrap of 8 ranks: %.3f s with %llu silent connections held open\n", took,
+              static_cast<unsigned long long>(opened));
 }
 
 }  // namespace
