@@ -3,6 +3,7 @@
 // job must complete within its timeout.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -170,6 +171,42 @@ TEST(BootstrapFlood, SilentConnectionsHeldOpenDoNotLockTheRanksOut) {
   EXPECT_GT(opened, 64u);
   std::printf("bootstrap of 8 ranks: %.3f s with %llu silent connections held open\n", took,
               static_cast<unsigned long long>(opened));
+}
+
+// A peer that trickles a plausible HELLO one byte at a time is closed at the 2 s handshake
+// deadline, not held for the run's 10 s timeout.
+TEST(BootstrapFlood, SlowSenderIsDroppedAtTheHandshakeDeadline) {
+  auto listener = loopback();
+  const int port = listener.port;
+  auto ranks = spawn_ranks(2, std::move(listener), allgather_and_barrier, milliseconds(10000), 1);
+  Fd fd = open_to(port);
+  ASSERT_TRUE(fd);
+  pollfd w{fd.get(), POLLOUT, 0};
+  ASSERT_EQ(::poll(&w, 1, 5000), 1);
+  const auto start = Clock::now();
+  const unsigned char header[] = {0, 0, 0, 2, 0, 0, 0, 112};  // HELLO of the right length
+  std::size_t sent = 0;
+  bool closed = false;
+  while (!closed && Clock::now() - start < milliseconds(8000)) {
+    if (sent < sizeof header &&
+        ::send(fd.get(), header + sent, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+      ++sent;
+    }
+    pollfd r{fd.get(), POLLIN, 0};
+    if (::poll(&r, 1, 200) == 1) {
+      char buf[512];
+      while (true) {
+        const ssize_t n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closed = true;
+        if (n <= 0) break;  // the challenge, read and ignored
+      }
+    }
+  }
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_TRUE(closed);
+  EXPECT_GT(took, 1.5);
+  EXPECT_LT(took, 3.5);
+  std::printf("slow sender closed after %.2f s (%zu bytes sent)\n", took, sent);
 }
 
 }  // namespace
