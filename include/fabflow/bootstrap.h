@@ -24,7 +24,8 @@ struct BootstrapConfig {
   int local_rank = -1;      // rank among the processes on this host; -1: from the environment
   std::string coordinator;  // "host:port" of rank 0's coordinator; empty: FABFLOW_COORD
   int listen_fd = -1;       // rank 0 only: an already-listening socket (FABFLOW_COORD_FD)
-  std::string secret;       // empty: FABFLOW_SECRET
+  std::string secret;       // empty: secret_file, FABFLOW_SECRET, FABFLOW_SECRET_FILE
+  std::string secret_file;  // a file holding the secret (--secret-file); mode 0600 or stricter
   std::chrono::milliseconds timeout{8000};  // join, all-gather and barrier bound
 
   // Fills unset fields from FABFLOW_RANK / FABFLOW_SIZE / FABFLOW_LOCAL_RANK / FABFLOW_COORD /
@@ -32,8 +33,14 @@ struct BootstrapConfig {
   // environment: Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), Open MPI
   // (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), MPICH/Hydra PMI (PMI_RANK, PMI_SIZE,
   // MPI_LOCALRANKID), PMIx (PMIX_RANK with PMIX_SIZE or the launcher's size variable).
+  // Without any of these, under an external launcher, the secret is derived from the job id
+  // (rank 0 warns once on stderr: it only protects against accidental cross-talk).
   // Throws UsageError naming what is missing or malformed.
   void fill_from_env();
+
+  // The secret in `path`, trailing newlines dropped. Throws UsageError (one line) unless it is
+  // a regular file owned by this user that no other user may read or write, and not empty.
+  static std::string read_secret_file(const std::string& path);
 
   // The name of the launcher whose environment supplied rank/size ("fabflow", "slurm",
   // "openmpi", "pmi", "pmix"), or "" when none did.

@@ -19,6 +19,10 @@ namespace {
 
 constexpr std::size_t kReadChunk = 256 * 1024;
 constexpr std::size_t kMaxPending = 64;  // unauthenticated connections held at once
+// How long an unauthenticated connection may take to send its hello. A real rank answers the
+// challenge within a round trip; a slow or silent peer is dropped at this deadline (or sooner,
+// when the pending set is full and it is the oldest).
+constexpr auto kHandshakeDeadline = std::chrono::seconds(2);
 constexpr std::size_t kMaxMissingListed = 8;
 
 }  // namespace
@@ -147,12 +151,20 @@ void Coordinator::Relay::accept_all(Clock::time_point now) {
       }
       return;
     }
+    // At the cap, the oldest unauthenticated connection makes room: a flood of silent or slow
+    // connections cannot hold every slot, and a real rank, which answers the challenge within a
+    // round trip, is the newest. A rank dropped before its welcome connects again.
     std::size_t pending = 0;
-    for (auto& c : conns_) pending += c->rank < 0 ? 1 : 0;
-    if (pending >= kMaxPending) continue;  // shed: the caller retries
+    Conn* oldest = nullptr;
+    for (auto& c : conns_) {
+      if (c->rank >= 0 || c->dead) continue;
+      ++pending;
+      if (oldest == nullptr || c->deadline < oldest->deadline) oldest = c.get();
+    }
+    if (pending >= kMaxPending && oldest != nullptr) oldest->dead = true;
     auto c = std::make_unique<Conn>();
     c->fd = std::move(fd);
-    c->deadline = now + cfg_.timeout;
+    c->deadline = now + std::min<Clock::duration>(cfg_.timeout, kHandshakeDeadline);
     c->challenge = random_nonce();
     send(*c, std::make_shared<const Bytes>(encode_challenge(c->challenge)));
     conns_.push_back(std::move(c));

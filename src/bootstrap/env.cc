@@ -1,7 +1,14 @@
 // BootstrapConfig::fill_from_env and detect_launcher: rank, size, coordinator and secret from
 // fabflow's own variables or the environment of Slurm, Open MPI, Hydra PMI or PMIx.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,7 +114,42 @@ std::string derived_secret(const Launcher& l) {
   return "";
 }
 
+constexpr std::size_t kMaxSecretFile = 4096;
+
 }  // namespace
+
+std::string BootstrapConfig::read_secret_file(const std::string& path) {
+  const std::string at = "bootstrap: secret file " + path;
+  bootstrap_detail::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd) throw UsageError(at + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw UsageError(at + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw UsageError(at + " is not a regular file");
+  if (st.st_uid != ::geteuid()) {
+    throw UsageError(at + " is owned by uid " + std::to_string(st.st_uid) + ", not by this user");
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw UsageError(at + " has mode " + mode + ": other users may read it (chmod 600 " + path +
+                     ")");
+  }
+  std::string secret;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw UsageError(at + ": " + std::strerror(errno));
+    if (n == 0) break;
+    secret.append(buf, static_cast<std::size_t>(n));
+    if (secret.size() > kMaxSecretFile) {
+      throw UsageError(at + " is larger than " + std::to_string(kMaxSecretFile) + " bytes");
+    }
+  }
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) throw UsageError(at + " is empty");
+  return secret;
+}
 
 std::string BootstrapConfig::detect_launcher() {
   if (env("FABFLOW_RANK")) return "fabflow";
@@ -169,10 +211,30 @@ void BootstrapConfig::fill_from_env() {
         "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator)");
   }
 
+  // Never from the command line, where `ps` shows it to every user of the host.
+  if (secret.empty() && !secret_file.empty()) secret = read_secret_file(secret_file);
   if (secret.empty()) secret = env("FABFLOW_SECRET").value_or("");
-  if (secret.empty() && ext != nullptr && !env("FABFLOW_RANK")) secret = derived_secret(*ext);
-  if (secret.empty() && size > 1)
-    throw UsageError("bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+  if (secret.empty()) {
+    if (auto file = env("FABFLOW_SECRET_FILE"); file && !file->empty())
+      secret = read_secret_file(*file);
+  }
+  if (secret.empty() && ext != nullptr && !env("FABFLOW_RANK")) {
+    secret = derived_secret(*ext);
+    static bool warned = false;  // once per process, by rank 0 only
+    if (!secret.empty() && rank == 0 && size > 1 && !warned) {
+      warned = true;
+      std::fprintf(stderr,
+                   "fabflow: warning: no FABFLOW_SECRET or FABFLOW_SECRET_FILE; the secret is "
+                   "derived from the %s job id, which protects against accidental cross-talk, "
+                   "not against other users of the cluster\n",
+                   ext->name);
+    }
+  }
+  if (secret.empty() && size > 1) {
+    throw UsageError(
+        "bootstrap: no shared secret (set FABFLOW_SECRET or FABFLOW_SECRET_FILE, or pass "
+        "--secret-file)");
+  }
 
   if (timeout == BootstrapConfig{}.timeout) {
     if (auto ms = env("FABFLOW_BOOTSTRAP_TIMEOUT_MS")) {

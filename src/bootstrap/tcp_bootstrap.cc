@@ -70,6 +70,8 @@ class TcpBootstrap final : public Bootstrap {
   enum class Fill { data, idle, closed };
 
   void join(const sockaddr_in& addr);
+  // One attempt; false: the coordinator closed the connection before its welcome.
+  bool join_once(const sockaddr_in& addr, Clock::time_point deadline);
   Fill fill(int timeout_ms);
   std::optional<Frame> wait_frame(Clock::time_point deadline, bool* closed);
   void pump(int timeout_ms);
@@ -132,6 +134,21 @@ TcpBootstrap::~TcpBootstrap() {
 void TcpBootstrap::join(const sockaddr_in& addr) {
   const auto timeout = config_.timeout;
   const auto deadline = Clock::now() + timeout;
+  // Closed by the coordinator before its welcome, without a reject: it is shedding
+  // unauthenticated connections (a flood, or many ranks at once); connect again.
+  for (;;) {
+    if (join_once(addr, deadline)) return;
+    if (Clock::now() >= deadline) {
+      throw Error("bootstrap: cannot reach coordinator " + label_ + " within " +
+                  seconds_text(timeout) + " (connection closed during the handshake)");
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(10), deadline - Clock::now()));
+  }
+}
+
+bool TcpBootstrap::join_once(const sockaddr_in& addr, Clock::time_point deadline) {
+  const auto timeout = config_.timeout;
   const std::string at = "bootstrap: coordinator at " + label_;
   std::optional<Frame> challenge;
   while (!challenge) {
@@ -168,8 +185,7 @@ void TcpBootstrap::join(const sockaddr_in& addr) {
   hello.size = static_cast<std::uint32_t>(config_.size);
   hello.client_nonce = random_nonce();
   hello.mac = hello_mac(config_.secret, server_nonce, hello.rank, hello.size, hello.client_nonce);
-  if (!send_frame(encode_hello(hello), deadline))
-    throw Error(at + " closed the connection during the handshake");
+  if (!send_frame(encode_hello(hello), deadline)) return false;
 
   bool welcomed = false;
   for (;;) {
@@ -182,7 +198,7 @@ void TcpBootstrap::join(const sockaddr_in& addr) {
     }
     if (!f && closed) {
       if (welcomed) throw PeerError(0, lost().what);
-      throw Error(at + " closed the connection during the handshake");
+      return false;
     }
     if (!f) {
       throw Error("bootstrap: timed out after " + seconds_text(timeout) +
@@ -206,7 +222,7 @@ void TcpBootstrap::join(const sockaddr_in& addr) {
       case Msg::ready:
         if (!welcomed) throw Error(at + " sent ready before welcome");
         local_address_ = numeric_host(local_name(fd_.get()));
-        return;
+        return true;
       default:
         throw Error(at + " sent an unexpected message (type " + std::to_string(f->type) + ")");
     }

@@ -34,6 +34,7 @@ struct CommonFlags {
   bool netns = false;
   std::uint64_t timeout_ms = 10000;
   std::string launched_provider;  // internal: the one provider a launched rank runs
+  std::string secret_file;        // --secret-file: the bootstrap secret, mode 0600 or stricter
 };
 
 // One rank of a launched run, as the rank runner hands it to a subcommand's body.

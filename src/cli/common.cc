@@ -26,12 +26,26 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_hel
   app.add_flag("--netns", f.netns, "run each rank in its own network namespace (root)");
   add_number<std::uint64_t>(app, "--timeout", f.timeout_ms, 100, 3600000,
                             "fail after this many ms without progress");
+  // The secret is read from a file or FABFLOW_SECRET, never taken from argv, where `ps` shows
+  // it to every user of the host. Checked here, so that a bad file is one line before launch.
+  app.add_option("--secret-file", f.secret_file,
+                 "file holding the bootstrap secret (mode 0600 or stricter; default: "
+                 "FABFLOW_SECRET, FABFLOW_SECRET_FILE)")
+      ->check([](const std::string& path) -> std::string {
+        try {
+          BootstrapConfig::read_secret_file(path);
+          return "";
+        } catch (const UsageError& e) {
+          return e.what();
+        }
+      });
   app.add_option("--launched-provider", f.launched_provider)->group("");
 }
 
 int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
              std::chrono::milliseconds min_timeout) {
   BootstrapConfig cfg;
+  cfg.secret_file = flags.secret_file;
   cfg.fill_from_env();
   cfg.timeout = std::max(cfg.timeout, min_timeout);
   auto boot = make_tcp_bootstrap(cfg);

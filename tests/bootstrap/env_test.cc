@@ -1,6 +1,10 @@
 // BootstrapConfig::fill_from_env and detect_launcher against fabricated launcher environments.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <initializer_list>
 #include <map>
@@ -38,6 +42,7 @@ class ScopedEnv {
                                            "FABFLOW_COORD",
                                            "FABFLOW_COORD_FD",
                                            "FABFLOW_SECRET",
+                                           "FABFLOW_SECRET_FILE",
                                            "FABFLOW_BOOTSTRAP_TIMEOUT_MS",
                                            "SLURM_PROCID",
                                            "SLURM_NTASKS",
@@ -59,6 +64,10 @@ class ScopedEnv {
                                            "PMI_JOBID"};
   std::map<std::string, std::string> saved_;
 };
+
+constexpr const char* kNoSecret =
+    "bootstrap: no shared secret (set FABFLOW_SECRET or FABFLOW_SECRET_FILE, or pass "
+    "--secret-file)";
 
 // The UsageError message fill_from_env throws, or "" when it succeeds.
 std::string fill_error(BootstrapConfig config = {}) {
@@ -165,7 +174,7 @@ TEST(BootstrapEnv, HydraPmi) {
   ScopedEnv env(
       {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "1"}, {"FABFLOW_COORD", "h:1"}});
   EXPECT_EQ(BootstrapConfig::detect_launcher(), "pmi");
-  EXPECT_EQ(fill_error(), "bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+  EXPECT_EQ(fill_error(), kNoSecret);
   ::setenv("FABFLOW_SECRET", "s", 1);
   const auto c = filled();
   EXPECT_EQ(c.rank, 1);
@@ -271,12 +280,12 @@ TEST(BootstrapEnv, CoordinatorAddress) {
 
 TEST(BootstrapEnv, SecretAndTimeout) {
   ScopedEnv env({{"FABFLOW_RANK", "1"}, {"FABFLOW_SIZE", "2"}, {"FABFLOW_COORD", "h:1"}});
-  EXPECT_EQ(fill_error(), "bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+  EXPECT_EQ(fill_error(), kNoSecret);
   ::setenv("SLURM_PROCID", "1",
            1);  // under Slurm, but fabflow's own launcher always passes a secret
   ::setenv("SLURM_NTASKS", "2", 1);
   ::setenv("SLURM_JOB_ID", "77", 1);
-  EXPECT_EQ(fill_error(), "bootstrap: no shared secret (set FABFLOW_SECRET or --secret)");
+  EXPECT_EQ(fill_error(), kNoSecret);
   ::setenv("FABFLOW_SECRET", "s", 1);
   ::setenv("FABFLOW_BOOTSTRAP_TIMEOUT_MS", "0", 1);
   EXPECT_EQ(fill_error(), "bootstrap: FABFLOW_BOOTSTRAP_TIMEOUT_MS=0 must be positive");
@@ -286,6 +295,113 @@ TEST(BootstrapEnv, SecretAndTimeout) {
   BootstrapConfig c;
   c.timeout = std::chrono::milliseconds(0);
   EXPECT_EQ(fill_error(c), "bootstrap: timeout must be positive (got 0 ms)");
+}
+
+// A file in a fresh private directory, written with `text` and given `mode`; removed with it.
+class TempFile {
+ public:
+  TempFile(const std::string& text, mode_t mode) {
+    char dir[] = "/tmp/fabflow-secret-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) std::abort();
+    dir_ = dir;
+    path_ = dir_ + "/secret";
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      std::abort();
+    ::close(fd);
+    ::chmod(path_.c_str(), mode);
+  }
+  ~TempFile() {
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
+std::string read_error(const std::string& path) {
+  try {
+    BootstrapConfig::read_secret_file(path);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BootstrapEnv, SecretFile) {
+  TempFile good("s3cret\n", 0600);
+  EXPECT_EQ(BootstrapConfig::read_secret_file(good.path()), "s3cret");
+  TempFile strict("x y\r\n", 0400);
+  EXPECT_EQ(BootstrapConfig::read_secret_file(strict.path()), "x y");
+
+  TempFile readable("s3cret", 0644);
+  EXPECT_EQ(read_error(readable.path()), "bootstrap: secret file " + readable.path() +
+                                             " has mode 0644: other users may read it (chmod "
+                                             "600 " +
+                                             readable.path() + ")");
+  TempFile group("s3cret", 0640);
+  EXPECT_NE(read_error(group.path()).find("has mode 0640"), std::string::npos);
+  TempFile empty("", 0600);
+  EXPECT_EQ(read_error(empty.path()), "bootstrap: secret file " + empty.path() + " is empty");
+  TempFile newline("\n", 0600);
+  EXPECT_EQ(read_error(newline.path()), "bootstrap: secret file " + newline.path() + " is empty");
+  EXPECT_EQ(read_error(good.dir() + "/missing"),
+            "bootstrap: secret file " + good.dir() + "/missing: No such file or directory");
+  EXPECT_EQ(read_error(good.dir()),
+            "bootstrap: secret file " + good.dir() + " is not a regular file");
+  TempFile big(std::string(5000, 'x'), 0600);
+  EXPECT_EQ(read_error(big.path()),
+            "bootstrap: secret file " + big.path() + " is larger than 4096 bytes");
+  for (const auto& e : {read_error(readable.path()), read_error(empty.path())})
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
+}
+
+TEST(BootstrapEnv, SecretFromAFile) {
+  TempFile file("from-file\n", 0600);
+  ScopedEnv env({{"FABFLOW_RANK", "1"}, {"FABFLOW_SIZE", "2"}, {"FABFLOW_COORD", "h:1"}});
+  BootstrapConfig c;
+  c.secret_file = file.path();
+  EXPECT_EQ(filled(c).secret, "from-file");
+  ::setenv("FABFLOW_SECRET_FILE", file.path().c_str(), 1);
+  EXPECT_EQ(filled().secret, "from-file");
+  ::setenv("FABFLOW_SECRET", "from-env", 1);  // the variable wins over the variable's file
+  EXPECT_EQ(filled().secret, "from-env");
+  EXPECT_EQ(filled(c).secret, "from-file");  // the explicit file wins over both
+  TempFile readable("s", 0644);
+  c.secret_file = readable.path();
+  EXPECT_NE(fill_error(c).find("has mode 0644"), std::string::npos);
+}
+
+// The derived secret's warning: rank 0 prints it once per process. In a re-executed child, so
+// that no earlier test has printed it already.
+TEST(BootstrapEnv, DerivedSecretWarnsOnceOnRankZero) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ScopedEnv env({{"SLURM_PROCID", "0"},
+                       {"SLURM_NTASKS", "2"},
+                       {"SLURM_JOB_ID", "4242"},
+                       {"FABFLOW_COORD", "node1:7000"}});
+        testing::internal::CaptureStderr();
+        filled();
+        filled();
+        ::setenv("SLURM_PROCID", "1", 1);
+        filled();
+        const std::string err = testing::internal::GetCapturedStderr();
+        std::fputs(err.c_str(), stderr);
+        const std::string line =
+            "fabflow: warning: no FABFLOW_SECRET or FABFLOW_SECRET_FILE; the secret is derived "
+            "from the slurm job id, which protects against accidental cross-talk, not against "
+            "other users of the cluster\n";
+        std::exit(err == line ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "not against other users of the cluster");
 }
 
 }  // namespace
