@@ -19,6 +19,7 @@ set(FABFLOW_FUZZ_SANITIZE -fsanitize=address,undefined -fno-sanitize-recover=und
 add_library(fabflow_fuzz_parsers STATIC
   src/bootstrap/env.cc
   src/bootstrap/net.cc
+  src/bootstrap/pmix.cc
   src/bootstrap/wire.cc
   src/bench/environment.cc
   src/bench/experiment.cc
@@ -37,8 +38,8 @@ target_include_directories(fabflow_fuzz_parsers PUBLIC include ${PROJECT_BINARY_
 target_compile_options(fabflow_fuzz_parsers PUBLIC ${FABFLOW_FUZZ_SANITIZE} -g -O1
   PRIVATE -fsanitize=fuzzer-no-link)
 target_compile_definitions(fabflow_fuzz_parsers PRIVATE ${FABFLOW_BUILD_DEFINITIONS})
-target_link_libraries(fabflow_fuzz_parsers PUBLIC PkgConfig::LIBFABRIC Threads::Threads
-  nlohmann_json::nlohmann_json OpenSSL::Crypto PkgConfig::LIBXXHASH)
+target_link_libraries(fabflow_fuzz_parsers PUBLIC Threads::Threads nlohmann_json::nlohmann_json
+  ${FABFLOW_PRIVATE_LIBS})
 
 foreach(t ${FABFLOW_FUZZ_TARGETS})
   add_executable(fuzz_${t} fuzz/${t}.cc)

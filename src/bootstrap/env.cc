@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bootstrap/net.h"
+#include "bootstrap/pmix.h"
 #include "fabflow/bootstrap.h"
 #include "fabflow/status.h"
 
@@ -206,9 +207,19 @@ void BootstrapConfig::fill_from_env() {
     if (!bootstrap_detail::parse_host_port(coordinator, &why)) {
       throw UsageError("bootstrap: " + coord_src + coordinator + " " + why);
     }
-  } else if (size > 1 && !(rank == 0 && listen_fd >= 0)) {
+  }
+  // Under a PMIx launcher with no coordinator given, rank 0 publishes the coordinator's address
+  // and a fresh secret in the resource manager's store (make_tcp_bootstrap).
+  const bool via_pmix = coordinator.empty() && !(rank == 0 && listen_fd >= 0) &&
+                        bootstrap_detail::pmix_launched() && bootstrap_detail::pmix_built();
+  if (coordinator.empty() && size > 1 && !(rank == 0 && listen_fd >= 0) && !via_pmix) {
     throw UsageError(
-        "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator)");
+        std::string(
+            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator") +
+        (bootstrap_detail::pmix_launched()
+             ? "; this fabflow was built without PMIx, which would take it from the launcher)"
+         : ext != nullptr && std::string(ext->name) == "slurm" ? ", or start with srun --mpi=pmix)"
+                                                               : ")"));
   }
 
   // Never from the command line, where `ps` shows it to every user of the host.
@@ -218,7 +229,7 @@ void BootstrapConfig::fill_from_env() {
     if (auto file = env("FABFLOW_SECRET_FILE"); file && !file->empty())
       secret = read_secret_file(*file);
   }
-  if (secret.empty() && ext != nullptr && !env("FABFLOW_RANK")) {
+  if (secret.empty() && ext != nullptr && !env("FABFLOW_RANK") && !via_pmix) {
     secret = derived_secret(*ext);
     static bool warned = false;  // once per process, by rank 0 only
     if (!secret.empty() && rank == 0 && size > 1 && !warned) {
@@ -230,7 +241,7 @@ void BootstrapConfig::fill_from_env() {
                    ext->name);
     }
   }
-  if (secret.empty() && size > 1) {
+  if (secret.empty() && size > 1 && !via_pmix) {
     throw UsageError(
         "bootstrap: no shared secret (set FABFLOW_SECRET or FABFLOW_SECRET_FILE, or pass "
         "--secret-file)");

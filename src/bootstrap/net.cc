@@ -101,6 +101,32 @@ sockaddr_in resolve_ipv4(const HostPort& hp) {
   return addr;
 }
 
+std::string host_ipv4() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) throw_errno("gethostname()");
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(name, nullptr, &hints, &found); rc != 0 || found == nullptr) {
+    throw Error(std::string("bootstrap: cannot resolve this host's name ") + name + " (" +
+                gai_strerror(rc) + "); set FABFLOW_COORD=host:port");
+  }
+  std::string address;
+  for (const addrinfo* a = found; a != nullptr && address.empty(); a = a->ai_next) {
+    sockaddr_in addr{};
+    std::memcpy(&addr, a->ai_addr, sizeof addr);
+    if ((ntohl(addr.sin_addr.s_addr) >> 24) != 127) address = numeric_host(addr);
+  }
+  freeaddrinfo(found);
+  if (address.empty()) {
+    throw Error(std::string("bootstrap: this host's name ") + name +
+                " resolves only to loopback addresses, which other nodes cannot reach; set "
+                "FABFLOW_COORD=host:port");
+  }
+  return address;
+}
+
 Fd listen_tcp(const sockaddr_in& requested, const std::string& label) {
   sockaddr_in addr = requested;
   for (;;) {

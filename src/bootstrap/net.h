@@ -40,6 +40,10 @@ int ms_until(Clock::time_point deadline);
 // Resolves an IPv4 address for hp; throws Error naming the host.
 sockaddr_in resolve_ipv4(const HostPort& hp);
 
+// The first non-loopback IPv4 address this host's name resolves to, for a coordinator that
+// ranks on other nodes must reach. Throws Error naming the host.
+std::string host_ipv4();
+
 // A listening socket on addr (SO_REUSEADDR); when addr is not local, on any address with
 // addr's port. Throws Error.
 Fd listen_tcp(const sockaddr_in& addr, const std::string& label);

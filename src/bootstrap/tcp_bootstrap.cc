@@ -1,5 +1,6 @@
 // make_tcp_bootstrap: one rank's client of the coordinator (which rank 0 also runs).
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "bootstrap/coordinator.h"
 #include "bootstrap/net.h"
+#include "bootstrap/pmix.h"
 #include "bootstrap/wire.h"
 #include "fabflow/bootstrap.h"
 #include "fabflow/status.h"
@@ -410,6 +412,59 @@ void TcpBootstrap::throw_failure() const {
   throw Error(failure_->what);
 }
 
+// 32 random bytes as hex: a secret no one outside the job can guess.
+std::string fresh_secret() {
+  unsigned char bytes[32];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error("bootstrap: getrandom() failed: " + errno_text(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : bytes) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  return hex;
+}
+
+const char* const kPmixCoordinator = "fabflow.coordinator";
+const char* const kPmixSecret = "fabflow.secret";
+
+// Started by a PMIx launcher with no coordinator given: rank 0 opens the coordinator (on
+// loopback when the whole job is on one node, else on this host's address) and publishes its
+// address and a fresh secret in the resource manager's store; the other ranks read them there.
+// A secret the user gave (FABFLOW_SECRET or a file) is kept; rank 0 publishes the one it uses.
+void rendezvous_through_pmix(BootstrapConfig& config, Fd& listener) {
+  PmixSession pmix(config.timeout);
+  if (pmix.rank() != config.rank) {
+    throw UsageError("bootstrap: rank " + std::to_string(config.rank) + " is PMIx rank " +
+                     std::to_string(pmix.rank()) + "; with PMIx leave the rank to the launcher");
+  }
+  if (config.rank == 0) {
+    const std::string host = pmix.nodes() == 1 ? "127.0.0.1" : host_ipv4();
+    listener = listen_tcp(resolve_ipv4(HostPort{host, 0}), host + ":0");
+    config.coordinator = HostPort{host, ntohs(local_name(listener.get()).sin_port)}.str();
+    if (config.secret.empty()) config.secret = fresh_secret();
+    pmix.put(kPmixCoordinator, config.coordinator);
+    pmix.put(kPmixSecret, config.secret);
+  }
+  pmix.fence();
+  if (config.rank == 0) return;
+  // Written by rank 0 of this job, still checked like any other input.
+  config.coordinator = pmix.get(0, kPmixCoordinator);
+  std::string why;
+  if (!parse_host_port(config.coordinator, &why)) {
+    throw Error("bootstrap: PMIx gave the coordinator address " + config.coordinator + ", which " +
+                why);
+  }
+  if (config.secret.empty()) config.secret = pmix.get(0, kPmixSecret);
+  if (config.secret.empty()) throw Error("bootstrap: PMIx gave an empty secret");
+}
+
 }  // namespace
 
 std::unique_ptr<Bootstrap> make_tcp_bootstrap(BootstrapConfig config) {
@@ -419,6 +474,7 @@ std::unique_ptr<Bootstrap> make_tcp_bootstrap(BootstrapConfig config) {
   config.listen_fd = -1;
   if (config.rank != 0) listener.reset();
   if (config.size == 1) return std::make_unique<SoloBootstrap>(config);
+  if (config.coordinator.empty() && !listener) rendezvous_through_pmix(config, listener);
   if (listener) listener = adopt_listener(std::move(listener));
   return std::make_unique<TcpBootstrap>(std::move(config), std::move(listener));
 }

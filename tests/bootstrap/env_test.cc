@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "bootstrap/pmix.h"
 #include "fabflow/bootstrap.h"
 #include "fabflow/status.h"
 
@@ -195,6 +196,33 @@ TEST(BootstrapEnv, PmixSizeFromTheLauncher) {
   EXPECT_EQ(c.secret, "fabflow:pmix:PMIX_NAMESPACE=ns-7");
   ::setenv("PMIX_SIZE", "3", 1);
   EXPECT_EQ(filled().size, 3);
+}
+
+// Under a PMIx launcher with no coordinator given, both the coordinator's address and the
+// secret come from the resource manager's store later (make_tcp_bootstrap): nothing is derived
+// from the job id, and nothing is missing yet.
+TEST(BootstrapEnv, PmixWithoutCoordinatorLeavesAddressAndSecretToTheStore) {
+  ScopedEnv env({{"PMIX_RANK", "1"}, {"PMIX_NAMESPACE", "ns-7"}, {"PMIX_SIZE", "2"}});
+  if (!bootstrap_detail::pmix_built()) {
+    EXPECT_EQ(fill_error(),
+              "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator; "
+              "this fabflow was built without PMIx, which would take it from the launcher)");
+    return;
+  }
+  const auto c = filled();
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.size, 2);
+  EXPECT_EQ(c.coordinator, "");
+  EXPECT_EQ(c.secret, "");
+  ::setenv("FABFLOW_COORD", "h:1", 1);  // an address given: the job-id secret as before
+  EXPECT_EQ(filled().secret, "fabflow:pmix:PMIX_NAMESPACE=ns-7");
+}
+
+TEST(BootstrapEnv, SlurmWithoutPmixPointsAtIt) {
+  ScopedEnv env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}});
+  EXPECT_EQ(fill_error(),
+            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator, or "
+            "start with srun --mpi=pmix)");
 }
 
 TEST(BootstrapEnv, NoLauncher) {
