@@ -19,6 +19,8 @@ set(FABFLOW_FUZZ_SANITIZE -fsanitize=address,undefined -fno-sanitize-recover=und
 add_library(fabflow_fuzz_parsers STATIC
   src/bootstrap/env.cc
   src/bootstrap/net.cc
+  src/bootstrap/job_store.cc
+  src/bootstrap/pmi2.cc
   src/bootstrap/pmix.cc
   src/bootstrap/wire.cc
   src/bench/environment.cc

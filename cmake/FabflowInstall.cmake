@@ -63,7 +63,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libfabric1 (>= 1.17)")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, python3-matplotlib, memcached")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libfabric-dev, nlohmann-json3-dev, libssl-dev, libxxhash-dev, libpmix-dev, pkg-config")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libfabric-dev, nlohmann-json3-dev, libssl-dev, libxxhash-dev, libpmix-dev, libpmi2-0-dev, pkg-config")
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "fast communication over RDMA fabrics, and the benchmarks to choose it
 Flow queues, request-response channels and the benchmark engine that picks a design, on any
 libfabric provider or native shared memory. The package holds the library (shared and

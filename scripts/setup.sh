@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what fabflow needs from Debian packages (when missing) and builds the release tree.
-# The experiment plots use Debian's python3-matplotlib (/usr/bin/python3). libpmix-dev lets ranks
-# started by mpirun or srun bootstrap with no FABFLOW_* variable; Open MPI's mpirun and a
+# The experiment plots use Debian's python3-matplotlib (/usr/bin/python3). libpmix-dev and libpmi2-0-dev
+# let ranks started by mpirun or srun bootstrap with no FABFLOW_* variable; Open MPI's mpirun and a
 # one-node Slurm (scripts/slurm-local.sh) are there for the tests that check it.
 #   scripts/setup.sh            install + release build into build/
 #   scripts/setup.sh --deps     install only
@@ -12,7 +12,7 @@ packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-b
           libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind
           python3 python3-matplotlib clang-format dpkg-dev file memcached libmemcached-dev
           libxxhash-dev clang
-          libpmix-dev openmpi-bin slurm-wlm munge)
+          libpmix-dev libpmi2-0-dev openmpi-bin slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

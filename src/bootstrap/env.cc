@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bootstrap/net.h"
-#include "bootstrap/pmix.h"
+#include "bootstrap/job_store.h"
 #include "fabflow/bootstrap.h"
 #include "fabflow/status.h"
 
@@ -208,18 +208,22 @@ void BootstrapConfig::fill_from_env() {
       throw UsageError("bootstrap: " + coord_src + coordinator + " " + why);
     }
   }
-  // Under a PMIx launcher with no coordinator given, rank 0 publishes the coordinator's address
-  // and a fresh secret in the resource manager's store (make_tcp_bootstrap).
-  const bool via_pmix = coordinator.empty() && !(rank == 0 && listen_fd >= 0) &&
-                        bootstrap_detail::pmix_launched() && bootstrap_detail::pmix_built();
-  if (coordinator.empty() && size > 1 && !(rank == 0 && listen_fd >= 0) && !via_pmix) {
+  // Under a PMIx or PMI2 launcher with no coordinator given, rank 0 publishes the coordinator's
+  // address and a fresh secret in the resource manager's store (make_tcp_bootstrap).
+  const std::string store = bootstrap_detail::job_store_offered();
+  const bool via_store = coordinator.empty() && !(rank == 0 && listen_fd >= 0) &&
+                         bootstrap_detail::job_store_built(store);
+  if (coordinator.empty() && size > 1 && !(rank == 0 && listen_fd >= 0) && !via_store) {
+    std::string hint = ")";
+    if (store == "pmix") {
+      hint = "; this fabflow was built without PMIx, which would take it from the launcher)";
+    } else if (store == "pmi2") {
+      hint = "; this fabflow was built without PMI2, which would take it from the launcher)";
+    } else if (ext != nullptr && std::string(ext->name) == "slurm") {
+      hint = ", or start with srun --mpi=pmix)";
+    }
     throw UsageError(
-        std::string(
-            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator") +
-        (bootstrap_detail::pmix_launched()
-             ? "; this fabflow was built without PMIx, which would take it from the launcher)"
-         : ext != nullptr && std::string(ext->name) == "slurm" ? ", or start with srun --mpi=pmix)"
-                                                               : ")"));
+        "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator" + hint);
   }
 
   // Never from the command line, where `ps` shows it to every user of the host.
@@ -229,7 +233,7 @@ void BootstrapConfig::fill_from_env() {
     if (auto file = env("FABFLOW_SECRET_FILE"); file && !file->empty())
       secret = read_secret_file(*file);
   }
-  if (secret.empty() && ext != nullptr && !env("FABFLOW_RANK") && !via_pmix) {
+  if (secret.empty() && ext != nullptr && !env("FABFLOW_RANK") && !via_store) {
     secret = derived_secret(*ext);
     static bool warned = false;  // once per process, by rank 0 only
     if (!secret.empty() && rank == 0 && size > 1 && !warned) {
@@ -241,7 +245,7 @@ void BootstrapConfig::fill_from_env() {
                    ext->name);
     }
   }
-  if (secret.empty() && size > 1 && !via_pmix) {
+  if (secret.empty() && size > 1 && !via_store) {
     throw UsageError(
         "bootstrap: no shared secret (set FABFLOW_SECRET or FABFLOW_SECRET_FILE, or pass "
         "--secret-file)");

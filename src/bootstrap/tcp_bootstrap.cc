@@ -11,7 +11,7 @@
 
 #include "bootstrap/coordinator.h"
 #include "bootstrap/net.h"
-#include "bootstrap/pmix.h"
+#include "bootstrap/job_store.h"
 #include "bootstrap/wire.h"
 #include "fabflow/bootstrap.h"
 #include "fabflow/status.h"
@@ -431,38 +431,40 @@ std::string fresh_secret() {
   return hex;
 }
 
-const char* const kPmixCoordinator = "fabflow.coordinator";
-const char* const kPmixSecret = "fabflow.secret";
+const char* const kStoreCoordinator = "fabflow.coordinator";
+const char* const kStoreSecret = "fabflow.secret";
 
-// Started by a PMIx launcher with no coordinator given: rank 0 opens the coordinator (on
+// Started by a PMIx or PMI2 launcher with no coordinator given: rank 0 opens the coordinator (on
 // loopback when the whole job is on one node, else on this host's address) and publishes its
 // address and a fresh secret in the resource manager's store; the other ranks read them there.
 // A secret the user gave (FABFLOW_SECRET or a file) is kept; rank 0 publishes the one it uses.
-void rendezvous_through_pmix(BootstrapConfig& config, Fd& listener) {
-  PmixSession pmix(config.timeout);
-  if (pmix.rank() != config.rank) {
-    throw UsageError("bootstrap: rank " + std::to_string(config.rank) + " is PMIx rank " +
-                     std::to_string(pmix.rank()) + "; with PMIx leave the rank to the launcher");
+void rendezvous_through_job_store(BootstrapConfig& config, Fd& listener) {
+  const std::unique_ptr<JobStore> store = open_job_store(config.timeout);
+  const std::string via = store->name();
+  if (store->rank() != config.rank) {
+    throw UsageError("bootstrap: rank " + std::to_string(config.rank) + " is " + via + " rank " +
+                     std::to_string(store->rank()) + "; under " + via +
+                     " leave the rank to the launcher");
   }
   if (config.rank == 0) {
-    const std::string host = pmix.nodes() == 1 ? "127.0.0.1" : host_ipv4();
+    const std::string host = store->nodes() == 1 ? "127.0.0.1" : host_ipv4();
     listener = listen_tcp(resolve_ipv4(HostPort{host, 0}), host + ":0");
     config.coordinator = HostPort{host, ntohs(local_name(listener.get()).sin_port)}.str();
     if (config.secret.empty()) config.secret = fresh_secret();
-    pmix.put(kPmixCoordinator, config.coordinator);
-    pmix.put(kPmixSecret, config.secret);
+    store->put(kStoreCoordinator, config.coordinator);
+    store->put(kStoreSecret, config.secret);
   }
-  pmix.fence();
+  store->fence();
   if (config.rank == 0) return;
   // Written by rank 0 of this job, still checked like any other input.
-  config.coordinator = pmix.get(0, kPmixCoordinator);
+  config.coordinator = store->get(0, kStoreCoordinator);
   std::string why;
   if (!parse_host_port(config.coordinator, &why)) {
-    throw Error("bootstrap: PMIx gave the coordinator address " + config.coordinator + ", which " +
-                why);
+    throw Error("bootstrap: " + via + " gave the coordinator address " + config.coordinator +
+                ", which " + why);
   }
-  if (config.secret.empty()) config.secret = pmix.get(0, kPmixSecret);
-  if (config.secret.empty()) throw Error("bootstrap: PMIx gave an empty secret");
+  if (config.secret.empty()) config.secret = store->get(0, kStoreSecret);
+  if (config.secret.empty()) throw Error("bootstrap: " + via + " gave an empty secret");
 }
 
 }  // namespace
@@ -474,7 +476,7 @@ std::unique_ptr<Bootstrap> make_tcp_bootstrap(BootstrapConfig config) {
   config.listen_fd = -1;
   if (config.rank != 0) listener.reset();
   if (config.size == 1) return std::make_unique<SoloBootstrap>(config);
-  if (config.coordinator.empty() && !listener) rendezvous_through_pmix(config, listener);
+  if (config.coordinator.empty() && !listener) rendezvous_through_job_store(config, listener);
   if (listener) listener = adopt_listener(std::move(listener));
   return std::make_unique<TcpBootstrap>(std::move(config), std::move(listener));
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "bootstrap/pmix.h"
+#include "bootstrap/job_store.h"
 #include "fabflow/bootstrap.h"
 #include "fabflow/status.h"
 
@@ -216,6 +216,34 @@ TEST(BootstrapEnv, PmixWithoutCoordinatorLeavesAddressAndSecretToTheStore) {
   EXPECT_EQ(c.secret, "");
   ::setenv("FABFLOW_COORD", "h:1", 1);  // an address given: the job-id secret as before
   EXPECT_EQ(filled().secret, "fabflow:pmix:PMIX_NAMESPACE=ns-7");
+}
+
+TEST(BootstrapEnv, Pmi2WithoutCoordinatorLeavesAddressAndSecretToTheStore) {
+  ScopedEnv env({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"PMI_FD", "9"}, {"PMI_JOBID", "3.0"}});
+  EXPECT_EQ(bootstrap_detail::job_store_offered(), "pmi2");
+  if (!bootstrap_detail::pmi2_built()) {
+    EXPECT_EQ(fill_error(),
+              "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator; "
+              "this fabflow was built without PMI2, which would take it from the launcher)");
+    return;
+  }
+  const auto c = filled();
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.coordinator, "");
+  EXPECT_EQ(c.secret, "");
+}
+
+TEST(BootstrapEnv, ProcessMappingNodeCount) {
+  using bootstrap_detail::nodes_in_process_mapping;
+  EXPECT_EQ(nodes_in_process_mapping("(vector,(0,1,2))"), 1u);
+  EXPECT_EQ(nodes_in_process_mapping("(vector,(0,2,4),(2,1,3))"), 3u);
+  EXPECT_EQ(nodes_in_process_mapping("(vector,(0,2,1),(0,2,1))"), 2u);  // cyclic: nodes again
+  for (const char* bad :
+       {"", "(vector)", "(vector,(0,1))", "(vector,(0,0,2))", "(vector,(0,1,0))", "(vector,(0,1,2)",
+        "(vector,(0,1,2)))", "(vector,(a,1,2))", "(vector,(0,1,2),)", "(vector,(4294967295,2,1))",
+        "(vector,(-1,1,1))", "(vector (0,1,2))"}) {
+    EXPECT_EQ(nodes_in_process_mapping(bad), std::nullopt) << bad;
+  }
 }
 
 TEST(BootstrapEnv, SlurmWithoutPmixPointsAtIt) {
