@@ -1,5 +1,6 @@
 // Fuzz target: the parsers of what a user types: size lists and sweeps (-S), host:port
-// (FABFLOW_COORD, --coordinator), flow design names and every enumerated name table.
+// (FABFLOW_COORD, --coordinator), flow design names and every enumerated name table; and the
+// PMI2 process mapping a launcher hands over.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,7 @@
 #include <fabflow/status.h>
 #include <fabflow/transport.h>
 
+#include "bootstrap/job_store.h"
 #include "bootstrap/net.h"
 
 namespace {
@@ -49,5 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   names<fabflow::rr::Topology>(text);
   (void)fabflow::seq::parse_design(text);
   (void)fabflow::kv::parse_design(text);
+  if (auto n = fabflow::bootstrap_detail::nodes_in_process_mapping(text); n && *n == 0)
+    __builtin_trap();  // a job has at least one node
   return 0;
 }

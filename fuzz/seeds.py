@@ -110,7 +110,8 @@ write("seq_messages", "bye", b"\x80" + struct.pack("<II", 1 << 31 | 3 << 16, 0) 
 
 # cli_parsers: sizes, sweeps, host:port, names.
 for i, text in enumerate(["64", "4K,64K", "8:8K", "1M", "0", "127.0.0.1:4000", "[::1]:4000",
-                          "push1-watermark-pull", "write", "rdm", "send_send", "dense", "rpc-batch", "herd"]):
+                          "push1-watermark-pull", "write", "rdm", "send_send", "dense", "rpc-batch", "herd",
+                          "(vector,(0,2,4),(2,1,3))"]):
     write("cli_parsers", "t%02d" % i, text.encode())
 
 # catalogue: the real catalogues.
