@@ -6,72 +6,30 @@
 #include <array>
 #include <cctype>
 
+#include "flow/design_table.h"
 #include "flow/layout.h"
 
 namespace fabflow::flow {
-namespace {
 
-constexpr std::array<std::string_view, 3> kData = {"push1", "push2", "pull"};
-constexpr std::array<std::string_view, 5> kTransfer = {"watermark", "push", "pull", "event", "imm"};
-constexpr std::array<std::string_view, 3> kSpace = {"push", "pull", "push2"};
+using detail::find_point;
+using detail::kDesignPoints;
 
-template <class E, std::size_t N>
-std::optional<E> lookup(const std::array<std::string_view, N>& names, std::string_view s) {
-  for (std::size_t i = 0; i < N; ++i)
-    if (names[i] == s) return static_cast<E>(i);
-  return std::nullopt;
-}
-
-}  // namespace
-
-bool Design::valid() const noexcept {
-  if (static_cast<std::size_t>(data) >= kData.size() ||
-      static_cast<std::size_t>(transfer) >= kTransfer.size() ||
-      static_cast<std::size_t>(space) >= kSpace.size())
-    return false;
-  switch (transfer) {
-    case TransferNotify::watermark:
-    case TransferNotify::push:
-    case TransferNotify::pull: return true;
-    case TransferNotify::event: return data == DataFlow::push2;
-    case TransferNotify::imm: return data == DataFlow::push1;
-  }
-  return false;
-}
+bool Design::valid() const noexcept { return find_point(data, transfer, space) != nullptr; }
 
 std::string Design::name() const {
-  if (!valid()) return "invalid";
-  std::string s(kData[static_cast<std::size_t>(data)]);
-  s += '-';
-  s += kTransfer[static_cast<std::size_t>(transfer)];
-  s += '-';
-  s += kSpace[static_cast<std::size_t>(space)];
-  return s;
+  const auto* p = find_point(data, transfer, space);
+  return p ? std::string(p->name) : "invalid";
 }
 
 std::optional<Design> Design::parse(std::string_view name) noexcept {
-  auto a = name.find('-');
-  if (a == std::string_view::npos) return std::nullopt;
-  auto b = name.find('-', a + 1);
-  if (b == std::string_view::npos) return std::nullopt;
-  auto d = lookup<DataFlow>(kData, name.substr(0, a));
-  auto t = lookup<TransferNotify>(kTransfer, name.substr(a + 1, b - a - 1));
-  auto s = lookup<SpaceNotify>(kSpace, name.substr(b + 1));
-  if (!d || !t || !s) return std::nullopt;
-  Design design{*d, *t, *s};
-  if (!design.valid()) return std::nullopt;
-  return design;
+  const auto* p = find_point(name);
+  if (!p) return std::nullopt;
+  return Design{p->data, p->transfer, p->space};
 }
 
 std::vector<Design> Design::all() {
   std::vector<Design> out;
-  for (std::size_t d = 0; d < kData.size(); ++d)
-    for (std::size_t t = 0; t < kTransfer.size(); ++t)
-      for (std::size_t s = 0; s < kSpace.size(); ++s) {
-        Design x{static_cast<DataFlow>(d), static_cast<TransferNotify>(t),
-                 static_cast<SpaceNotify>(s)};
-        if (x.valid()) out.push_back(x);
-      }
+  for (const auto& p : kDesignPoints) out.push_back(Design{p.data, p.transfer, p.space});
   return out;
 }
 
@@ -100,21 +58,14 @@ void add_op(std::vector<Op>& ops, Op op) {
   ops.push_back(op);
 }
 
-// The operations that move items.
-void data_ops(const Design& d, std::vector<Op>& ops) {
-  if (d.data == DataFlow::push1)
-    add_op(ops, d.transfer == TransferNotify::imm ? Op::writedata : Op::write);
-  if (d.data == DataFlow::push2) add_op(ops, Op::send);
-  if (d.data == DataFlow::pull) add_op(ops, Op::read);
+// The operations of the notifications that the data does not carry.
+void notify_ops(const detail::DesignPoint& p, std::vector<Op>& ops) {
+  if (p.transfer_op) add_op(ops, *p.transfer_op);
+  add_op(ops, p.space_op);
 }
 
-// The operations of the transfer and space notifications that are not carried by the data.
-void notify_ops(const Design& d, std::vector<Op>& ops) {
-  if (d.transfer == TransferNotify::push) add_op(ops, Op::write);
-  if (d.transfer == TransferNotify::pull) add_op(ops, Op::read);
-  if (d.space == SpaceNotify::push) add_op(ops, Op::write);
-  if (d.space == SpaceNotify::pull) add_op(ops, Op::read);
-  if (d.space == SpaceNotify::push2) add_op(ops, Op::send);
+const detail::DesignPoint* point_of(const Design& d) {
+  return find_point(d.data, d.transfer, d.space);
 }
 
 // Checks `o` against the data transport's and the notify transport's capabilities (the same
@@ -165,14 +116,17 @@ std::string why_unsupported_on(const Capabilities& data, const Capabilities& not
 
 std::vector<Op> required_ops(const QueueOptions& o) {
   std::vector<Op> ops;
-  data_ops(o.design, ops);
-  if (!o.separate_notify_endpoint) notify_ops(o.design, ops);
+  const auto* p = point_of(o.design);
+  if (!p) return ops;
+  add_op(ops, p->data_op);
+  if (!o.separate_notify_endpoint) notify_ops(*p, ops);
   return ops;
 }
 
 std::vector<Op> required_notify_ops(const QueueOptions& o) {
   std::vector<Op> ops;
-  if (o.separate_notify_endpoint) notify_ops(o.design, ops);
+  const auto* p = point_of(o.design);
+  if (p && o.separate_notify_endpoint) notify_ops(*p, ops);
   return ops;
 }
 

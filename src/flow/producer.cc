@@ -13,7 +13,7 @@ std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstr
     for (std::size_t i = 0; i < pool; ++i)
       post_setup_recv(sh, true, sh.layout.pool_cell(i), 8, kCtxRecv + i);
   });
-  return build_design<ProducerImpl, Producer>(o.design, t, n, s, std::make_index_sequence<45>{});
+  return build_design<ProducerImpl, Producer>(o.design, t, n, s);
 }
 
 }  // namespace fabflow::flow::detail
