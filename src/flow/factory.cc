@@ -5,7 +5,7 @@
 
 #include <typeinfo>
 
-#include "flow/queue.h"
+#include "flow/end_base.h"
 #include "flow/socket/socket_queue.h"
 
 namespace fabflow::flow {

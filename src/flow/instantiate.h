@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "flow/design_table.h"
-#include "flow/queue.h"
+#include "flow/end_base.h"
 #include "transport/dispatch.h"
 
 namespace fabflow::flow::detail {

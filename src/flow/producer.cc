@@ -1,5 +1,6 @@
 // Producer instantiations: one per design point and concrete transport type.
 #include "flow/instantiate.h"
+#include "flow/producer_impl.h"
 
 namespace fabflow::flow::detail {
 
@@ -9,10 +10,11 @@ std::unique_ptr<Producer> make_producer_impl(Transport& t, Transport& n, Bootstr
   const std::size_t pool =
       space_recvs ? std::min(effective_capacity(o), kCounterPool) : std::size_t{0};
   // The pool receives pushed head counters: a notification, on the notify transport.
-  Shared s = setup_end(t, n, boot, peer, o, 0, pool, true, [&](Shared& sh) {
-    for (std::size_t i = 0; i < pool; ++i)
-      post_setup_recv(sh, true, sh.layout.pool_cell(i), 8, kCtxRecv + i);
-  });
+  Shared s =
+      setup_end(t, n, boot, peer, o, EndRole::producer, {pool, RecvOn::notify}, [&](Shared& sh) {
+        for (std::size_t i = 0; i < pool; ++i)
+          post_setup_recv(sh, RecvOn::notify, sh.layout.pool_cell(i), 8, kCtxRecv + i);
+      });
   return build_design<ProducerImpl, Producer>(o.design, t, n, s);
 }
 

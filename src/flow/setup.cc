@@ -2,7 +2,7 @@
 // all-gather, import of the peer's region.
 #include <fabflow/bootstrap.h>
 
-#include "flow/queue.h"
+#include "flow/end_base.h"
 
 namespace fabflow::flow::detail {
 
@@ -12,13 +12,11 @@ std::size_t effective_capacity(const QueueOptions& o) noexcept {
 }
 
 Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const QueueOptions& o,
-                 int role, std::size_t pool, bool pool_notify,
-                 const std::function<void(Shared&)>& before_exchange) {
+                 EndRole role, RecvPool pool, const std::function<void(Shared&)>& before_exchange) {
   const bool separate = o.separate_notify_endpoint;
-  Shared s{t,    n,  boot,
-           peer, o,  Layout::make(effective_capacity(o), o.item_bytes, pool, separate, pool_notify),
-           {},   {}, {},
-           {}};
+  const Layout layout = Layout::make(effective_capacity(o), o.item_bytes, pool.cells, separate,
+                                     pool.on == RecvOn::notify);
+  Shared s{t, n, boot, peer, o, layout, {}, {}, {}, {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);
   if (separate) s.nmr = n.allocate(s.layout.notify_bytes, kAllAccess);
   // A refusal found while preparing (too many receives to keep posted) still takes part in
@@ -74,8 +72,8 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   return s;
 }
 
-void post_setup_recv(Shared& s, bool notify, std::size_t offset, std::size_t len,
-                     std::uint64_t ctx) {
+void post_setup_recv(Shared& s, RecvOn on, std::size_t offset, std::size_t len, std::uint64_t ctx) {
+  const bool notify = on == RecvOn::notify;
   Transport& t = notify ? s.notify : s.transport;
   MemoryRegion& mr = notify && s.nmr ? *s.nmr : *s.mr;
   Status st = t.post_recv(s.peer, mr.data() + offset, len, mr.desc(), ctx);

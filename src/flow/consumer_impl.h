@@ -1,0 +1,485 @@
+// The consumer end of a flow queue, one instantiation per design point and transport type.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "flow/end_base.h"
+
+namespace fabflow::flow::detail {
+
+// Whether the consumer tells the producer about freed slots once notify_every_ have gathered,
+// or now.
+enum class HeadNotice { when_due, now };
+
+// Consumer. The owner thread peeks at and releases the slot at head_. The pump makes slots
+// valid ahead of it at next_: it posts reads (pull data, pull transfer notifications), takes
+// in transfer notifications, drives progress, re-posts receives (push2) and tells the
+// producer about freed space. Passive (the default): the owner runs the pump from its own
+// calls and next_ == head_. Active consumer: a helper thread runs it, validating up to a
+// ring ahead of the owner and publishing how far (ready_pub_); the owner then touches only
+// local memory, or runs one pump round itself when the helper is not in one.
+template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
+class ConsumerImpl final : public Consumer, private EndBase<Tr> {
+  using B = EndBase<Tr>;
+  static constexpr bool kSum = needs_sum(D, T);
+  using B::base_;
+  using B::desc_;
+  using B::failed;
+  using B::fail;
+  using B::L_;
+  using B::n_;
+  using B::s_;
+  using B::t_;
+  using B::data_ops_;
+  using B::space_ops_;
+  using B::transfer_ops_;
+
+ public:
+  ConsumerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
+    notify_every_ =
+        static_cast<std::uint64_t>(s_.options.lazy_refresh * static_cast<double>(L_.capacity));
+    if (notify_every_ == 0) notify_every_ = 1;
+    if (notify_every_ > L_.capacity) notify_every_ = L_.capacity;
+    active_ = s_.options.active_consumer;
+    if (active_)
+      B::start_helper(
+          [this](bool* moved, bool* outstanding) { return try_pump(moved, outstanding); });
+  }
+  // A read still in flight would land in the region freed next: reap it first, bounded by
+  // peer_timeout (reap_read fails the queue then).
+  ~ConsumerImpl() override {
+    B::stop_helper();
+    while (pending_ != Read::none && !failed() && reap_read() == Status::empty) {
+      t_.progress();
+      B::progress_notify();
+    }
+  }
+
+  Status try_dequeue(std::span<std::byte> out, std::size_t* len) noexcept override {
+    std::span<const std::byte> item;
+    Status st = peek(&item);
+    if (st != Status::ok) return st;
+    if (out.size() < item.size())
+      return fail("flow: dequeue buffer of " + std::to_string(out.size()) +
+                  " bytes is smaller than the item (" + std::to_string(item.size()) + ")");
+    if (!item.empty()) std::memcpy(out.data(), item.data(), item.size());
+    *len = item.size();
+    return release();
+  }
+
+  Status dequeue(std::span<std::byte> out, std::size_t* len,
+                 std::chrono::milliseconds timeout) noexcept override {
+    BoundedWait wait = B::bounded_wait(timeout);
+    Backoff backoff;
+    for (;;) {
+      Status st = try_dequeue(out, len);
+      if (st != Status::empty) return st;
+      if ((st = B::waited(wait)) != Status::ok) return st;
+      backoff.pause();
+    }
+  }
+
+  Status peek(std::span<const std::byte>* item) noexcept override {
+    if (failed()) return Status::failed;
+    if (closed_) {
+      // Keep serving the producer's last head update (the helper does that when active).
+      if (!active_) {
+        t_.progress();
+        B::progress_notify();
+        if (seen_ != head_sent_) notify_head(HeadNotice::now);
+      }
+      return failed() ? Status::failed : Status::closed;
+    }
+    if (!peeked_) {
+      if (B::check_peer_sometimes() != Status::ok) return Status::failed;
+      Status st = active_ ? ready() : advance();
+      if (st != Status::ok) {
+        if (st == Status::empty) {
+          stats_.empty++;
+          if (!active_) {
+            B::progress_idle();
+            if (seen_ != head_sent_) notify_head(HeadNotice::now);
+          }
+        }
+        return failed() ? Status::failed : st;
+      }
+      if (!active_) {
+        cur_len_ = pump_len_;
+        cur_flags_ = pump_flags_;
+      }
+      peeked_ = true;
+    }
+    if (cur_flags_ & kFlagClose) {
+      peeked_ = false;
+      closed_ = true;
+      consume_slot();
+      if (!active_) notify_head(HeadNotice::now);
+      return failed() ? Status::failed : Status::closed;
+    }
+    *item = std::span<const std::byte>(B::slot(head_) + kSlotHeader, cur_len_);
+    return Status::ok;
+  }
+
+  Status release() noexcept override {
+    if (failed()) return Status::failed;
+    if (!peeked_) return fail("flow: release() without a peeked item");
+    peeked_ = false;
+    consume_slot();
+    stats_.items++;
+    if (!active_) notify_head(HeadNotice::when_due);
+    return failed() ? Status::failed : Status::ok;
+  }
+
+  const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
+  const std::string& error() const noexcept override { return B::error_; }
+
+ private:
+  enum class Read : std::uint8_t { none, tail, slots };
+
+  // Active: the slot at head_ is ready once the helper has validated it; if not yet, run one
+  // pump round here when the helper is not in one, else give it the core.
+  Status ready() noexcept {
+    if (head_ == ready_pub_.load(std::memory_order_acquire)) {
+      bool moved, outstanding;
+      if (!try_pump(&moved, &outstanding)) std::this_thread::yield();
+      if (failed()) return Status::failed;
+      if (head_ == ready_pub_.load(std::memory_order_acquire)) return Status::empty;
+    }
+    // Validated by the pump, and nothing writes the slot before we release it: read its
+    // length and flags from the header.
+    const std::byte* sl = B::slot(head_);
+    if (load_acquire(sl) != head_ + 1) {
+      fail("flow: slot " + std::to_string(head_) + " changed after it was validated");
+      return Status::failed;
+    }
+    std::uint64_t m;
+    std::memcpy(&m, sl + 8, 8);
+    cur_len_ = static_cast<std::uint32_t>(m);
+    cur_flags_ = static_cast<std::uint32_t>(m >> 32);
+    return Status::ok;
+  }
+
+  // The owner is done with the slot at head_.
+  void consume_slot() noexcept {
+    ++head_;
+    if (active_) {
+      head_pub_.store(head_, std::memory_order_release);
+      return;
+    }
+    next_ = head_;
+    if (retire(seen_))
+      ++seen_;
+    else
+      B::fail("flow: could not re-post a receive: " + t_.last_error());
+    B::progress_notify_sometimes();  // serve head reads, send queued head updates while busy
+  }
+
+  // Pump: slot `index` was consumed. push2: re-post its receive; space pull: publish the
+  // head for the producer's reads. False when the transport did not take the receive (the
+  // caller retries; passive ends retry here, bounded by peer_timeout).
+  bool retire(std::uint64_t index) noexcept {
+    if constexpr (D == DataFlow::push2) {
+      auto post = [&] {
+        return t_.post_recv(s_.peer, base_ + L_.slot(index), L_.stride, desc_,
+                            kCtxRecv + index % L_.capacity);
+      };
+      // The helper thread must not ask the bootstrap (one thread only): it retries next round.
+      Status st = active_ ? post() : B::post_retry(post);
+      if (st == Status::again) return false;
+      if (st != Status::ok) {
+        fail_transport();
+        return false;
+      }
+    }
+    if constexpr (S == SpaceNotify::pull) store_release(B::cell(kOwnCell), index + 1);
+    return true;
+  }
+
+  // Active: one pump round unless the other thread is in one. *moved: a slot was validated or
+  // released; *outstanding: a read is in flight or releases are not yet taken in.
+  bool try_pump(bool* moved, bool* outstanding) noexcept {
+    return B::try_round([&] {
+      *moved = pump();
+      *outstanding = pending_ != Read::none || head_pub_.load(std::memory_order_acquire) != seen_ ||
+                     (S != SpaceNotify::pull && seen_ != head_sent_);
+    });
+  }
+
+  // Active: takes in the owner's releases, validates slots ahead (at most a ring beyond the
+  // owner's head, never past an end-of-stream slot) and notifies space: every notify_every_
+  // items, or at once when no new slot arrived this round (the producer may be waiting).
+  bool pump() noexcept {
+    if (failed()) return false;
+    const std::uint64_t before_next = next_, before_seen = seen_;
+    const std::uint64_t released = head_pub_.load(std::memory_order_acquire);
+    while (seen_ < released && retire(seen_)) ++seen_;
+    if (failed()) return false;
+    while (!close_seen_ && next_ - seen_ < L_.capacity) {
+      if (advance() != Status::ok) break;
+      if (pump_flags_ & kFlagClose) close_seen_ = true;
+      ready_pub_.store(++next_, std::memory_order_release);
+    }
+    if (failed()) return false;
+    if (next_ == before_next)
+      B::progress_idle();
+    else
+      B::progress_notify_sometimes();
+    // Idle and behind: tell the producer now rather than wait for notify_every_ more items.
+    notify_head(next_ == before_next && seen_ != head_sent_ ? HeadNotice::now
+                                                            : HeadNotice::when_due);
+    return next_ != before_next || seen_ != before_seen;
+  }
+
+  // Space notification of the pump's head: push / push2 every notify_every_ items, or now.
+  void notify_head(HeadNotice when) noexcept {
+    if constexpr (S == SpaceNotify::pull) {
+      return;
+    } else {
+      if (when == HeadNotice::when_due && seen_ - head_sent_ < notify_every_) return;
+      if (seen_ == head_sent_) return;
+      head_value_ = seen_;
+      Status st;
+      if constexpr (S == SpaceNotify::push) {
+        st = n_.post_write(s_.peer, &head_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell),
+                           kCtxData, kInject);
+      } else {
+        st = n_.post_send(s_.peer, &head_value_, 8, nullptr, kCtxData, kInject);
+      }
+      if (st == Status::again) {
+        n_.progress();
+        return;
+      }
+      if (st != Status::ok) {
+        B::fail_notify();
+        return;
+      }
+      head_sent_ = seen_;
+      space_ops_.inc();
+    }
+  }
+
+  // Makes the slot at next_ available locally and valid: Status::ok, empty or failed.
+  // Never waits for the fabric: a read (tail counter or slots) is posted and its completion
+  // reaped by a later call, so try_dequeue stays non-blocking and a thread that waits on
+  // several queues keeps driving all of them.
+  Status advance() noexcept {
+    if (pending_ != Read::none) {
+      if (Status st = reap_read(); st != Status::ok) return st;
+    }
+    if constexpr (T == TransferNotify::imm || T == TransferNotify::event || D == DataFlow::push2) {
+      if (!drain_rx()) return Status::failed;
+    }
+    if constexpr (T == TransferNotify::push) {
+      if (next_ == tail_known_) {
+        n_.progress();
+        if (!take_tail(load_acquire(B::cell(kPeerCell)))) return Status::failed;
+      }
+    } else if constexpr (T == TransferNotify::pull) {
+      if (next_ == tail_known_ && pending_ == Read::none) {
+        if (Status st = start_read(Read::tail, B::cell(kLandingCell), 8, L_.cell(kOwnCell));
+            st != Status::ok)
+          return st;
+      }
+    }
+    if constexpr (T != TransferNotify::watermark) {
+      if (next_ == tail_known_) return Status::empty;
+    }
+    SlotState st = local_state();
+    if (st == SlotState::torn && !note_torn()) return Status::failed;
+    if constexpr (D == DataFlow::pull) {
+      if (st == SlotState::absent || st == SlotState::torn) {
+        if (pending_ != Read::none) return Status::empty;
+        std::uint64_t n = 1;
+        if (s_.options.batching)
+          n = T == TransferNotify::watermark ? std::min<std::uint64_t>(kBatchRead, L_.capacity)
+                                             : tail_known_ - next_;
+        // Within the ring's end and within the slots the owner has released.
+        const std::uint64_t wrap = L_.capacity - next_ % L_.capacity;
+        const std::uint64_t room = L_.capacity - (next_ - seen_);
+        n = std::max<std::uint64_t>(1, std::min({n, wrap, room}));
+        const std::size_t off = L_.slot(next_);
+        if (Status rs = start_read(Read::slots, base_ + off, n * L_.stride, off); rs != Status::ok)
+          return rs;
+        st = local_state();
+        if (st == SlotState::torn && !note_torn()) return Status::failed;
+      }
+    } else if constexpr (D == DataFlow::push1) {
+      // Inbound writes land only while this end drives progress, but a slot that is already
+      // valid needs no fabric call: progress when the slot is absent, and every 16 items so
+      // the producer's reads of our counters are served while we are busy.
+      if (st == SlotState::absent) {
+        t_.progress();
+        st = local_state();
+      } else if ((++valid_polls_ & 15u) == 0) {
+        t_.progress();
+      }
+    }
+    if (st == SlotState::valid) {
+      torn_ = 0;
+      return Status::ok;
+    }
+    if (st == SlotState::torn) return Status::empty;  // read again
+    if (st == SlotState::bad) {
+      fail("flow: slot " + std::to_string(next_) + " carries length " + std::to_string(pump_len_) +
+           " / flags " + std::to_string(pump_flags_) + " beyond item_bytes " +
+           std::to_string(L_.item_bytes) + " (protocol violation by the producer)");
+      return Status::failed;
+    }
+    return Status::empty;
+  }
+
+  // A read that caught the producer mid-write is read again; the same slot torn many times
+  // in a row is a producer whose sums are wrong. False: the queue failed.
+  bool note_torn() noexcept {
+    if (++torn_ <= kMaxTorn) return true;
+    fail("flow: slot " + std::to_string(next_) + " failed its payload sum " +
+         std::to_string(torn_) + " times in a row (protocol violation by the producer)");
+    return false;
+  }
+
+  SlotState local_state() noexcept {
+    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, kSum);
+  }
+
+  // Range-checks a tail value: the producer can never be more than capacity ahead of the
+  // head it can know of (seen_: what the pump has published or sent).
+  bool take_tail(std::uint64_t v) noexcept {
+    if (v <= tail_known_) return true;
+    if (v - seen_ > L_.capacity) {
+      fail("flow: the producer's tail counter " + std::to_string(v) + " is out of range (head " +
+           std::to_string(seen_) + ", capacity " + std::to_string(L_.capacity) +
+           ", protocol violation)");
+      return false;
+    }
+    tail_known_ = v;
+    return true;
+  }
+
+  // Posts the one read this end keeps in flight (the producer's tail counter into the landing
+  // cell, or slots into the local ring) and reaps once: Status::ok when it completed already
+  // (the local transport completes at post time), empty while it is in flight, failed.
+  Status start_read(Read what, std::byte* dst, std::size_t len, std::size_t remote_off) noexcept {
+    const bool tail = what == Read::tail;  // a notification: over n_, into the notify region
+    Tr& tr = tail ? n_ : t_;
+    Status st = tr.post_read(s_.peer, dst, len, tail ? B::ndesc_ : desc_,
+                             tail ? s_.nremote : s_.remote, remote_off, kCtxRead, kSignal);
+    if (st == Status::again) {
+      tr.progress();
+      return Status::empty;
+    }
+    if (st != Status::ok) {
+      if (tail)
+        B::fail_notify();
+      else
+        fail_transport();
+      return Status::failed;
+    }
+    pending_ = what;
+    read_posted_ = Clock::now();
+    read_polls_ = 0;
+    if (what == Read::tail)
+      transfer_ops_.inc();
+    else
+      data_ops_.inc();
+    return reap_read();
+  }
+
+  // Reaps the read in flight: ok once it completed (a tail value taken in and range-checked),
+  // empty while it is pending, failed after peer_timeout or on a transport error.
+  Status reap_read() noexcept {
+    Completion c[kPollBatch];
+    bool done = false;
+    const bool tail = pending_ == Read::tail;
+    for (;;) {
+      int n = (tail ? n_ : t_).poll_tx(c);
+      if (n < 0) {
+        if (tail)
+          B::fail_notify();
+        else
+          fail_transport();
+        return Status::failed;
+      }
+      for (int i = 0; i < n; ++i)
+        if (c[i].context == kCtxRead) done = true;
+      if (n < static_cast<int>(kPollBatch)) break;
+    }
+    if (!done) {
+      if ((++read_polls_ & 63u) == 0 && Clock::now() - read_posted_ > s_.options.peer_timeout) {
+        fail("flow: a read from the producer did not complete within " +
+             std::to_string(s_.options.peer_timeout.count()) + " ms");
+        return Status::failed;
+      }
+      return Status::empty;
+    }
+    const Read what = pending_;
+    pending_ = Read::none;
+    if (what == Read::tail && !take_tail(load_acquire(B::cell(kLandingCell))))
+      return Status::failed;
+    return Status::ok;
+  }
+
+  // Reaps receive completions: push2 data receives (counted as items for event), writes with
+  // immediate data (their value is an item count) and the receives imm may consume.
+  bool drain_rx() noexcept {
+    Completion c[kPollBatch];
+    for (;;) {
+      int n = t_.poll_rx(c);
+      if (n < 0) return fail_transport();
+      for (int i = 0; i < n; ++i) {
+        if constexpr (T == TransferNotify::imm) {
+          if (c[i].kind == CompletionKind::remote_write || c[i].has_data) {
+            if (!take_tail(tail_known_ + c[i].data)) return false;
+          }
+          if (c[i].kind == CompletionKind::recv && c[i].context >= kCtxRecv &&
+              c[i].context - kCtxRecv < L_.pool) {
+            const std::size_t idx = c[i].context - kCtxRecv;
+            Status st = t_.post_recv(s_.peer, base_ + L_.pool_cell(idx), 8, desc_, c[i].context);
+            if (st != Status::ok) return fail_transport();
+          }
+        } else if constexpr (T == TransferNotify::event) {
+          if (!take_tail(tail_known_ + 1)) return false;
+        }
+      }
+      if (n < static_cast<int>(kPollBatch)) return true;
+    }
+  }
+
+  bool fail_transport() noexcept {
+    if (!failed()) fail("flow: " + t_.last_error());
+    return false;
+  }
+
+  static constexpr std::uint64_t kBatchRead = 16;
+  static constexpr unsigned kMaxTorn = 16;
+  bool active_ = false;
+  // Owner thread.
+  std::uint64_t head_ = 0;     // slots released
+  std::uint32_t cur_len_ = 0;  // the peeked slot's length and flags
+  std::uint32_t cur_flags_ = 0;
+  bool peeked_ = false;
+  bool closed_ = false;
+  QueueStats stats_;
+  // Pump (the owner thread when passive, the helper or the owner in turn when active).
+  std::uint64_t next_ = 0;  // the slot being made valid; passive: == head_
+  std::uint64_t seen_ = 0;  // releases taken in (and published or sent); passive: == head_
+  std::uint64_t tail_known_ = 0;
+  std::uint64_t head_sent_ = 0;
+  std::uint64_t head_value_ = 0;
+  std::uint64_t notify_every_ = 1;
+  std::uint32_t pump_len_ = 0;  // length and flags of the slot at next_ (local_state)
+  std::uint32_t pump_flags_ = 0;
+  bool close_seen_ = false;    // active: validation stops at the end-of-stream slot
+  Read pending_ = Read::none;  // the one read in flight
+  unsigned read_polls_ = 0;
+  Clock::time_point read_posted_{};
+  unsigned valid_polls_ = 0;
+  unsigned torn_ = 0;  // consecutive torn reads of the slot at next_
+  // Between the two (active).
+  std::atomic<std::uint64_t> ready_pub_{0};  // slots below this are valid
+  std::atomic<std::uint64_t> head_pub_{0};   // the owner's head_
+};
+
+}  // namespace fabflow::flow::detail

@@ -1,0 +1,451 @@
+// The producer end of a flow queue, one instantiation per design point and transport type.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "flow/end_base.h"
+
+namespace fabflow::flow::detail {
+
+// Whether a producer's pump round refreshes the consumer's head only when the cached free space
+// fell below the lazy threshold, or now (the caller is out of room).
+enum class HeadRefresh { lazy, now };
+
+// Producer. The owner thread stages items into its ring; pump() moves them (inline, or on the
+// data-mover thread when active_producer is set: then only that thread touches the transport).
+template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
+class ProducerImpl final : public Producer, private EndBase<Tr> {
+  using B = EndBase<Tr>;
+  static constexpr bool kSum = needs_sum(D, T);
+  using B::base_;
+  using B::desc_;
+  using B::failed;
+  using B::fail;
+  using B::L_;
+  using B::n_;
+  using B::s_;
+  using B::t_;
+  using B::data_ops_;
+  using B::space_ops_;
+  using B::transfer_ops_;
+
+ public:
+  ProducerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
+    const double lazy = s_.options.lazy_refresh;
+    refresh_below_ = static_cast<std::uint64_t>(lazy * static_cast<double>(L_.capacity));
+    if (refresh_below_ == 0) refresh_below_ = 1;
+    refresh_gap_ = std::max<std::uint64_t>(1, refresh_below_ / 4);
+    active_ = s_.options.active_producer;
+    // The data mover's whole job is moving batches: it keeps several coalesced writes in
+    // flight so the fabric never idles between one write's completion and the next post.
+    if (active_) max_inflight_ = kMoverWrites;
+    if (active_)
+      B::start_helper([this](bool* moved, bool* outstanding) {
+        return try_pump(HeadRefresh::lazy, moved, outstanding);
+      });
+  }
+  ~ProducerImpl() override {
+    B::stop_helper();
+    // A head read or batched write still in flight would land in (or read from) the region
+    // freed next: reap them first, bounded by peer_timeout.
+    BoundedWait wait(s_.options.peer_timeout, nullptr, {&t_}, 1);
+    while ((read_pending_ || inflight_ > 0) && !failed() &&
+           wait.spin() == BoundedWait::State::waiting) {
+      B::progress_notify();
+      reap_tx();
+    }
+  }
+
+  Status try_enqueue(std::span<const std::byte> item) noexcept override {
+    std::span<std::byte> dst;
+    Status st = reserve(item.size(), &dst);
+    if (st != Status::ok) return st;
+    if (!item.empty()) std::memcpy(dst.data(), item.data(), item.size());
+    return commit();
+  }
+
+  Status enqueue(std::span<const std::byte> item,
+                 std::chrono::milliseconds timeout) noexcept override {
+    return blocking(timeout, [&] { return try_enqueue(item); });
+  }
+
+  Status reserve(std::size_t len, std::span<std::byte>* out) noexcept override {
+    if (failed()) return Status::failed;
+    if (closed_ || closing_) return Status::closed;
+    if (len > L_.item_bytes)
+      return fail("flow: item of " + std::to_string(len) + " bytes exceeds item_bytes " +
+                  std::to_string(L_.item_bytes));
+    if (B::check_peer_sometimes() != Status::ok) return Status::failed;
+    if (!room()) {
+      // Try to make room now. Active: the owner helps the data mover (one pump round when
+      // the mover is not in one), so a mover that the scheduler keeps off the core, which it
+      // usually shares with this thread, does not stall the stream; if the mover is busy,
+      // give it the core before saying full.
+      help(HeadRefresh::now);
+      if (failed()) return Status::failed;
+      if (!room()) {
+        stats_.full++;
+        return Status::full;
+      }
+    }
+    reserved_len_ = static_cast<std::uint32_t>(len);
+    reserved_ = true;
+    *out = std::span<std::byte>(B::slot(staged_) + kSlotHeader, len);
+    return Status::ok;
+  }
+
+  Status commit() noexcept override {
+    if (!reserved_) return fail("flow: commit() without reserve()");
+    reserved_ = false;
+    std::byte* sl = B::slot(staged_);
+    mark_visible();
+    write_slot(sl, staged_, sl + kSlotHeader, reserved_len_, 0, kSum);
+    stage_done();
+    stats_.items++;
+    if (!active_) pump(HeadRefresh::lazy);
+    return failed() ? Status::failed : Status::ok;
+  }
+
+  Status flush(std::chrono::milliseconds timeout) noexcept override {
+    if (failed()) return Status::failed;
+    // Flushing needs nothing from the consumer: no early head refresh.
+    return wait_until(timeout, HeadRefresh::lazy,
+                      [&] { return done_pub_.load(std::memory_order_acquire) >= staged_; });
+  }
+
+  Status close(std::chrono::milliseconds timeout) noexcept override {
+    if (failed()) return Status::failed;
+    if (closed_) return Status::closed;
+    if (!closing_) {
+      Status st = wait_until(timeout, HeadRefresh::now, [&] { return room(); });
+      if (st != Status::ok) return st;
+      mark_visible();
+      write_slot(B::slot(staged_), staged_, nullptr, 0, kFlagClose, kSum);
+      stage_done();
+      closing_ = true;
+      closing_pub_.store(true, std::memory_order_release);
+    }
+    Status st = wait_until(timeout, HeadRefresh::now, [&] { return head_view() >= staged_; });
+    if (st == Status::ok) closed_ = true;
+    return st;
+  }
+
+  const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
+  const std::string& error() const noexcept override { return B::error_; }
+
+ private:
+  std::uint64_t head_view() const noexcept {
+    return active_ ? head_pub_.load(std::memory_order_acquire) : head_known_;
+  }
+  bool room() const noexcept { return staged_ - head_view() < L_.capacity; }
+  void stage_done() noexcept {
+    ++staged_;
+    if (active_) staged_pub_.store(staged_, std::memory_order_release);
+  }
+  // Pull data: the consumer reads the ring itself, so it may take a slot in (and count it in
+  // its head) from the moment the slot's header is written, before stage_done publishes it.
+  // Active producers publish that bound first, for the mover's range check of the head:
+  // write_slot's release store of the header orders this store before it, so whoever saw the
+  // header (and then the consumer's head) finds the bound here.
+  void mark_visible() noexcept {
+    if constexpr (D == DataFlow::pull) {
+      if (active_) visible_pub_.store(staged_ + 1, std::memory_order_release);
+    }
+  }
+  // The most slots the consumer can have seen (read by the pump): pull data, every slot
+  // written or being written; otherwise what was sent.
+  std::uint64_t visible() const noexcept {
+    if constexpr (D == DataFlow::pull)
+      return active_ ? visible_pub_.load(std::memory_order_acquire) : staged_;
+    else
+      return sent_;
+  }
+
+  template <class Try>
+  Status blocking(std::chrono::milliseconds timeout, Try&& attempt) noexcept {
+    BoundedWait wait = B::bounded_wait(timeout);
+    Backoff backoff;
+    for (;;) {
+      Status st = attempt();
+      if (st != Status::full) return st;
+      if ((st = B::waited(wait)) != Status::ok) return st;
+      backoff.pause();
+    }
+  }
+
+  // HeadRefresh::now: the wait is for space, so refresh the consumer's head even above the lazy
+  // threshold.
+  template <class Pred>
+  Status wait_until(std::chrono::milliseconds timeout, HeadRefresh need, Pred&& done) noexcept {
+    // The common flush is done after one round: read no clock for it.
+    help(need);
+    if (failed()) return Status::failed;
+    if (done()) return Status::ok;
+    BoundedWait wait = B::bounded_wait(timeout);
+    Backoff backoff;
+    for (;;) {
+      help(need);
+      if (failed()) return Status::failed;
+      if (done()) return Status::ok;
+      if (Status st = B::waited(wait); st != Status::ok) return st;
+      backoff.pause();
+    }
+  }
+
+  // The owner thread's share of the data path: inline, one pump round; active, one round if
+  // the data mover is not in one (else the core goes to the mover).
+  void help(HeadRefresh need) noexcept {
+    bool moved, outstanding;
+    if (!active_)
+      pump(need);
+    else if (!try_pump(need, &moved, &outstanding))
+      std::this_thread::yield();
+  }
+
+  // Active producer: one pump round unless the other thread (mover or owner) is in one.
+  // *moved: what pump() returned; *outstanding: work is pending (in-flight writes or reads,
+  // staged items not yet sent, a close), read under the same exclusion.
+  bool try_pump(HeadRefresh need, bool* moved, bool* outstanding) noexcept {
+    return B::try_round([&] {
+      *moved = pump(need);
+      *outstanding = inflight_ > 0 || read_pending_ ||
+                     staged_pub_.load(std::memory_order_acquire) != sent_ ||
+                     closing_pub_.load(std::memory_order_acquire);
+    });
+  }
+
+  // One round of the data path: reap completions, take in space notifications, move staged
+  // slots, notify the consumer, refresh the consumer's head when space runs low (or `need`,
+  // says the caller is out of room). Returns whether anything moved.
+  bool pump(HeadRefresh need) noexcept {
+    if (failed()) return false;
+    const std::uint64_t before_sent = sent_, before_head = head_known_;
+    if (!reap_tx()) return false;
+    const std::uint64_t staged = active_ ? staged_pub_.load(std::memory_order_acquire) : staged_;
+    if constexpr (D == DataFlow::pull)
+      sent_ = staged;  // the ring itself is what the consumer reads
+    if constexpr (S == SpaceNotify::push2) {
+      if (!reap_rx()) return false;
+    }
+    if constexpr (S == SpaceNotify::push) {
+      n_.progress();  // the consumer's head write lands in our cell
+      if (!take_head(load_acquire(B::cell(kPeerCell)))) return false;
+    }
+    if constexpr (D == DataFlow::pull) {
+      if constexpr (T == TransferNotify::pull) store_release(B::cell(kOwnCell), sent_);
+      t_.progress();
+      if constexpr (T == TransferNotify::pull) B::progress_notify();  // tail reads
+    } else {
+      if (!move_data(staged)) return false;
+      if constexpr (T == TransferNotify::pull) store_release(B::cell(kOwnCell), sent_);
+    }
+    if constexpr (T == TransferNotify::push) {
+      if (notified_ != sent_ && !notify_tail()) return false;
+    }
+    if constexpr (S == SpaceNotify::pull) {
+      // At most one head read in flight; reap_tx takes in its result. Never waited for here,
+      // so the data path keeps moving while the read crosses the fabric.
+      if (read_pending_) {
+        if (!read_in_time()) return false;
+      } else {
+        // Lazy refresh: early (below the threshold) at most once per refresh_gap_ staged
+        // items, so a consumer that stays behind is not also asked after every item; at once
+        // when out of room, when the caller needs room, or to finish a close.
+        const bool closing = closing_pub_.load(std::memory_order_acquire);
+        // (Pull data: the head may count a slot the owner is still publishing.)
+        const std::uint64_t free_slots =
+            L_.capacity - (staged > head_known_ ? staged - head_known_ : 0);
+        const bool early = free_slots < refresh_below_ && staged - refreshed_at_ >= refresh_gap_;
+        if (need == HeadRefresh::now || free_slots == 0 || early ||
+            (closing && head_known_ < staged)) {
+          refreshed_at_ = staged;
+          if (!post_head_read()) return false;
+        }
+      }
+    }
+    if (inflight_ == 0 && (T != TransferNotify::push || notified_ == sent_))
+      done_pub_.store(sent_, std::memory_order_release);
+    if (active_) head_pub_.store(head_known_, std::memory_order_release);
+    return sent_ != before_sent || head_known_ != before_head;
+  }
+
+  bool move_data(std::uint64_t staged) noexcept {
+    while (sent_ < staged) {
+      if (s_.options.batching) {
+        if (inflight_ >= max_inflight_) return true;
+        const std::uint64_t wrap = L_.capacity - sent_ % L_.capacity;
+        const std::uint64_t n = std::min<std::uint64_t>(staged - sent_, wrap);
+        const std::size_t bytes = (n - 1) * L_.stride + slot_used(slot_len(sent_ + n - 1));
+        // Every write costs the provider a fixed overhead (about 40 us on tcp here), so a write
+        // joins one already in flight only when it is big enough to be worth it; small items
+        // keep coalescing meanwhile.
+        if (inflight_ > 0 && bytes < kMoverPipelineBytes) return true;
+        Status st = post_data(sent_, bytes, kSignal, n);
+        if (st == Status::again) return true;
+        if (st != Status::ok) return fail_transport();
+        ++inflight_;
+        sent_ += n;
+      } else {
+        const std::size_t bytes = slot_used(slot_len(sent_));
+        unsigned flags = (++ops_ % s_.options.signal_every == 0) ? kSignal : 0u;
+        if (s_.options.inline_small && bytes <= t_.caps().inject_size) flags |= kInject;
+        Status st = post_data(sent_, bytes, flags, 1);
+        if (st == Status::again) {
+          --ops_;
+          reap_tx();
+          return true;
+        }
+        if (st != Status::ok) return fail_transport();
+        ++sent_;
+      }
+      data_ops_.inc();
+    }
+    return true;
+  }
+
+  Status post_data(std::uint64_t index, std::size_t bytes, unsigned flags,
+                   std::uint64_t n) noexcept {
+    const std::size_t off = L_.slot(index);
+    if constexpr (D == DataFlow::push2) {
+      return t_.post_send(s_.peer, base_ + off, bytes, desc_, kCtxData, flags);
+    } else if constexpr (T == TransferNotify::imm) {
+      return t_.post_write(s_.peer, base_ + off, bytes, desc_, s_.remote, off, kCtxData, flags, n);
+    } else {
+      return t_.post_write(s_.peer, base_ + off, bytes, desc_, s_.remote, off, kCtxData, flags);
+    }
+  }
+
+  std::uint32_t slot_len(std::uint64_t index) const noexcept {
+    std::uint64_t m;
+    std::memcpy(&m, B::slot(index) + 8, 8);
+    return static_cast<std::uint32_t>(m);
+  }
+
+  bool notify_tail() noexcept {
+    tail_value_ = sent_;
+    Status st = n_.post_write(s_.peer, &tail_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell),
+                              kCtxData, kInject);
+    if (st == Status::again) return true;
+    if (st != Status::ok) return B::fail_notify();
+    notified_ = sent_;
+    transfer_ops_.inc();
+    return true;
+  }
+
+  bool post_head_read() noexcept {
+    Status st = n_.post_read(s_.peer, B::cell(kLandingCell), 8, B::ndesc_, s_.nremote,
+                             L_.cell(kOwnCell), kCtxRead, kSignal);
+    if (st == Status::again) return true;  // the transport is busy: the next round retries
+    if (st != Status::ok) return B::fail_notify();
+    read_pending_ = true;
+    read_posted_ = Clock::now();
+    read_polls_ = 0;
+    space_ops_.inc();
+    return reap_tx();  // providers that complete at once (local) need no second round
+  }
+
+  // A head read that stays unanswered beyond peer_timeout fails the queue (clock read every
+  // 64 rounds).
+  bool read_in_time() noexcept {
+    if ((++read_polls_ & 63u) != 0) return true;
+    if (Clock::now() - read_posted_ <= s_.options.peer_timeout) return true;
+    fail("flow: the consumer's head counter could not be read within " +
+         std::to_string(s_.options.peer_timeout.count()) + " ms");
+    return false;
+  }
+
+  // Range-checks a head value the consumer wrote or sent: it can never pass what it could
+  // see (what was sent; pull data: what was written into the ring).
+  bool take_head(std::uint64_t v) noexcept {
+    if (v <= head_known_) return true;
+    if (const std::uint64_t limit = visible(); v > limit) {
+      fail("flow: the consumer's head counter " + std::to_string(v) + " is beyond the " +
+           std::to_string(limit) + " items " + (D == DataFlow::pull ? "written" : "sent") +
+           " (protocol violation)");
+      return false;
+    }
+    head_known_ = v;
+    return true;
+  }
+
+  // Data completions come from t_, the head read's from n_ (the same CQ unless separate).
+  bool reap_tx() noexcept {
+    if (!reap_tx_of(t_)) return false;
+    return !B::separate_ || reap_tx_of(n_);
+  }
+
+  bool reap_tx_of(Tr& tr) noexcept {
+    Completion c[kPollBatch];
+    for (;;) {
+      int n = tr.poll_tx(c);
+      if (n < 0) return &tr == &t_ ? fail_transport() : B::fail_notify();
+      for (int i = 0; i < n; ++i) {
+        if (c[i].context == kCtxData && inflight_ > 0) --inflight_;
+        if (c[i].context == kCtxRead && read_pending_) {
+          read_pending_ = false;
+          if (!take_head(load_acquire(B::cell(kLandingCell)))) return false;
+        }
+      }
+      if (n < static_cast<int>(kPollBatch)) return true;
+    }
+  }
+
+  // Pushed head counters (space push2): receives on the notify transport, in its region.
+  bool reap_rx() noexcept {
+    Completion c[kPollBatch];
+    for (;;) {
+      int n = n_.poll_rx(c);
+      if (n < 0) return B::fail_notify();
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t idx = c[i].context - kCtxRecv;
+        if (idx >= L_.pool) continue;
+        std::byte* cellp = B::nbase_ + L_.pool_cell(idx);
+        std::uint64_t v;
+        std::memcpy(&v, cellp, 8);
+        if (!take_head(v)) return false;
+        Status st = n_.post_recv(s_.peer, cellp, 8, B::ndesc_, c[i].context);
+        if (st != Status::ok) return B::fail_notify();
+      }
+      if (n < static_cast<int>(kPollBatch)) return true;
+    }
+  }
+
+  bool fail_transport() noexcept {
+    if (!failed()) fail("flow: " + t_.last_error());
+    return false;
+  }
+
+  std::uint64_t refresh_below_ = 1;
+  std::uint64_t refresh_gap_ = 1;
+  std::uint64_t refreshed_at_ = 0;  // staged count at the last head refresh (pump's thread)
+  bool active_ = false;
+  // Owner thread.
+  std::uint64_t staged_ = 0;
+  bool reserved_ = false;
+  std::uint32_t reserved_len_ = 0;
+  bool closing_ = false;
+  bool closed_ = false;
+  QueueStats stats_;
+  // Pump (owner thread, or the mover thread when active).
+  std::uint64_t sent_ = 0;
+  std::uint64_t head_known_ = 0;
+  std::uint64_t notified_ = 0;
+  std::uint64_t ops_ = 0;
+  std::uint64_t tail_value_ = 0;
+  unsigned inflight_ = 0;      // batched writes awaiting their completion
+  unsigned max_inflight_ = 1;  // batching: 1 (the thesis' batching queue); data mover: more
+  bool read_pending_ = false;  // a head read is in flight (space pull)
+  unsigned read_polls_ = 0;
+  Clock::time_point read_posted_{};
+  // Between the two.
+  std::atomic<std::uint64_t> staged_pub_{0};
+  std::atomic<std::uint64_t> visible_pub_{0};  // pull data: slots written or being written
+  std::atomic<std::uint64_t> head_pub_{0};
+  std::atomic<std::uint64_t> done_pub_{0};
+  std::atomic<bool> closing_pub_{false};
+};
+
+}  // namespace fabflow::flow::detail
