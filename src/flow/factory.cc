@@ -1,5 +1,5 @@
 // make_producer / make_consumer: the checks of what the caller passed, then the run-time
-// dispatch onto the template instantiations (queue.h) or the socket baseline.
+// dispatch onto the template instantiations (producer.cc, consumer.cc) or the socket baseline.
 #include <fabflow/bootstrap.h>
 #include <fabflow/flow.h>
 
