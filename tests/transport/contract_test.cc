@@ -1,0 +1,321 @@
+// The transport contract, one suite over every transport: shm rdm, tcp msg, tcp;ofi_rxm rdm,
+// local, and the fault wrapper as a pass-through (over shm). Two threads of one process, each
+// with its own transport joined by in-process bootstraps. What every transport must do: sends
+// matched to receives in order with their contexts and payloads; write, read and write with
+// remote data; atomics, or a clear refusal at open; malformed keys refused; access outside an
+// imported region refused locally; waits that time out and wake. What only one transport does
+// (the local transport's corrupted rings and peer-exit notice, libfabric's key layout and
+// provider selection) is tested beside it.
+#include <fabflow/bootstrap.h>
+#include <fabflow/fault.h>
+#include <fabflow/transport.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+namespace fabflow {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Target {
+  const char* name;  // the test name's suffix
+  const char* provider;
+  EndpointType endpoint;
+  bool fault_wrapper;  // wrapped in make_fault_transport with an empty plan
+};
+
+std::string label(const ::testing::TestParamInfo<Target>& info) { return info.param.name; }
+
+// Runs `body(rank, transport, boot)` on two threads; returns the first failure message. The
+// transports outlive both threads (shm maps a peer endpoint of the same process by pointer).
+std::string run_pair(const Target& target, TransportOptions o,
+                     const std::function<void(int, Transport&, Bootstrap&)>& body) {
+  o.provider = target.provider;
+  o.endpoint = target.endpoint;
+  auto boots = make_thread_bootstraps(2);
+  std::array<std::string, 2> errors;
+  std::array<std::unique_ptr<Transport>, 2> transports;
+  std::array<std::thread, 2> threads;
+  for (std::size_t r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      Bootstrap& boot = *boots[r];
+      try {
+        transports[r] = open_transport(o);
+        if (target.fault_wrapper)
+          transports[r] = make_fault_transport(std::move(transports[r]), FaultPlan{});
+        Transport& t = *transports[r];
+        t.connect(boot);
+        body(static_cast<int>(r), t, boot);
+        boot.barrier([&] { t.progress(); });
+      } catch (const std::exception& e) {
+        errors[r] = "rank " + std::to_string(r) + ": " + e.what();
+        boot.abort(e.what());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return errors[0].empty() ? errors[1] : errors[0];
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+
+// Polls until one completion arrives, driving progress; fails after 5 s.
+Completion wait_one(Transport& t, bool rx) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  Completion c[1];
+  for (;;) {
+    const int n = rx ? t.poll_rx(c) : t.poll_tx(c);
+    if (n < 0) throw Error(t.last_error());
+    if (n == 1) return c[0];
+    if (std::chrono::steady_clock::now() > deadline) throw Error("no completion within 5 s");
+  }
+}
+
+// Posts until the transport takes it: `again` (an rdm endpoint still connecting, a full queue)
+// is retried while driving progress, for at most 5 s.
+template <class Post>
+void post_ok(Transport& t, Post post) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  Status s;
+  while ((s = post()) == Status::again) {
+    t.progress();
+    if (std::chrono::steady_clock::now() > deadline) throw Error("post still busy after 5 s");
+  }
+  if (s != Status::ok) throw Error(t.last_error());
+}
+
+// Registers `bytes` of fresh memory and exchanges keys; returns the region and the peer's.
+struct Exchanged {
+  std::unique_ptr<MemoryRegion> mr;
+  RemoteMemory peer;
+};
+Exchanged exchange(Transport& t, Bootstrap& boot, std::size_t bytes) {
+  Exchanged x;
+  x.mr = t.allocate(bytes, kAllAccess);
+  auto keys = boot.allgather(t.export_key(*x.mr));
+  const int peer = 1 - boot.rank();
+  x.peer = t.import_key(peer, keys[static_cast<std::size_t>(peer)]);
+  expect(x.peer.length >= bytes, "imported a region shorter than the peer's");
+  return x;
+}
+
+TransportOptions with_ops(std::vector<Op> ops) {
+  TransportOptions o;
+  o.ops = std::move(ops);
+  return o;
+}
+
+class TransportContract : public ::testing::TestWithParam<Target> {};
+
+TEST_P(TransportContract, SendsMatchReceivesInOrderWithContextsAndPayloads) {
+  EXPECT_EQ(
+      run_pair(GetParam(), with_ops({Op::send}),
+               [](int rank, Transport& t, Bootstrap& boot) {
+                 auto mr = t.allocate(4096, kAllAccess);
+                 std::byte* buf = mr->data();
+                 if (rank == 1) {
+                   for (int i = 0; i < 3; ++i)
+                     post_ok(t, [&] {
+                       return t.post_recv(0, buf + i * 1024, 1024, mr->desc(), 100 + i);
+                     });
+                 }
+                 boot.barrier([&] { t.progress(); });
+                 if (rank == 0) {
+                   for (int i = 0; i < 3; ++i) {
+                     std::memset(buf, 'a' + i, 1000);
+                     post_ok(t, [&] { return t.post_send(1, buf, 1000, mr->desc(), 7, kSignal); });
+                     const Completion c = wait_one(t, false);
+                     expect(c.context == 7 && c.kind == CompletionKind::send,
+                            "bad send completion");
+                   }
+                   return;
+                 }
+                 for (int i = 0; i < 3; ++i) {
+                   const Completion c = wait_one(t, true);
+                   expect(c.kind == CompletionKind::recv && c.length == 1000 &&
+                              c.context == static_cast<std::uint64_t>(100 + i),
+                          "receive completions out of order or malformed");
+                   for (int k = 0; k < 1000; ++k)
+                     expect(buf[i * 1024 + k] == std::byte('a' + i), "payload corrupted");
+                 }
+               }),
+      "");
+}
+
+TEST_P(TransportContract, WriteReadAndWriteWithData) {
+  EXPECT_EQ(
+      run_pair(GetParam(), with_ops({Op::write, Op::read, Op::writedata}),
+               [](int rank, Transport& t, Bootstrap& boot) {
+                 auto [mr, peer] = exchange(t, boot, 8192);
+                 std::byte* buf = mr->data();
+                 if (t.caps().rx_cq_data_consumes_recv && rank == 1)
+                   post_ok(t, [&] { return t.post_recv(0, buf, 0, mr->desc(), 1); });
+                 boot.barrier([&] { t.progress(); });
+                 if (rank == 0) {
+                   for (std::size_t i = 0; i < 4096; ++i) buf[i] = std::byte(i * 7);
+                   post_ok(t, [&] {
+                     return t.post_write(1, buf, 4096, mr->desc(), peer, 4096, 1, kSignal);
+                   });
+                   expect(wait_one(t, false).kind == CompletionKind::write, "write completion");
+                   // Read it back into our upper half and compare.
+                   post_ok(t, [&] {
+                     return t.post_read(1, buf + 4096, 4096, mr->desc(), peer, 4096, 2, kSignal);
+                   });
+                   const Completion c = wait_one(t, false);
+                   expect(c.kind == CompletionKind::read && c.context == 2, "read completion");
+                   expect(std::memcmp(buf, buf + 4096, 4096) == 0, "read back differs");
+                   post_ok(t, [&] {
+                     return t.post_write(1, buf, 64, mr->desc(), peer, 0, 4, kSignal, 0xabcdu);
+                   });
+                   wait_one(t, false);
+                   return;
+                 }
+                 const Completion c = wait_one(t, true);
+                 expect(c.has_data && c.data == 0xabcdu, "write with data lost its data");
+                 expect(std::memcmp(buf, buf + 4096, 64) == 0, "write with data: payload differs");
+               }),
+      "");
+}
+
+TEST_P(TransportContract, AtomicsOrAClearRefusal) {
+  TransportOptions o = with_ops({Op::fadd, Op::cswap});
+  o.provider = GetParam().provider;
+  o.endpoint = GetParam().endpoint;
+  try {
+    (void)probe_transport(o);
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("atomic"), std::string::npos) << e.what();
+    return;
+  }
+  EXPECT_EQ(run_pair(GetParam(), o,
+                     [](int rank, Transport& t, Bootstrap& boot) {
+                       auto [mr, peer] = exchange(t, boot, 4096);
+                       auto* words = reinterpret_cast<std::uint64_t*>(mr->data());
+                       boot.barrier([&] { t.progress(); });
+                       if (rank == 0) {
+                         for (std::uint64_t i = 0; i < 10; ++i) {
+                           post_ok(t, [&] {
+                             return t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &words[8],
+                                                  mr->desc(), peer, 0, 1, kSignal);
+                           });
+                           wait_one(t, false);
+                           expect(words[8] == 5 * i,
+                                  "fetch-add returned " + std::to_string(words[8]));
+                         }
+                         post_ok(t, [&] {
+                           return t.post_atomic(1, AtomicOp::compare_swap, 99, 50, &words[8],
+                                                mr->desc(), peer, 0, 2, kSignal);
+                         });
+                         wait_one(t, false);
+                         expect(words[8] == 50, "compare-swap returned the wrong old value");
+                       }
+                       boot.barrier([&] { t.progress(); });
+                       if (rank == 1) expect(words[0] == 99, "compare-swap did not store");
+                     }),
+            "");
+}
+
+TEST_P(TransportContract, MalformedKeysAreRefused) {
+  EXPECT_EQ(run_pair(GetParam(), with_ops({Op::write}),
+                     [](int rank, Transport& t, Bootstrap&) {
+                       if (rank != 0) return;
+                       auto mr = t.allocate(64, kAllAccess);
+                       const auto good = t.export_key(*mr);
+                       auto refused = [&](int from, std::vector<std::byte> blob, const char* what) {
+                         try {
+                           t.import_key(from, blob);
+                         } catch (const PeerError&) {
+                           return;
+                         }
+                         throw Error(std::string("accepted a key with ") + what);
+                       };
+                       refused(1, {}, "no bytes");
+                       refused(1, {good.begin(), good.begin() + good.size() / 2}, "half its bytes");
+                       auto bad_magic = good;
+                       bad_magic[0] ^= std::byte{0xff};
+                       refused(1, bad_magic, "a bad magic");
+                       auto longer = good;
+                       longer.push_back(std::byte{1});
+                       refused(1, longer, "trailing bytes");
+                       refused(5, good, "a rank that does not exist");
+                       refused(-1, good, "a negative rank");
+                     }),
+            "");
+}
+
+TEST_P(TransportContract, AccessOutsideTheImportedRegionIsRefusedLocally) {
+  EXPECT_EQ(run_pair(GetParam(), with_ops({Op::write, Op::read}),
+                     [](int rank, Transport& t, Bootstrap& boot) {
+                       auto [mr, peer] = exchange(t, boot, 4096);
+                       if (rank == 0) {
+                         std::byte* buf = mr->data();
+                         const std::uint64_t end = peer.length;
+                         expect(t.post_write(1, buf, 16, mr->desc(), peer, end - 2, 3, kSignal) ==
+                                    Status::failed,
+                                "a write past the end was not refused");
+                         expect(t.post_read(1, buf, 1, mr->desc(), peer, ~std::uint64_t{0}, 4,
+                                            kSignal) == Status::failed,
+                                "a read at an offset that wraps was not refused");
+                         expect(!t.last_error().empty(), "a refusal without a reason");
+                         // The transport is still usable after a refusal.
+                         post_ok(t, [&] {
+                           return t.post_write(1, buf, 16, mr->desc(), peer, end - 16, 5, kSignal);
+                         });
+                         expect(wait_one(t, false).context == 5, "write after a refusal");
+                       }
+                     }),
+            "");
+}
+
+TEST_P(TransportContract, WaitsTimeOutAndWake) {
+  for (bool blocking : {false, true}) {
+    TransportOptions o = with_ops({Op::send});
+    o.blocking_waits = blocking;
+    EXPECT_EQ(run_pair(GetParam(), o,
+                       [](int rank, Transport& t, Bootstrap& boot) {
+                         auto mr = t.allocate(256, kAllAccess);
+                         Completion c[4];
+                         if (rank == 1) {
+                           post_ok(t,
+                                   [&] { return t.post_recv(0, mr->data(), 256, mr->desc(), 9); });
+                           const auto t0 = std::chrono::steady_clock::now();
+                           const int n = t.wait_rx(c, 50ms);
+                           expect(n == 0, "a wait returned a completion nobody sent");
+                           expect(std::chrono::steady_clock::now() - t0 >= 45ms,
+                                  "a wait returned before its timeout");
+                         }
+                         boot.barrier([&] { t.progress(); });
+                         if (rank == 0) {
+                           post_ok(t, [&] {
+                             return t.post_send(1, mr->data(), 100, mr->desc(), 1, kSignal);
+                           });
+                           expect(t.wait_tx(c, 5s) == 1, "the send did not complete");
+                           return;
+                         }
+                         const int n = t.wait_rx(c, 5s);
+                         expect(n == 1 && c[0].context == 9 && c[0].length == 100,
+                                "the wait missed the message");
+                       }),
+              "")
+        << (blocking ? "blocking" : "polling");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, TransportContract,
+    ::testing::Values(Target{"shm_rdm", "shm", EndpointType::rdm, false},
+                      Target{"tcp_msg", "tcp", EndpointType::msg, false},
+                      Target{"tcp_rxm_rdm", "tcp;ofi_rxm", EndpointType::rdm, false},
+                      Target{"local", "local", EndpointType::rdm, false},
+                      Target{"fault_over_shm", "shm", EndpointType::rdm, true}),
+    label);
+
+}  // namespace
+}  // namespace fabflow
