@@ -73,15 +73,17 @@ TEST_F(JobStoreLaunch, NoPmixServerIsOneLine) {
 }
 
 // Starts the one-node Slurm of scripts/slurm-local.sh in its own folder and ports (a user's
-// own stays untouched), runs `srun --mpi=MPI -n 2 fabflow bench raw -p shm`, stops it.
-void srun_two_ranks(const std::string& mpi, const std::string& launcher) {
+// own stays untouched), runs `srun --mpi=MPI -n 2 fabflow bench raw -p shm`, stops it. Each
+// test has its own folder and ports: ctest runs tests side by side, and one test's `stop` must
+// not take down the Slurm another is using.
+void srun_two_ranks(const std::string& mpi, const std::string& launcher, int port) {
   if (::geteuid() != 0) GTEST_SKIP() << "a one-node Slurm needs root";
   if (!executable("/usr/bin/srun"))
     GTEST_SKIP() << "no /usr/bin/srun (apt install slurm-wlm munge)";
   const std::string script = std::string(FABFLOW_SOURCE_DIR) + "/scripts/slurm-local.sh";
-  const std::string dir = "/tmp/fabflow-slurm-test";
+  const std::string dir = "/tmp/fabflow-slurm-test-" + mpi;
   const std::map<std::string, std::string> env = {{"FABFLOW_SLURM_DIR", dir},
-                                                  {"FABFLOW_SLURM_PORT", "6917"}};
+                                                  {"FABFLOW_SLURM_PORT", std::to_string(port)}};
   CliResult up = run_cli({"/bin/bash", script, "start"}, 60s, env);
   if (up.status != 0) GTEST_SKIP() << "scripts/slurm-local.sh start failed: " << up.err;
   CliResult r = run_cli({"/usr/bin/srun", "--mpi=" + mpi, "-n", "2", FABFLOW_BIN, "bench", "raw",
@@ -94,13 +96,13 @@ void srun_two_ranks(const std::string& mpi, const std::string& launcher) {
 TEST_F(JobStoreLaunch, SrunPmixTwoRanksShm) {
   if (!bootstrap_detail::pmix_built())
     GTEST_SKIP() << "this fabflow was built without PMIx (libpmix-dev)";
-  srun_two_ranks("pmix", "pmix");
+  srun_two_ranks("pmix", "pmix", 6917);
 }
 
 TEST_F(JobStoreLaunch, SrunPmi2TwoRanksShm) {
   if (!bootstrap_detail::pmi2_built())
     GTEST_SKIP() << "this fabflow was built without PMI2 (libpmi2-0-dev)";
-  srun_two_ranks("pmi2", "pmi");
+  srun_two_ranks("pmi2", "pmi", 6927);
 }
 
 }  // namespace
