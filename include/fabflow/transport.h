@@ -92,7 +92,10 @@ struct Capabilities {
 
 // What to ask the fabric for.
 struct TransportOptions {
-  std::string provider = "auto";  // libfabric provider name, or "auto"
+  std::string provider = "auto";  // "local", a libfabric provider name, or "auto"
+  // Every rank of the run shares this host's memory (fabflow's launcher says so:
+  // launched_on_one_host() in fabflow/launcher.h): "auto" then picks the local transport.
+  bool same_host = false;
   EndpointType endpoint = EndpointType::automatic;
   std::vector<Op> ops;       // the operations that will be used (drives the request)
   bool thread_safe = false;  // a progress thread runs beside the data path

@@ -600,9 +600,4 @@ Capabilities local_capabilities(const TransportOptions& options) {
   return c;
 }
 
-bool local_auto_selected() noexcept {
-  const char* v = std::getenv("FABFLOW_SAME_HOST");
-  return v && std::strcmp(v, "1") == 0;
-}
-
 }  // namespace fabflow
