@@ -35,6 +35,11 @@ int launch_local(const LaunchConfig& config);
 // and should act as one rank rather than launch others.
 bool started_by_launcher();
 
+// True when fabflow's own launcher started this process on this host without network
+// namespaces, so every rank shares this host's memory (FABFLOW_SAME_HOST=1, which only the
+// launcher sets and only this reads). Pass it on as TransportOptions::same_host.
+bool launched_on_one_host();
+
 // Whether this machine allows creating network namespaces; when not, `why` says why.
 bool netns_available(std::string* why);
 

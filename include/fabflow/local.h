@@ -16,8 +16,4 @@ std::unique_ptr<Transport> open_local(const TransportOptions& options);
 // What the local transport offers (the same on every host).
 Capabilities local_capabilities(const TransportOptions& options = {});
 
-// True when `-p auto` should pick the local transport: the ranks were started by fabflow's
-// own launcher on one host without network namespaces (FABFLOW_SAME_HOST=1).
-bool local_auto_selected() noexcept;
-
 }  // namespace fabflow

@@ -92,7 +92,7 @@ struct Capabilities {
 
 // What to ask the fabric for.
 struct TransportOptions {
-  std::string provider = "auto";  // libfabric provider name, or "auto"
+  std::string provider = "auto";  // "local", a libfabric provider name, or "auto"
   EndpointType endpoint = EndpointType::automatic;
   std::vector<Op> ops;       // the operations that will be used (drives the request)
   bool thread_safe = false;  // a progress thread runs beside the data path
@@ -103,6 +103,9 @@ struct TransportOptions {
   // polling with back-off (for passive or low-rate users; providers without FI_WAIT_FD, such
   // as shm, fall back to polling).
   bool blocking_waits = false;
+  // Every rank of the run shares this host's memory (fabflow's launcher says so:
+  // launched_on_one_host() in fabflow/launcher.h): "auto" then picks the local transport.
+  bool same_host = false;
 };
 
 // Access a registration grants.

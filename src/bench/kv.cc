@@ -378,6 +378,7 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
     row.keys = params.keys;
     TransportOptions to;
     to.provider = params.provider;
+    to.same_host = params.same_host;
     to.endpoint = params.endpoint;
     to.ops = kv::required_ops(design);
     to.node = boot.local_address();

@@ -385,6 +385,7 @@ void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot,
   rp.progress = params.progress;
   TransportOptions to;
   to.provider = params.provider;
+  to.same_host = params.same_host;
   to.endpoint = params.endpoint;
   to.ops = {Op::write};
   to.node = boot.local_address();
@@ -461,6 +462,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       QueueOptions o = queue_options(params, d, size);
       TransportOptions to;
       to.provider = params.provider;
+      to.same_host = params.same_host;
       to.endpoint = params.endpoint;
       to.ops = o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o);
       to.node = boot.local_address();

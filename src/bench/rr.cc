@@ -610,6 +610,7 @@ void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row) {
   rp.progress = p.progress;
   TransportOptions to;
   to.provider = p.provider;
+  to.same_host = p.same_host;
   to.endpoint = p.endpoint;
   to.ops = {Op::write};
   to.node = boot.local_address();
@@ -691,6 +692,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
         row.empty_mailboxes = rr::request_by_write(pattern) ? o.empty_mailboxes : 0;
         TransportOptions to;
         to.provider = params.provider;
+        to.same_host = params.same_host;
         to.endpoint = params.endpoint;
         to.ops = rr::required_ops(o);
         to.node = boot.local_address();

@@ -270,6 +270,7 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
         design == seq::Design::rpc_batch || (design == seq::Design::spec && params.batch_responses);
     TransportOptions to;
     to.provider = params.provider;
+    to.same_host = params.same_host;
     to.endpoint = params.endpoint;
     to.ops = seq::required_ops(design);
     to.node = boot.local_address();

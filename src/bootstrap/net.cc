@@ -75,11 +75,6 @@ std::string seconds_text(std::chrono::milliseconds d) {
   return buf;
 }
 
-std::string errno_text(int err) {
-  char buf[128];
-  return strerror_r(err, buf, sizeof buf);
-}
-
 int ms_until(Clock::time_point deadline) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<decltype(left)>(left, 0, INT_MAX));

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/errno_text.h"
 #include "common/fd.h"
 
 namespace fabflow::bootstrap_detail {
@@ -32,7 +33,7 @@ std::optional<HostPort> parse_host_port(std::string_view text, std::string* why)
 
 // "8 s", "0.5 s": a duration for messages.
 std::string seconds_text(std::chrono::milliseconds d);
-std::string errno_text(int err);
+using fabflow::errno_text;
 
 // Milliseconds from now until `deadline`, rounded up, clamped to [0, INT_MAX].
 int ms_until(Clock::time_point deadline);

@@ -106,6 +106,7 @@ int run_inbound_rank(const InboundFlags& flags, const Validated& v) {
     params.yield = rank.boot.size() > static_cast<int>(rank.allowed_cpus.size());
     TransportOptions opts = transport_options(v, v.providers.front(), params.ops);
     opts.node = rank.boot.local_address();
+    opts.same_host = rank.same_host;
     Capabilities caps = probe_transport(opts);
     opts.thread_safe = inbound_progress_thread(params, caps, rank.boot.rank(), rank.boot.size());
     auto transport = open_transport(opts);

@@ -155,6 +155,7 @@ int run_kv_rank(const KvFlags& flags, const Validated& v) {
       [&](Rank& rank) {
         KvParams params = v.params;
         params.provider = v.providers.front();
+        params.same_host = rank.same_host;
         params.pin = !flags.no_pin;
         params.cpus = rank.allowed_cpus;
         params.cpu = rank.cpu;

@@ -111,6 +111,7 @@ int run_queue_rank(const QueueFlags& flags, const Validated& v) {
   return run_rank(flags, [&](Rank& rank) {
     QueueParams params = v.params;
     params.provider = v.providers.front();
+    params.same_host = rank.same_host;
     params.cpu = rank.cpu;
     QueueResult result = run_queue(params, rank.boot);
     if (rank.boot.rank() != 0) return;

@@ -144,6 +144,7 @@ int run_raw_rank(const RawFlags& flags, const Validated& v, const std::string& r
     params.cpu = rank.cpu;
     TransportOptions opts = transport_options(v, v.providers.front(), params.op);
     opts.node = rank.boot.local_address();
+    opts.same_host = rank.same_host;
     // Only a passive target may need a progress thread (rank 0 always polls).
     Capabilities caps = probe_transport(opts);
     opts.thread_safe = raw_progress_thread(params, caps, rank.boot.rank());

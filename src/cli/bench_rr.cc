@@ -117,6 +117,7 @@ int run_rr_rank(const RrFlags& flags, const Validated& v) {
       [&](Rank& rank) {
         RrParams params = v.params;
         params.provider = v.providers.front();
+        params.same_host = rank.same_host;
         params.pin = !flags.no_pin;
         params.cpus = rank.allowed_cpus;
         params.cpu = rank.cpu;

@@ -69,6 +69,7 @@ int run_seq_rank(const SeqFlags& flags, const Validated& v) {
   return run_rank(flags, [&](Rank& rank) {
     SeqParams params = v.params;
     params.provider = v.providers.front();
+    params.same_host = rank.same_host;
     params.pin = !flags.no_pin;
     params.cpus = rank.allowed_cpus;
     params.cpu = rank.cpu;

@@ -42,12 +42,14 @@ struct Rank {
   Bootstrap& boot;
   int cpu = -1;                   // the CPU this rank's thread is pinned to (-1: not pinned)
   std::vector<int> allowed_cpus;  // the host's CPUs this rank may use, read before pinning
+  bool same_host = false;         // every rank shares this host's memory (launched_on_one_host())
 };
 
 // The one rank runner of every bench subcommand: meets the peers through the launcher's
-// bootstrap (waiting at least `min_timeout` for them), pins the thread unless --no-pin, runs
-// `body`, waits for every rank at a barrier and returns 0. A failure is told to the peers
-// (so they stop at once with this rank's error) and rethrown.
+// bootstrap (waiting at least `min_timeout` for them), reads whether they all run on this
+// host (the only place the CLI asks: Rank::same_host travels on in TransportOptions), pins the
+// thread unless --no-pin, runs `body`, waits for every rank at a barrier and returns 0. A failure
+// is told to the peers (so they stop at once with this rank's error) and rethrown.
 int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
              std::chrono::milliseconds min_timeout = {});
 

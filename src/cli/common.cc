@@ -50,7 +50,8 @@ int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
   cfg.timeout = std::max(cfg.timeout, min_timeout);
   auto boot = make_tcp_bootstrap(cfg);
   try {
-    Rank rank{*boot, -1, allowed_cpus()};  // the host's CPUs, before pinning narrows the view
+    // The host's CPUs are read before pinning narrows the view.
+    Rank rank{*boot, -1, allowed_cpus(), launched_on_one_host()};
     if (!flags.no_pin) {
       rank.cpu = cpu_for_local_rank(boot->local_rank());
       if (!pin_current_thread(rank.cpu)) rank.cpu = -1;

@@ -1,4 +1,4 @@
-// File descriptor ownership and small errno helpers shared by the launcher's sources.
+// Pipes and descriptors above the standard streams, shared by the launcher's sources.
 #pragma once
 
 #include <fcntl.h>
@@ -12,16 +12,14 @@
 
 #include "fabflow/status.h"
 
+#include "common/errno_text.h"
 #include "common/fd.h"
 
 namespace fabflow::launcher {
 
 using fabflow::Fd;
 
-// "what: strerror(errno)", for one-line error messages.
-inline std::string errno_text(std::string_view what, int err = errno) {
-  return std::string(what) + ": " + std::strerror(err);
-}
+using fabflow::errno_text;
 
 // Moves `fd` above 0..2 (so that dup2 onto a standard stream in a child never aliases it) and
 // marks it close-on-exec. Throws Error on failure.

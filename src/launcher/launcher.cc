@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -619,6 +620,11 @@ bool started_by_launcher() {
   };
   return set("FABFLOW_RANK") || (set("SLURM_PROCID") && set("SLURM_NTASKS")) ||
          set("OMPI_COMM_WORLD_RANK") || set("PMI_RANK") || set("PMIX_RANK");
+}
+
+bool launched_on_one_host() {
+  const char* v = std::getenv("FABFLOW_SAME_HOST");
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace fabflow

@@ -1,5 +1,6 @@
-// Transport selection by provider name: "local" (or "auto" on one host under fabflow's own
-// launcher) opens the native shared-memory transport, anything else libfabric.
+// Transport selection by provider name: "local" (or "auto" when every rank shares this host,
+// TransportOptions::same_host) opens the native shared-memory transport, anything else
+// libfabric.
 #include <fabflow/local.h>
 #include <fabflow/transport.h>
 
@@ -7,7 +8,7 @@ namespace fabflow {
 namespace {
 
 bool wants_local(const TransportOptions& options) {
-  return options.provider == "local" || (options.provider == "auto" && local_auto_selected());
+  return options.provider == "local" || (options.provider == "auto" && options.same_host);
 }
 
 }  // namespace

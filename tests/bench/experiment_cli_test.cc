@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "launcher/launcher_test_util.h"
+#include "support/launcher_test_util.h"
 #include "support/run_cli.h"
 
 namespace fabflow {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <functional>
 
-#include "launcher/launcher_test_util.h"
+#include "support/launcher_test_util.h"
 
 namespace fabflow::bench {
 namespace {

@@ -228,18 +228,13 @@ std::vector<std::string> shm_regions_of(pid_t pid) {
 // One rank is SIGKILLed mid-run: one error line, a bounded time, and no shm region of either
 // rank left in /dev/shm (the launcher removes the killed rank's).
 void kill_rank_mid_run(int victim) {
-  std::vector<pid_t> ranks;
-  CliResult r = run_cli(
-      {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"}, 30s,
-      {}, testing::kill_rank_after(victim, 500ms, &ranks));
-  ASSERT_FALSE(r.timed_out) << r.err;
-  EXPECT_NE(r.status, 0);
-  EXPECT_LT(r.seconds, 12.0);
-  auto err = lines(r.err);
-  ASSERT_EQ(err.size(), 1u) << r.err;
-  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
-  EXPECT_EQ(ranks.size(), 2u);
-  for (pid_t pid : ranks)
+  const auto run = testing::kill_rank_mid_run(
+      {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"},
+      {victim, 500ms});
+  ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(run.result));
+  EXPECT_LT(run.result.seconds, 12.0);
+  EXPECT_EQ(run.ranks.size(), 2u);
+  for (pid_t pid : run.ranks)
     EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{}) << "rank pid " << pid;
 }
 

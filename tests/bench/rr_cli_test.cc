@@ -151,15 +151,11 @@ TEST(RrCli, BadInputsGiveOneErrorLineAndExit2) {
 // Kills rank `victim` (0: a requester, 1: the responder) once the run is under way: the
 // survivors report an error well within the launcher's bound instead of hanging.
 void kill_rank_mid_run(int victim, const char* pattern) {
-  CliResult r = run_cli({"fabflow", "bench", "rr", "-p", "shm", "--pattern", pattern, "-S", "64",
-                         "--requests", "2000000000"},
-                        30s, {}, testing::kill_rank_after(victim, 700ms));
-  ASSERT_FALSE(r.timed_out) << r.err;
-  EXPECT_NE(r.status, 0);
-  EXPECT_LT(r.seconds, 12.0);
-  auto err = lines(r.err);
-  ASSERT_EQ(err.size(), 1u) << r.err;
-  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  const auto run = testing::kill_rank_mid_run({"fabflow", "bench", "rr", "-p", "shm", "--pattern",
+                                               pattern, "-S", "64", "--requests", "2000000000"},
+                                              {victim, 700ms});
+  ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(run.result));
+  EXPECT_LT(run.result.seconds, 12.0);
 }
 
 TEST(RrCliPeerDeath, ResponderKilledMidRun) {

@@ -13,7 +13,7 @@
 
 #include "bootstrap/wire.h"
 #include "fabflow/bootstrap.h"
-#include "forked.h"
+#include "support/forked.h"
 
 namespace fabflow::test {
 namespace {

@@ -10,7 +10,7 @@
 #include "bootstrap/wire.h"
 #include "fabflow/bootstrap.h"
 #include "fabflow/status.h"
-#include "forked.h"
+#include "support/forked.h"
 
 namespace fabflow::test {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "flow_support.h"
+#include "support/flow_support.h"
 
 namespace {
 thread_local bool g_counting = false;

@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "flow/layout.h"
-#include "flow_support.h"
+#include "support/flow_support.h"
 
 namespace fabflow::flow::test {
 namespace {

@@ -7,7 +7,7 @@
 #include <array>
 #include <chrono>
 
-#include "flow_support.h"
+#include "support/flow_support.h"
 
 namespace fabflow::flow::test {
 namespace {

@@ -4,7 +4,7 @@
 #include <regex>
 #include <set>
 
-#include "launcher/launcher_test_util.h"
+#include "support/launcher_test_util.h"
 
 namespace fabflow::launcher_test {
 namespace {

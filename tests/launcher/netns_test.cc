@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "launcher/launcher_test_util.h"
+#include "support/launcher_test_util.h"
 #include "launcher/netns.h"
 
 namespace fabflow::launcher_test {

@@ -1,5 +1,8 @@
 #include "support/ranks.h"
 
+#include <fabflow/status.h>
+
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <thread>
@@ -37,6 +40,17 @@ std::string run_ranks(int n, const TransportOptions& options,
   for (const auto& e : errors)
     if (!e.empty()) all += (all.empty() ? "" : "; ") + e;
   return all;
+}
+
+Completion wait_one(Transport& t, Cq cq) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  Completion c[1];
+  for (;;) {
+    const int n = cq == Cq::rx ? t.poll_rx(c) : t.poll_tx(c);
+    if (n < 0) throw Error(t.last_error());
+    if (n == 1) return c[0];
+    if (std::chrono::steady_clock::now() > deadline) throw Error("no completion within 5 s");
+  }
 }
 
 }  // namespace fabflow::testing

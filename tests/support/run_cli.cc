@@ -1,6 +1,7 @@
 #include "support/run_cli.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -96,20 +97,32 @@ int rank_of(pid_t pid) {
   return -1;
 }
 
-std::function<void(pid_t)> kill_rank_after(int victim, std::chrono::milliseconds after,
-                                           std::vector<pid_t>* ranks) {
-  return [victim, after, ranks](pid_t launcher) {
-    for (int i = 0; i < 200; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      for (pid_t child : children_of(launcher))
-        if (rank_of(child) == victim) {
-          std::this_thread::sleep_for(after);
-          if (ranks) *ranks = children_of(launcher);
-          kill(child, SIGKILL);
-          return;
-        }
+KilledRun kill_rank_mid_run(std::vector<std::string> args, const RankKill& kill) {
+  KilledRun run;
+  run.result = run_cli(std::move(args), std::chrono::seconds(30), {}, [&](pid_t launcher) {
+    for (int i = 0; i < 500; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      pid_t target = -1;
+      const std::vector<pid_t> children = children_of(launcher);
+      for (pid_t child : children)
+        if (rank_of(child) == kill.victim) target = child;
+      if (target < 0 || (kill.ready && !kill.ready(children))) continue;
+      std::this_thread::sleep_for(kill.after);
+      run.ranks = children_of(launcher);
+      run.killed = std::chrono::steady_clock::now();
+      ::kill(target, SIGKILL);
+      return;
     }
-  };
+  });
+  return run;
+}
+
+void expect_one_error_line(const CliResult& r) {
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.status, 0);
+  const auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
 }
 
 std::vector<std::string> lines(const std::string& text) {

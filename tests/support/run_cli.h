@@ -33,11 +33,31 @@ std::vector<pid_t> children_of(pid_t parent);
 // The FABFLOW_RANK of process `pid` (a launched rank), or -1.
 int rank_of(pid_t pid);
 
-// An on_start callback for run_cli: waits (up to 4 s) until the launcher's child with rank
-// `victim` runs, lets it work for `after`, then SIGKILLs it. `ranks`, when given, receives the
-// launcher's children as they were just before the kill.
-std::function<void(pid_t)> kill_rank_after(int victim, std::chrono::milliseconds after,
-                                           std::vector<pid_t>* ranks = nullptr);
+// Which rank kill_rank_mid_run SIGKILLs, and when: `after` past the moment the launcher's child
+// with rank `victim` runs and `ready` (when given) holds for the launcher's children (both
+// polled every 10 ms for at most 5 s; the victim is left alone when that never happens).
+struct RankKill {
+  int victim = 1;
+  std::chrono::milliseconds after{700};
+  std::function<bool(const std::vector<pid_t>&)> ready;
+};
+
+// A run of which kill_rank_mid_run killed one rank.
+struct KilledRun {
+  CliResult result;
+  std::vector<pid_t> ranks;                        // the launcher's children just before the kill
+  std::chrono::steady_clock::time_point killed{};  // when; the epoch when no rank was killed
+};
+
+// Runs `args` (a launch of several ranks, bounded at 30 s) and SIGKILLs one rank mid-run, the
+// one way every peer-death test of the CLI kills a rank. Checks nothing: see
+// expect_one_error_line.
+KilledRun kill_rank_mid_run(std::vector<std::string> args, const RankKill& kill);
+
+// What a run that lost a rank (or failed on bad input) shows: it ended by itself, with a
+// non-zero status and exactly one stderr line, "fabflow: error: ...". Uses gtest's assertions:
+// call as ASSERT_NO_FATAL_FAILURE(expect_one_error_line(r)).
+void expect_one_error_line(const CliResult& r);
 
 // Lines of `text` that are non-empty.
 std::vector<std::string> lines(const std::string& text);

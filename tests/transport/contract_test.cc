@@ -17,10 +17,14 @@
 #include <functional>
 #include <thread>
 
+#include "support/ranks.h"
+
 namespace fabflow {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Cq;
+using testing::wait_one;
 
 struct Target {
   const char* name;  // the test name's suffix
@@ -64,18 +68,6 @@ std::string run_pair(const Target& target, TransportOptions o,
 
 void expect(bool ok, const std::string& what) {
   if (!ok) throw Error(what);
-}
-
-// Polls until one completion arrives, driving progress; fails after 5 s.
-Completion wait_one(Transport& t, bool rx) {
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  Completion c[1];
-  for (;;) {
-    const int n = rx ? t.poll_rx(c) : t.poll_tx(c);
-    if (n < 0) throw Error(t.last_error());
-    if (n == 1) return c[0];
-    if (std::chrono::steady_clock::now() > deadline) throw Error("no completion within 5 s");
-  }
 }
 
 // Posts until the transport takes it: `again` (an rdm endpoint still connecting, a full queue)
@@ -131,14 +123,14 @@ TEST_P(TransportContract, SendsMatchReceivesInOrderWithContextsAndPayloads) {
                    for (int i = 0; i < 3; ++i) {
                      std::memset(buf, 'a' + i, 1000);
                      post_ok(t, [&] { return t.post_send(1, buf, 1000, mr->desc(), 7, kSignal); });
-                     const Completion c = wait_one(t, false);
+                     const Completion c = wait_one(t, Cq::tx);
                      expect(c.context == 7 && c.kind == CompletionKind::send,
                             "bad send completion");
                    }
                    return;
                  }
                  for (int i = 0; i < 3; ++i) {
-                   const Completion c = wait_one(t, true);
+                   const Completion c = wait_one(t, Cq::rx);
                    expect(c.kind == CompletionKind::recv && c.length == 1000 &&
                               c.context == static_cast<std::uint64_t>(100 + i),
                           "receive completions out of order or malformed");
@@ -163,21 +155,21 @@ TEST_P(TransportContract, WriteReadAndWriteWithData) {
                    post_ok(t, [&] {
                      return t.post_write(1, buf, 4096, mr->desc(), peer, 4096, 1, kSignal);
                    });
-                   expect(wait_one(t, false).kind == CompletionKind::write, "write completion");
+                   expect(wait_one(t, Cq::tx).kind == CompletionKind::write, "write completion");
                    // Read it back into our upper half and compare.
                    post_ok(t, [&] {
                      return t.post_read(1, buf + 4096, 4096, mr->desc(), peer, 4096, 2, kSignal);
                    });
-                   const Completion c = wait_one(t, false);
+                   const Completion c = wait_one(t, Cq::tx);
                    expect(c.kind == CompletionKind::read && c.context == 2, "read completion");
                    expect(std::memcmp(buf, buf + 4096, 4096) == 0, "read back differs");
                    post_ok(t, [&] {
                      return t.post_write(1, buf, 64, mr->desc(), peer, 0, 4, kSignal, 0xabcdu);
                    });
-                   wait_one(t, false);
+                   wait_one(t, Cq::tx);
                    return;
                  }
-                 const Completion c = wait_one(t, true);
+                 const Completion c = wait_one(t, Cq::rx);
                  expect(c.has_data && c.data == 0xabcdu, "write with data lost its data");
                  expect(std::memcmp(buf, buf + 4096, 64) == 0, "write with data: payload differs");
                }),
@@ -205,7 +197,7 @@ TEST_P(TransportContract, AtomicsOrAClearRefusal) {
                              return t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &words[8],
                                                   mr->desc(), peer, 0, 1, kSignal);
                            });
-                           wait_one(t, false);
+                           wait_one(t, Cq::tx);
                            expect(words[8] == 5 * i,
                                   "fetch-add returned " + std::to_string(words[8]));
                          }
@@ -213,7 +205,7 @@ TEST_P(TransportContract, AtomicsOrAClearRefusal) {
                            return t.post_atomic(1, AtomicOp::compare_swap, 99, 50, &words[8],
                                                 mr->desc(), peer, 0, 2, kSignal);
                          });
-                         wait_one(t, false);
+                         wait_one(t, Cq::tx);
                          expect(words[8] == 50, "compare-swap returned the wrong old value");
                        }
                        boot.barrier([&] { t.progress(); });
@@ -268,7 +260,7 @@ TEST_P(TransportContract, AccessOutsideTheImportedRegionIsRefusedLocally) {
                          post_ok(t, [&] {
                            return t.post_write(1, buf, 16, mr->desc(), peer, end - 16, 5, kSignal);
                          });
-                         expect(wait_one(t, false).context == 5, "write after a refusal");
+                         expect(wait_one(t, Cq::tx).context == 5, "write after a refusal");
                        }
                      }),
             "");

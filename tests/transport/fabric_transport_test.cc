@@ -11,8 +11,13 @@
 #include <numeric>
 #include <thread>
 
+#include "support/ranks.h"
+
 namespace fabflow {
 namespace {
+
+using testing::Cq;
+using testing::wait_one;
 
 struct Target {
   const char* provider;
@@ -47,18 +52,6 @@ std::string run_pair(const TransportOptions& opts,
   }
   for (auto& th : threads) th.join();
   return errors[0].empty() ? errors[1] : errors[0];
-}
-
-// Polls `poll` (driving progress) until one completion arrives; fails after 5 s.
-Completion wait_one(Transport& t, bool rx) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  Completion c[1];
-  for (;;) {
-    int n = rx ? t.poll_rx(c) : t.poll_tx(c);
-    if (n < 0) throw Error(t.last_error());
-    if (n == 1) return c[0];
-    if (std::chrono::steady_clock::now() > deadline) throw Error("no completion within 5 s");
-  }
 }
 
 // Posts until the transport takes it: `again` (e.g. an rdm endpoint still connecting) is
@@ -99,12 +92,12 @@ TEST_P(FabricTransportTest, SendRecvCarriesPayloadAndData) {
       for (int i = 0; i < 3; ++i) {
         std::memset(buf.data(), 'a' + i, 1000);
         expect_ok([&] { return t.post_send(1, buf.data(), 1000, mr->desc(), 7, kSignal); }, t);
-        Completion c = wait_one(t, false);
+        Completion c = wait_one(t, Cq::tx);
         if (c.context != 7 || c.kind != CompletionKind::send) throw Error("bad send completion");
       }
     } else {
       for (int i = 0; i < 3; ++i) {
-        Completion c = wait_one(t, true);
+        Completion c = wait_one(t, Cq::rx);
         if (c.kind != CompletionKind::recv || c.length != 1000 ||
             c.context != static_cast<std::uint64_t>(100 + i))
           throw Error("bad recv completion");
@@ -132,14 +125,14 @@ TEST_P(FabricTransportTest, WriteReadAndWritedata) {
       for (std::size_t i = 0; i < 4096; ++i) buf[i] = std::byte(i * 7);
       expect_ok(
           [&] { return t.post_write(1, buf.data(), 4096, mr->desc(), peer, 4096, 1, kSignal); }, t);
-      wait_one(t, false);
+      wait_one(t, Cq::tx);
       // Read it back into our upper half and compare.
       expect_ok(
           [&] {
             return t.post_read(1, buf.data() + 4096, 4096, mr->desc(), peer, 4096, 2, kSignal);
           },
           t);
-      Completion c = wait_one(t, false);
+      Completion c = wait_one(t, Cq::tx);
       if (c.kind != CompletionKind::read) throw Error("expected a read completion");
       if (std::memcmp(buf.data(), buf.data() + 4096, 4096) != 0)
         throw Error("read back differs from what was written");
@@ -149,9 +142,9 @@ TEST_P(FabricTransportTest, WriteReadAndWritedata) {
       expect_ok(
           [&] { return t.post_write(1, buf.data(), 64, mr->desc(), peer, 0, 4, kSignal, 0xabcdu); },
           t);
-      wait_one(t, false);
+      wait_one(t, Cq::tx);
     } else {
-      Completion c = wait_one(t, true);
+      Completion c = wait_one(t, Cq::rx);
       if (!c.has_data || c.data != 0xabcdu) throw Error("writedata lost its data");
       if (std::memcmp(buf.data(), buf.data() + 4096, 64) != 0)
         throw Error("writedata payload differs");
@@ -183,7 +176,7 @@ TEST_P(FabricTransportTest, AtomicsOrClearRefusal) {
                                    kSignal);
             },
             t);
-        wait_one(t, false);
+        wait_one(t, Cq::tx);
         if (words[1] != 5 * i) throw Error("fetch-add returned " + std::to_string(words[1]));
       }
       expect_ok(
@@ -192,7 +185,7 @@ TEST_P(FabricTransportTest, AtomicsOrClearRefusal) {
                                  2, kSignal);
           },
           t);
-      wait_one(t, false);
+      wait_one(t, Cq::tx);
       if (words[1] != 50) throw Error("compare-swap returned the wrong old value");
     }
     boot.barrier([&] { t.progress(); });

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -86,14 +87,6 @@ std::set<std::string> dir_entries(const std::string& dir) {
   return out;
 }
 
-int rank_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  std::string var;
-  while (std::getline(f, var, '\0'))
-    if (var.rfind("FABFLOW_RANK=", 0) == 0) return std::stoi(var.substr(13));
-  return -1;
-}
-
 // True once `pid` maps a memfd segment (the transport is connected).
 bool maps_memfd(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/maps");
@@ -106,37 +99,22 @@ bool maps_memfd(pid_t pid) {
 void kill_rank_mid_run(int victim, const char* op) {
   const auto shm_before = dir_entries("/dev/shm");
   const auto tmp_before = dir_entries("/tmp");
-  std::vector<pid_t> ranks;
-  std::chrono::steady_clock::time_point killed{};
-  CliResult r =
-      run_cli({"fabflow", "bench", "raw", "-p", "local", "-o", op, "-t", "lat", "-I", "2000000000"},
-              30s, {}, [&](pid_t launcher) {
-                for (int i = 0; i < 500; ++i) {
-                  std::this_thread::sleep_for(10ms);
-                  pid_t target = -1;
-                  int mapped = 0;
-                  ranks = testing::children_of(launcher);
-                  for (pid_t child : ranks) {
-                    if (rank_of(child) == victim) target = child;
-                    mapped += maps_memfd(child) ? 1 : 0;
-                  }
-                  if (target > 0 && mapped == 2) {
-                    std::this_thread::sleep_for(200ms);
-                    killed = std::chrono::steady_clock::now();
-                    kill(target, SIGKILL);
-                    return;
-                  }
-                }
-              });
+  // Killed once both ranks map a segment (the transport is connected).
+  const auto connected = [](const std::vector<pid_t>& ranks) {
+    return std::ranges::count_if(ranks, maps_memfd) == 2;
+  };
+  const auto run = testing::kill_rank_mid_run(
+      {"fabflow", "bench", "raw", "-p", "local", "-o", op, "-t", "lat", "-I", "2000000000"},
+      {victim, 200ms, connected});
+  const CliResult& r = run.result;
+  const std::vector<pid_t>& ranks = run.ranks;
   auto after_kill =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run.killed).count();
   ASSERT_FALSE(r.timed_out) << r.err;
-  ASSERT_NE(killed, std::chrono::steady_clock::time_point{}) << "ranks never connected: " << r.err;
-  EXPECT_NE(r.status, 0);
+  ASSERT_NE(run.killed, std::chrono::steady_clock::time_point{})
+      << "ranks never connected: " << r.err;
   EXPECT_LT(after_kill, 2.5) << r.err;
-  auto err = lines(r.err);
-  ASSERT_EQ(err.size(), 1u) << r.err;
-  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(r));
   // Other tests (libfabric shm runs) may create /dev/shm entries meanwhile: only entries that
   // name fabflow or one of our ranks' pids would be ours.
   for (const auto& dir : {std::string("/dev/shm"), std::string("/tmp")}) {

@@ -23,23 +23,14 @@ namespace fabflow {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Cq;
+using testing::wait_one;
 
 // Runs `body(rank, transport, boot)` on two threads over local; returns the first failure message.
 std::string run_pair(const std::function<void(int, Transport&, Bootstrap&)>& body,
                      TransportOptions opts = {}) {
   opts.provider = "local";
   return testing::run_ranks(2, opts, body);
-}
-
-Completion wait_one(Transport& t, bool rx) {
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  Completion c[1];
-  for (;;) {
-    int n = rx ? t.poll_rx(c) : t.poll_tx(c);
-    if (n < 0) throw Error(t.last_error());
-    if (n == 1) return c[0];
-    if (std::chrono::steady_clock::now() > deadline) throw Error("no completion within 5 s");
-  }
 }
 
 void expect(bool ok, const std::string& what) {
@@ -82,7 +73,7 @@ TEST(LocalTransport, SendsMatchReceivesInOrderWithContexts) {
         expect(t.post_recv(0, mr->data(), mr->size(), nullptr, 100 + i) == Status::ok, "recv");
       boot.barrier();
       for (std::size_t i = 0; i < sizes.size(); ++i) {
-        Completion c = wait_one(t, true);
+        Completion c = wait_one(t, Cq::rx);
         expect(c.kind == CompletionKind::recv && c.context == 100 + i && c.length == sizes[i],
                "completion " + std::to_string(i) + " ctx " + std::to_string(c.context) + " len " +
                    std::to_string(c.length));
@@ -100,7 +91,7 @@ TEST(LocalTransport, SendsMatchReceivesInOrderWithContexts) {
                Status::again) {
         }
         expect(s == Status::ok, t.last_error());
-        Completion c = wait_one(t, false);
+        Completion c = wait_one(t, Cq::tx);
         expect(c.kind == CompletionKind::send && c.context == 7 + i, "send completion");
       }
       expect(t.post_send(1, src.data(), local::kMaxMsg + 1, nullptr, 0, 0) == Status::failed,
@@ -126,7 +117,7 @@ TEST(LocalTransport, MessageLargerThanReceiveIsAnErrorCompletion) {
       expect(t.poll_rx(c) == -1, "truncation not reported");
       expect(t.last_error().find("larger than the posted receive") != std::string::npos,
              t.last_error());
-      Completion ok = wait_one(t, true);
+      Completion ok = wait_one(t, Cq::rx);
       expect(ok.context == 2 && ok.length == 10, "next message lost after truncation");
     }
   });
@@ -143,30 +134,30 @@ TEST(LocalTransport, OneSidedOperations) {
       for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i);
       expect(t.post_write(1, src.data(), 256, nullptr, peer, 512, 5, kSignal) == Status::ok,
              t.last_error());
-      Completion c = wait_one(t, false);
+      Completion c = wait_one(t, Cq::tx);
       expect(c.kind == CompletionKind::write && c.context == 5, "write completion");
       expect(t.post_write(1, src.data(), 16, nullptr, peer, 1024, 0, 0, 0xabcdef) == Status::ok,
              t.last_error());
       std::array<std::byte, 256> back{};
       expect(t.post_read(1, back.data(), 256, nullptr, peer, 512, 6, kSignal) == Status::ok,
              t.last_error());
-      c = wait_one(t, false);
+      c = wait_one(t, Cq::tx);
       expect(c.kind == CompletionKind::read && c.context == 6 && back == src, "read back");
       std::uint64_t old = 99;
       expect(t.post_atomic(1, AtomicOp::fetch_add, 5, 0, &old, nullptr, peer, 2048, 8, 0) ==
                  Status::ok,
              t.last_error());
-      c = wait_one(t, false);
+      c = wait_one(t, Cq::tx);
       expect(c.kind == CompletionKind::atomic && c.context == 8 && old == 0, "fetch_add");
       expect(t.post_atomic(1, AtomicOp::compare_swap, 42, 5, &old, nullptr, peer, 2048, 9, 0) ==
                  Status::ok,
              t.last_error());
-      wait_one(t, false);
+      wait_one(t, Cq::tx);
       expect(old == 5, "compare_swap result");
       expect(t.post_atomic(1, AtomicOp::compare_swap, 1, 5, &old, nullptr, peer, 2048, 9, 0) ==
                  Status::ok,
              t.last_error());
-      wait_one(t, false);
+      wait_one(t, Cq::tx);
       expect(old == 42, "failed compare_swap returns the current value");
       // Refusals: out of range, unaligned atomics, keys not imported from this peer.
       expect(t.post_write(1, src.data(), 2, nullptr, peer, 4095, 0, 0) == Status::failed,
@@ -188,7 +179,7 @@ TEST(LocalTransport, OneSidedOperations) {
              "forged key accepted");
       boot.barrier();
     } else {
-      Completion c = wait_one(t, true);
+      Completion c = wait_one(t, Cq::rx);
       expect(c.kind == CompletionKind::remote_write && c.has_data && c.data == 0xabcdef &&
                  c.length == 16,
              "writedata notice");
@@ -427,7 +418,7 @@ TEST(LocalConcurrent, FlagAfterPayloadIsOrdered) {
         expect(
             t.post_atomic(1, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 0, 0, 0) == Status::ok,
             t.last_error());
-        wait_one(t, false);
+        wait_one(t, Cq::tx);
         // Wait until the reader acknowledged round r (it bumps word 8 of our region).
         std::atomic_ref<std::uint64_t> ack(*reinterpret_cast<std::uint64_t*>(mr->data() + 8));
         auto deadline = std::chrono::steady_clock::now() + 5s;
@@ -451,7 +442,7 @@ TEST(LocalConcurrent, FlagAfterPayloadIsOrdered) {
         expect(
             t.post_atomic(0, AtomicOp::fetch_add, 1, 0, &old, nullptr, peer, 8, 0, 0) == Status::ok,
             t.last_error());
-        wait_one(t, false);
+        wait_one(t, Cq::tx);
       }
     }
   });

@@ -20,6 +20,7 @@ class Bootstrap;
 
 struct KvParams {
   std::string provider = "auto";
+  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
   EndpointType endpoint = EndpointType::automatic;
   std::vector<kv::Design> designs{std::begin(kv::kAllDesigns), std::end(kv::kAllDesigns)};
   int servers = 1;

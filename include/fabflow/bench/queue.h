@@ -38,6 +38,7 @@ struct QueueDesign {
 
 struct QueueParams {
   std::string provider = "auto";
+  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
   EndpointType endpoint = EndpointType::automatic;
   std::vector<QueueDesign> designs;
   std::vector<std::size_t> sizes{64};  // item_bytes; every item is this long

@@ -18,6 +18,7 @@ class Bootstrap;
 
 struct RrParams {
   std::string provider = "auto";
+  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
   EndpointType endpoint = EndpointType::automatic;
   std::vector<rr::Pattern> patterns{rr::Pattern::write_write};
   std::vector<rr::Model> models{rr::Model::private_connections};

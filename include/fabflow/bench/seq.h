@@ -20,6 +20,7 @@ class Bootstrap;
 
 struct SeqParams {
   std::string provider = "auto";
+  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
   EndpointType endpoint = EndpointType::automatic;
   std::vector<seq::Design> designs{std::begin(seq::kAllDesigns), std::end(seq::kAllDesigns)};
   unsigned workers = 1;

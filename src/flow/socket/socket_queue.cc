@@ -22,6 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/errno_text.h"
+#include "common/fd.h"
+
 namespace fabflow::flow {
 namespace {
 
@@ -29,34 +32,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kHeader = sizeof(std::uint32_t);
 constexpr std::size_t kMinRecvBuffer = 64 * 1024;
 constexpr std::size_t kMaxRecvBuffer = 4 * 1024 * 1024;
-
-// Owns one file descriptor. Move-only.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const noexcept { return fd_; }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 void check_options(const QueueOptions& o) {
   if (o.capacity == 0) throw UsageError("socket queue: capacity must be at least 1");

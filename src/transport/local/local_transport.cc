@@ -25,6 +25,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/errno_text.h"
+
 namespace fabflow::local {
 namespace {
 
@@ -43,8 +45,6 @@ constexpr std::size_t kMaxPending = 4096;
 // Posted receives and unreaped local completions kept at least (libfabric providers size their
 // queues well above the requested depth too).
 constexpr std::size_t kMinQueue = 8192;
-
-std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
 
 [[noreturn]] void sys_fail(const char* call) { throw Error("local: " + errno_text(call)); }
 
@@ -130,18 +130,6 @@ Mapping map_received(int fd, std::uint64_t want, int peer) {
 }
 
 }  // namespace
-
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
 
 Mapping& Mapping::operator=(Mapping&& o) noexcept {
   if (this != &o) {
@@ -377,15 +365,13 @@ void LocalTransport::connect(Bootstrap& boot) {
     if (!s) sys_fail("socket");
     if (::connect(s.get(), reinterpret_cast<sockaddr*>(&to),
                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len)) != 0)
-      throw PeerError(p,
-                      "local connect to rank " + std::to_string(p) + ": " + std::strerror(errno));
+      throw PeerError(p, errno_text("local connect to rank " + std::to_string(p)));
     std::byte hello[8 + kTokenLen];
     put(hello, kHelloMagic);
     put<std::int32_t>(hello + 4, rank_);
     std::memcpy(hello + 8, b.data() + kNameLen, kTokenLen);
     if (::send(s.get(), hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello))
-      throw PeerError(p,
-                      "local connect to rank " + std::to_string(p) + ": " + std::strerror(errno));
+      throw PeerError(p, errno_text("local connect to rank " + std::to_string(p)));
     peers[static_cast<std::size_t>(p)].sock = std::move(s);
   }
 
@@ -612,11 +598,6 @@ Capabilities local_capabilities(const TransportOptions& options) {
   c.data_progress_manual = false;
   c.mr_mode = 0;
   return c;
-}
-
-bool local_auto_selected() noexcept {
-  const char* v = std::getenv("FABFLOW_SAME_HOST");
-  return v && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace fabflow

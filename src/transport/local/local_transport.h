@@ -14,33 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "common/fd.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
 namespace fabflow::local {
 
-// An owned file descriptor, closed on destruction. Move-only, not thread-safe.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const noexcept { return fd_; }
-  int release() noexcept {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using fabflow::Fd;
 
 // An owned MAP_SHARED mapping, unmapped on destruction. Move-only, not thread-safe.
 class Mapping {
