@@ -11,7 +11,8 @@
 namespace fabflow::testing {
 
 std::string run_ranks(int n, const TransportOptions& options,
-                      const std::function<void(int, Transport&, Bootstrap&)>& body) {
+                      const std::function<void(int, Transport&, Bootstrap&)>& body,
+                      const WrapTransport& wrap) {
   auto boots = make_thread_bootstraps(n);
   std::vector<std::string> errors(static_cast<std::size_t>(n));
   // The transports outlive every rank's thread: shm maps a peer endpoint of the same process
@@ -25,6 +26,7 @@ std::string run_ranks(int n, const TransportOptions& options,
       auto& t = transports[static_cast<std::size_t>(r)];
       try {
         t = open_transport(options);
+        if (wrap) t = wrap(std::move(t));
         t->connect(boot);
         body(r, *t, boot);
         boot.barrier([&] { t->progress(); });

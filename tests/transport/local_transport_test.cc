@@ -1,6 +1,8 @@
 // The local (native shared-memory) transport between two threads of one process, each with
-// its own transport joined by in-process bootstraps: sends, receives, writes, write-with-data,
-// reads, atomics, limits, malformed keys, corrupted rings and peer death. The streaming tests
+// its own transport joined by in-process bootstraps: what only it has. Its message size limit
+// (kMaxMsg) and truncation, forged remote lengths and keys, unaligned atomics, its key layout
+// (version, owner, region id, segment bounds), memory it did not allocate, corrupted rings and
+// peer death. The contract every transport meets is in contract_test.cc. The streaming tests
 // run two threads concurrently and are part of the TSan set (suite names start with Local).
 #include <fabflow/bootstrap.h>
 #include <fabflow/local.h>
