@@ -67,12 +67,6 @@ std::chrono::milliseconds left(Clock::time_point deadline) noexcept {
   return d.count() > 0 ? d : std::chrono::milliseconds(0);
 }
 
-std::vector<std::byte> text_blob(const std::string& s) {
-  std::vector<std::byte> out(s.size());
-  std::memcpy(out.data(), s.data(), s.size());
-  return out;
-}
-
 // Consumer side of setup: listen, publish the address, accept the producer.
 Fd listen_and_accept(Bootstrap& boot, int producer_rank, std::chrono::milliseconds timeout) {
   const std::string host = boot.local_address();
@@ -94,7 +88,9 @@ Fd listen_and_accept(Bootstrap& boot, int producer_rank, std::chrono::millisecon
     throw Error("socket queue: getsockname: " + errno_text(errno));
   unsigned port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
                                            : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  boot.allgather(text_blob(host + " " + std::to_string(port)));
+  const std::string address = host + " " + std::to_string(port);
+  const auto* first = reinterpret_cast<const std::byte*>(address.data());
+  boot.allgather({first, first + address.size()});
   auto deadline = Clock::now() + timeout;
   for (;;) {
     if (wait_fd(lfd.get(), POLLIN, std::min(left(deadline), std::chrono::milliseconds(50)))) {
@@ -106,12 +102,11 @@ Fd listen_and_accept(Bootstrap& boot, int producer_rank, std::chrono::millisecon
       if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
         throw Error("socket queue: accept: " + errno_text(errno));
     }
-    if (boot.peer_failed())
-      throw PeerError(producer_rank, "socket queue: producer rank " +
-                                         std::to_string(producer_rank) + " vanished during setup");
-    if (left(deadline).count() == 0)
-      throw PeerError(producer_rank, "socket queue: producer rank " +
-                                         std::to_string(producer_rank) + " did not connect");
+    const bool vanished = boot.peer_failed();
+    if (vanished || left(deadline).count() == 0)
+      throw PeerError(producer_rank,
+                      "socket queue: producer rank " + std::to_string(producer_rank) +
+                          (vanished ? " vanished during setup" : " did not connect"));
   }
 }
 
