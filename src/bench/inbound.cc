@@ -50,7 +50,7 @@ struct ClientSummary {
   std::uint64_t successes = 0;  // cswap: swaps that took effect; fadd: == completed
   std::uint64_t samples = 0;
   double seconds = 0;
-  LatencyStats latency;
+  LatencyFigures latency;
 };
 
 // One row's choice of operation and placement.
@@ -268,7 +268,7 @@ class InboundRunner {
       const std::size_t at = merged.size();
       merged.resize(at + s.samples);
       if (s.samples) std::memcpy(merged.data() + at, b.data() + sizeof s, s.samples * 8);
-      row.clients.push_back({s.measured, s.seconds, s.latency});
+      row.clients.push_back({s.measured, s.seconds, LatencyStats{s.latency}});
       row.ops += s.measured;
       row.seconds = std::max(row.seconds, s.seconds);
       completed += s.completed;

@@ -18,6 +18,7 @@
 #include <thread>
 #include <optional>
 #include <ostream>
+#include <type_traits>
 
 #include "common/bounded_wait.h"
 #include "flow/socket/socket_queue.h"
@@ -70,6 +71,7 @@ QueueOptions queue_options(const QueueParams& params, const QueueDesign& d,
 
 template <typename T>
 std::vector<std::byte> as_blob(const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>, "sent as bytes");
   std::vector<std::byte> b(sizeof v);
   std::memcpy(b.data(), &v, sizeof v);
   return b;
@@ -235,7 +237,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
   }
   LatencyStats lat = params.latency ? summarize(samples) : LatencyStats{};
   auto all = boot.allgather(as_blob(mine));
-  auto lats = boot.allgather(as_blob(lat));
+  auto lats = boot.allgather(as_blob(static_cast<const LatencyFigures&>(lat)));
   auto p = from_blob<EndSummary>(all[0]), c = from_blob<EndSummary>(all[1]);
   row.items = params.items;
   row.seconds = c.seconds;
@@ -248,8 +250,9 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
   row.space_per_item = static_cast<double>(p.space + c.space) / n;
   row.full = p.full;
   row.empty = c.empty;
-  row.enqueue = from_blob<LatencyStats>(lats[0]);
-  row.dequeue = from_blob<LatencyStats>(lats[1]);
+  // This rank's own figures keep their histogram; the peer's come as figures only.
+  row.enqueue = boot.rank() == 0 ? lat : LatencyStats{from_blob<LatencyFigures>(lats[0])};
+  row.dequeue = boot.rank() == 1 ? lat : LatencyStats{from_blob<LatencyFigures>(lats[1])};
 }
 
 // Closes `p` while draining `c` to its end of stream (rank 0's echo queue) or, once `c` is

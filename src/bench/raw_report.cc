@@ -68,17 +68,18 @@ void print_raw_table(std::ostream& out, const RawResult& r) {
     if (row.test != RawTest::latency) continue;
     if (!header) {
       out << "\n  op          bytes    iters  mean(us)   p50(us)   p90(us)   p99(us) p99.9(us)"
-             "   max(us)  cpu ns/msg init/target\n";
+             " p99.99(us)   max(us)  cpu ns/msg init/target\n";
       header = true;
     }
     const auto& l = row.latency;
     std::snprintf(line, sizeof line,
-                  "  %-10s %6s %8llu %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %7.0f / %-7.0f %s%s\n",
+                  "  %-10s %6s %8llu %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f %9.3f  %7.0f / %-7.0f "
+                  "%s%s\n",
                   std::string(to_string(row.op)).c_str(), size_text(row.size).c_str(),
                   static_cast<unsigned long long>(row.iterations), l.mean / 1e3, l.p50 / 1e3,
-                  l.p90 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.max / 1e3, row.cpu.initiator_ns_per_msg,
-                  row.cpu.target_ns_per_msg, row.injected ? "inject" : "",
-                  row.one_way ? "" : " (completion time)");
+                  l.p90 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.p9999 / 1e3, l.max / 1e3,
+                  row.cpu.initiator_ns_per_msg, row.cpu.target_ns_per_msg,
+                  row.injected ? "inject" : "", row.one_way ? "" : " (completion time)");
     out << line;
   }
   header = false;

@@ -66,8 +66,15 @@ nlohmann::json environment_json(const RunEnvironment& e) {
 }
 
 nlohmann::json latency_json(const LatencyStats& l) {
-  return {{"mean", l.mean}, {"min", l.min},   {"p50", l.p50}, {"p90", l.p90},
-          {"p99", l.p99},   {"p999", l.p999}, {"max", l.max}};
+  nlohmann::json j = {{"mean", l.mean}, {"stdev", l.stdev},    {"min", l.min},   {"p50", l.p50},
+                      {"p90", l.p90},   {"p99", l.p99},        {"p999", l.p999}, {"p9999", l.p9999},
+                      {"max", l.max},   {"samples", l.samples}};
+  if (!l.histogram.empty()) {
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const auto& b : l.histogram) buckets.push_back({b.lower_ns, b.upper_ns, b.count});
+    j["histogram"] = std::move(buckets);
+  }
+  return j;
 }
 
 nlohmann::json base_row(const RunEnvironment& e, std::string_view family) {

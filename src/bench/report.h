@@ -23,7 +23,9 @@ void print_header(std::ostream& out, const RunEnvironment& env, std::string_view
 // The "environment" object of every JSON line (docs/bench-output.md).
 nlohmann::json environment_json(const RunEnvironment& env);
 
-// {mean, min, p50, p90, p99, p999, max} in nanoseconds.
+// {mean, stdev, min, p50, p90, p99, p999, p9999, max} in nanoseconds, the sample count, and
+// the histogram as [lower_ns, upper_ns, count] rows where this process has it
+// (docs/bench-output.md).
 nlohmann::json latency_json(const LatencyStats& l);
 
 // The fields every family's JSON line starts with: bench, provider, endpoint, inject_size,

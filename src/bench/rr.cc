@@ -21,6 +21,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <unistd.h>
 
 #include "common/affinity.h"
@@ -520,6 +521,7 @@ class Config {
 
 template <class T>
 std::vector<std::byte> as_blob(const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>, "sent as bytes");
   std::vector<std::byte> b(sizeof v);
   std::memcpy(b.data(), &v, sizeof v);
   return b;
@@ -622,9 +624,7 @@ void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row) {
   RawResult r = run_raw(rp, *t, boot);
   if (boot.rank() == 0 && !r.rows.empty()) {
     // run_raw reports half the round trip for ping-pong operations.
-    LatencyStats l = r.rows.front().latency;
-    for (double* v : {&l.mean, &l.min, &l.p50, &l.p90, &l.p99, &l.p999, &l.max}) *v *= 2;
-    row.raw_write_rtt = l;
+    row.raw_write_rtt = r.rows.front().latency.scaled(2);
     row.raw_measured = true;
   }
 }

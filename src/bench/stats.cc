@@ -14,6 +14,19 @@
 
 namespace fabflow {
 
+namespace {
+
+// The bucket of a sample (-1: below 1 ns) and a bucket's edges.
+int bucket_of(double ns) {
+  if (!(ns >= 1)) return -1;
+  return static_cast<int>(std::floor(std::log2(ns) * kBucketsPerOctave));
+}
+double bucket_edge(int k) {
+  return k < 0 ? 0 : std::exp2(static_cast<double>(k) / kBucketsPerOctave);
+}
+
+}  // namespace
+
 LatencyStats summarize(std::vector<double>& s) {
   LatencyStats r;
   if (s.empty()) return r;
@@ -25,12 +38,37 @@ LatencyStats summarize(std::vector<double>& s) {
   };
   r.samples = s.size();
   r.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size());
+  if (s.size() > 1) {
+    double squares = 0;
+    for (double v : s) squares += (v - r.mean) * (v - r.mean);
+    r.stdev = std::sqrt(squares / static_cast<double>(s.size() - 1));
+  }
   r.min = s.front();
   r.p50 = rank(0.50);
   r.p90 = rank(0.90);
   r.p99 = rank(0.99);
   r.p999 = rank(0.999);
+  r.p9999 = rank(0.9999);
   r.max = s.back();
+  // Sorted, so each bucket is one run of samples.
+  for (std::size_t i = 0; i < s.size();) {
+    const int k = bucket_of(s[i]);
+    std::size_t j = i + 1;
+    while (j < s.size() && bucket_of(s[j]) == k) ++j;
+    r.histogram.push_back({bucket_edge(k), k < 0 ? 1.0 : bucket_edge(k + 1), j - i});
+    i = j;
+  }
+  return r;
+}
+
+LatencyStats LatencyStats::scaled(double k) const {
+  LatencyStats r = *this;
+  for (double* v : {&r.mean, &r.stdev, &r.min, &r.p50, &r.p90, &r.p99, &r.p999, &r.p9999, &r.max})
+    *v *= k;
+  for (auto& b : r.histogram) {
+    b.lower_ns *= k;
+    b.upper_ns *= k;
+  }
   return r;
 }
 

@@ -1,9 +1,11 @@
-// Sample statistics (nearest-rank percentiles) and the --sizes parser.
+// Sample statistics (nearest-rank percentiles, standard deviation, the log-bucketed histogram)
+// and the --sizes parser.
 #include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -54,6 +56,92 @@ TEST(StatsSummarize, OneSampleIsEveryStatistic) {
   LatencyStats r = summarize(s);
   EXPECT_EQ(r.samples, 1u);
   for (double v : {r.mean, r.min, r.p50, r.p90, r.p99, r.p999, r.max}) EXPECT_EQ(v, 7.25);
+}
+
+TEST(StatsSummarize, TheFarTailAndSpreadOfOneToTenThousand) {
+  std::vector<double> s(10000);
+  std::iota(s.begin(), s.end(), 1.0);
+  std::shuffle(s.begin(), s.end(), std::mt19937(7));
+  LatencyStats r = summarize(s);
+  EXPECT_EQ(r.p999, 9990);
+  EXPECT_EQ(r.p9999, 9999);
+  // The sample standard deviation of 1..n is sqrt(n (n + 1) / 12).
+  EXPECT_NEAR(r.stdev, std::sqrt(10000.0 * 10001.0 / 12.0), 1e-6);
+}
+
+TEST(StatsSummarize, FewerThanTenThousandSamplesMakeP9999TheMaximum) {
+  std::vector<double> s(9999);
+  std::iota(s.begin(), s.end(), 1.0);
+  EXPECT_EQ(summarize(s).p9999, 9999);
+  std::vector<double> small{5, 1, 3};
+  LatencyStats r = summarize(small);
+  EXPECT_EQ(r.p9999, 5);
+  EXPECT_EQ(r.p999, 5);
+  EXPECT_DOUBLE_EQ(r.stdev, 2);
+}
+
+TEST(StatsSummarize, ExponentialSamplesHaveTheirKnownQuantiles) {
+  // Exponential with mean 1000 ns: the q-quantile is -1000 ln(1 - q), the stdev 1000.
+  std::mt19937_64 rng(11);
+  std::exponential_distribution<double> exp(1.0 / 1000);
+  std::vector<double> s(1'000'000);
+  for (double& v : s) v = exp(rng);
+  LatencyStats r = summarize(s);
+  EXPECT_NEAR(r.mean, 1000, 10);
+  EXPECT_NEAR(r.stdev, 1000, 15);
+  EXPECT_NEAR(r.p50, 1000 * std::log(2.0), 10);
+  EXPECT_NEAR(r.p99, 1000 * std::log(100.0), 60);
+  EXPECT_NEAR(r.p999, 1000 * std::log(1000.0), 250);
+}
+
+TEST(StatsHistogram, LogBucketsCountEverySampleOnce) {
+  std::vector<double> s(1000);
+  std::iota(s.begin(), s.end(), 1.0);
+  s.push_back(0.25);  // below 1 ns: the [0, 1) bucket
+  s.push_back(0.5);
+  LatencyStats r = summarize(s);
+  ASSERT_FALSE(r.histogram.empty());
+  std::uint64_t total = 0, from_256_to_512 = 0;
+  double previous_upper = 0;
+  for (const auto& b : r.histogram) {
+    EXPECT_GT(b.count, 0u);
+    EXPECT_GE(b.lower_ns, previous_upper);  // ascending, no overlap
+    EXPECT_LT(b.lower_ns, b.upper_ns);
+    // About 9 % wide (2^(1/8)), except [0, 1).
+    if (b.lower_ns >= 1) {
+      EXPECT_NEAR(b.upper_ns / b.lower_ns, std::exp2(1.0 / 8), 1e-9);
+    }
+    total += b.count;
+    if (b.lower_ns >= 256 && b.upper_ns <= 512 + 1e-9) from_256_to_512 += b.count;
+    previous_upper = b.upper_ns;
+  }
+  EXPECT_EQ(total, s.size());
+  EXPECT_EQ(from_256_to_512, 256u);  // one octave, eight buckets
+  EXPECT_EQ(r.histogram.front().lower_ns, 0);
+  EXPECT_EQ(r.histogram.front().upper_ns, 1);
+  EXPECT_EQ(r.histogram.front().count, 2u);
+  EXPECT_EQ(r.histogram[1].lower_ns, 1);  // sample 1 alone in [1, 2^(1/8))
+  EXPECT_EQ(r.histogram[1].count, 1u);
+  EXPECT_LE(r.histogram.size(), 8u * 10 + 1);  // 1000 ns spans ten octaves
+}
+
+TEST(StatsHistogram, ScaledByTwoIsTheHistogramOfDoubledSamples) {
+  std::mt19937_64 rng(3);
+  std::lognormal_distribution<double> dist(7, 0.5);
+  std::vector<double> s(20000);
+  for (double& v : s) v = dist(rng);
+  std::vector<double> doubled = s;
+  for (double& v : doubled) v *= 2;
+  const LatencyStats half = summarize(s).scaled(2);
+  const LatencyStats whole = summarize(doubled);
+  EXPECT_DOUBLE_EQ(half.p50, whole.p50);
+  EXPECT_DOUBLE_EQ(half.p9999, whole.p9999);
+  EXPECT_NEAR(half.stdev, whole.stdev, 1e-9 * whole.stdev);
+  ASSERT_EQ(half.histogram.size(), whole.histogram.size());
+  for (std::size_t i = 0; i < half.histogram.size(); ++i) {
+    EXPECT_NEAR(half.histogram[i].lower_ns, whole.histogram[i].lower_ns, 1e-9 * whole.max);
+    EXPECT_EQ(half.histogram[i].count, whole.histogram[i].count) << i;
+  }
 }
 
 using Sizes = std::vector<std::size_t>;

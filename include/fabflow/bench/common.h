@@ -15,13 +15,37 @@ namespace fabflow {
 
 class Bootstrap;
 
-// Percentiles of a set of samples, in nanoseconds.
-struct LatencyStats {
-  double mean = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
+// One bucket of a latency histogram: the samples in [lower_ns, upper_ns).
+struct HistogramBucket {
+  double lower_ns = 0, upper_ns = 0;
+  std::uint64_t count = 0;
+};
+
+// The buckets per power of two of the log-bucketed histogram: each bucket is 2^(1/8), about
+// 9 %, wider than the one below it. Bucket k >= 0 holds [2^(k/8), 2^((k+1)/8)) ns; one more
+// bucket holds [0, 1) ns.
+inline constexpr int kBucketsPerOctave = 8;
+
+// A set of samples summarised, in nanoseconds. Percentiles are nearest-rank: p is the smallest
+// sample with at least p of all samples at or below it, so with fewer than 1/(1-p) samples
+// (10,000 for p99.99) it is the maximum. stdev is the sample standard deviation (n - 1).
+// Trivially copyable: what one rank tells another about its samples.
+struct LatencyFigures {
+  double mean = 0, stdev = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
   std::uint64_t samples = 0;
 };
 
-// Sorts `samples` in place and summarises them (nearest-rank percentiles).
+// The figures and, where the samples were summarised in this process, their histogram (empty
+// for figures received from a peer).
+struct LatencyStats : LatencyFigures {
+  std::vector<HistogramBucket> histogram;  // the non-empty buckets, ascending
+
+  // Every figure times k > 0 (half round trips made whole). The histogram stays exact for
+  // k = 2^(n/8) (2 moves each sample eight buckets up); other factors scale its edges.
+  LatencyStats scaled(double k) const;
+};
+
+// Sorts `samples` in place and summarises them.
 LatencyStats summarize(std::vector<double>& samples);
 
 // Parses "64", "4K", "1M", lists "64,4096" and power-of-two sweeps "4:64K" into sizes.
