@@ -27,14 +27,15 @@ void print_header(std::ostream& out, const RunEnvironment& e, std::string_view f
       << (e.sanitizer.empty() ? "" : "+" + e.sanitizer) << ")\n"
       << "# machine " << e.cpu_model << ", " << e.cores << " cores, SMT " << e.smt << ", governor "
       << e.governor << ", TSC " << (e.tsc_invariant ? "invariant" : "not invariant") << ", kernel "
-      << e.kernel << ", load " << fmt("%.2f", e.load_start) << "\n"
-      << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
-      << c.fabric << "  domain " << c.domain << "\n"
-      << "# inject_size " << c.inject_size << "  max_msg_size "
-      << (c.max_msg_size >= (std::size_t{1} << 48) ? std::string("unlimited")
-                                                   : std::to_string(c.max_msg_size))
-      << "  cq_data_size " << c.cq_data_size << "  data progress "
-      << (c.data_progress_manual ? "manual" : "auto") << "\n";
+      << e.kernel << ", load " << fmt("%.2f", e.load_start) << "\n";
+  if (!c.provider.empty())  // a run with no fabric (bench lat's socket baselines) has none
+    out << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
+        << c.fabric << "  domain " << c.domain << "\n"
+        << "# inject_size " << c.inject_size << "  max_msg_size "
+        << (c.max_msg_size >= (std::size_t{1} << 48) ? std::string("unlimited")
+                                                     : std::to_string(c.max_msg_size))
+        << "  cq_data_size " << c.cq_data_size << "  data progress "
+        << (c.data_progress_manual ? "manual" : "auto") << "\n";
   for (const auto& line : config) out << "# " << line << "\n";
   out << "# pinned "
       << (e.pinned

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   auto seq_run = cli::add_bench_seq(*bench, self);
   auto inbound_run = cli::add_bench_inbound(*bench, self);
   auto kv_run = cli::add_bench_kv(*bench, self);
+  auto lat_run = cli::add_bench_lat(*bench, self);
   info->callback([&] { run = info_run; });
   bench->get_subcommand("raw")->callback([&] { run = raw_run; });
   bench->get_subcommand("queue")->callback([&] { run = queue_run; });
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   bench->get_subcommand("seq")->callback([&] { run = seq_run; });
   bench->get_subcommand("inbound")->callback([&] { run = inbound_run; });
   bench->get_subcommand("kv")->callback([&] { run = kv_run; });
+  bench->get_subcommand("lat")->callback([&] { run = lat_run; });
   cli::add_experiment(app, *bench, run);
   cli::add_report(app, run);
   cli::add_model(app, run);

@@ -1,0 +1,274 @@
+// `fabflow bench lat`: one-way latency of every transfer mode, inline on and off, on each
+// provider, and the kernel's UDP and TCP sockets (blocking and spinning) as rows of the same
+// run, same sizes, same pinning, same statistics. The fabric rows are bench raw's ping-pong
+// (run_raw, latency test); the socket rows run_socket_pingpong.
+#include <fabflow/bench/raw.h>
+#include <fabflow/bench/sockets.h>
+#include <fabflow/bootstrap.h>
+#include <fabflow/launcher.h>
+#include <fabflow/transport.h>
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <optional>
+
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace fabflow::cli {
+namespace {
+
+// The fabric transfer modes: send/recv, write with remote CQ data, and write polled in
+// memory (the target polls the sequence number in the payload's first and last 8 bytes; no
+// completion at the target).
+enum class LatMode : std::uint8_t { send, writedata, write };
+inline constexpr NameTable<LatMode, 3> kLatModeNames{
+    {{{"send", LatMode::send}, {"writedata", LatMode::writedata}, {"write", LatMode::write}}}};
+constexpr const auto& name_table(LatMode) noexcept { return kLatModeNames; }
+
+Op op_of(LatMode m) {
+  switch (m) {
+    case LatMode::send: return Op::send;
+    case LatMode::writedata: return Op::writedata;
+    case LatMode::write: return Op::write;
+  }
+  return Op::send;
+}
+
+struct LatFlags : CommonFlags {
+  std::string modes = "send,writedata,write";
+  std::string inline_modes = "off,on";
+  std::string sockets = "udp,tcp";
+  std::string socket_waits = "block,spin";
+  std::uint64_t iterations = 10000;
+  std::uint64_t warmup = 1000;
+  bool launched_sockets = false;  // internal: this launch runs the socket baselines
+};
+
+struct Validated {
+  std::vector<std::size_t> sizes;
+  std::vector<LatMode> modes;
+  std::vector<bool> inline_modes;
+  std::vector<SocketProto> sockets;
+  std::vector<SocketWait> waits;
+  std::vector<std::string> providers;
+  EndpointType endpoint = EndpointType::automatic;
+};
+
+Validated validate(const LatFlags& f) {
+  Validated v;
+  v.sizes = parse_sizes(f.sizes.empty() ? "8:8K" : f.sizes);
+  v.modes = parse_choice_list<LatMode>(f.modes);
+  for (Switch s : parse_choice_list<Switch>(f.inline_modes))
+    v.inline_modes.push_back(s == Switch::on);
+  if (f.sockets != "none") v.sockets = parse_choice_list<SocketProto>(f.sockets);
+  v.waits = parse_choice_list<SocketWait>(f.socket_waits);
+  for (SocketProto proto : v.sockets) {
+    SocketParams p;
+    p.proto = proto;
+    p.sizes = v.sizes;
+    p.iterations = f.iterations;
+    p.warmup = f.warmup;
+    p.timeout_ms = f.timeout_ms;
+    p.loss_timeout_ms = std::min<std::uint64_t>(200, f.timeout_ms);
+    validate_socket_params(p);
+  }
+  v.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  const std::string& providers = f.launched_provider.empty() ? f.providers : f.launched_provider;
+  if (providers != "none") v.providers = split(providers, ',');
+  if (v.providers.empty() && v.sockets.empty())
+    throw UsageError(
+        "nothing to run: no provider (-p none) and no socket baseline (--sockets none)");
+  return v;
+}
+
+// One row of the run, fabric or socket.
+struct LatRow {
+  std::string path;      // "fabric" or "socket"
+  std::string provider;  // the fabric provider, or "udp" / "tcp"
+  std::string mode;      // send, writedata, write; block, spin
+  bool inlined = false;
+  std::size_t size = 0;
+  std::uint64_t iterations = 0;
+  std::uint64_t lost = 0;
+  std::size_t mtu = 0;
+  LatencyStats latency;
+};
+
+void print_table(std::ostream& out, const std::vector<LatRow>& rows) {
+  out << "\n  path    provider  mode       inline  bytes    iters  mean(us)   p50(us)   p99(us)"
+         " p99.9(us) p99.99(us)   max(us) stdev(us)\n";
+  char line[256];
+  for (const auto& r : rows) {
+    const auto& l = r.latency;
+    std::snprintf(line, sizeof line,
+                  "  %-7s %-9s %-10s %-6s %6s %8llu %9.3f %9.3f %9.3f %9.3f %10.3f %9.3f %9.3f%s\n",
+                  r.path.c_str(), r.provider.c_str(), r.mode.c_str(), r.inlined ? "on" : "off",
+                  report::size_text(r.size).c_str(), static_cast<unsigned long long>(r.iterations),
+                  l.mean / 1e3, l.p50 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.p9999 / 1e3, l.max / 1e3,
+                  l.stdev / 1e3, r.lost ? (" lost " + std::to_string(r.lost)).c_str() : "");
+    out << line;
+  }
+}
+
+void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<LatRow>& rows) {
+  for (const auto& r : rows) {
+    nlohmann::json j = report::base_row(env, "lat");
+    j["type"] = "latency";
+    j["path"] = r.path;
+    j["provider"] = r.provider;
+    j["mode"] = r.mode;
+    j["inline"] = r.inlined;
+    j["size_bytes"] = r.size;
+    j["iterations"] = r.iterations;
+    j["latency_kind"] = "one_way";
+    j["latency_ns"] = report::latency_json(r.latency);
+    if (r.path == "socket") {
+      j["lost"] = r.lost;
+      j["path_mtu"] = r.mtu;
+    }
+    out << j.dump() << "\n";
+  }
+  out.flush();
+}
+
+// Rank side, fabric: every mode, inline off and on (on only for sizes up to the provider's
+// inject size), through run_raw's latency test.
+std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank,
+                               RunEnvironment& env, std::vector<std::string>& notes) {
+  std::vector<LatRow> rows;
+  const std::string provider = v.providers.front();
+  for (LatMode mode : v.modes) {
+    TransportOptions opts;
+    opts.provider = provider;
+    opts.endpoint = v.endpoint;
+    opts.ops = {op_of(mode)};
+    opts.node = rank.boot.local_address();
+    opts.same_host = rank.same_host;
+    Capabilities caps;
+    try {
+      caps = probe_transport(opts);
+    } catch (const UsageError& e) {
+      notes.push_back(std::string(name_of(mode)) + ": not run: " + e.what());
+      continue;
+    }
+    for (bool inlined : v.inline_modes) {
+      RawParams p;
+      p.op = op_of(mode);
+      p.test = RawTest::latency;
+      p.inject = inlined;
+      p.iterations = f.iterations;
+      p.warmup = f.warmup;
+      p.cpu = rank.cpu;
+      p.timeout_ms = f.timeout_ms;
+      p.sizes.clear();
+      for (std::size_t s : v.sizes)
+        if (s <= caps.max_msg_size && (!inlined || s <= caps.inject_size)) p.sizes.push_back(s);
+      if (p.sizes.empty()) continue;
+      opts.thread_safe = raw_progress_thread(p, caps, rank.boot.rank());
+      auto t = open_transport(opts);
+      t->connect(rank.boot);
+      RawResult r = run_raw(p, *t, rank.boot);
+      if (env.clock.empty()) env = r.env;
+      for (const auto& row : r.rows)
+        rows.push_back({"fabric", caps.provider, std::string(name_of(mode)), row.injected, row.size,
+                        row.iterations, 0, 0, row.latency});
+    }
+  }
+  return rows;
+}
+
+// Rank side, sockets: every protocol and wait.
+std::vector<LatRow> run_sockets(const LatFlags& f, const Validated& v, Rank& rank,
+                                RunEnvironment& env) {
+  const Clock clock;
+  env = machine_environment();
+  env.clock = clock.name();
+  gather_pinning(env, rank.boot, rank.cpu);
+  std::vector<LatRow> rows;
+  for (SocketProto proto : v.sockets)
+    for (SocketWait wait : v.waits) {
+      SocketParams p;
+      p.proto = proto;
+      p.wait = wait;
+      p.sizes = v.sizes;
+      p.iterations = f.iterations;
+      p.warmup = f.warmup;
+      p.timeout_ms = f.timeout_ms;
+      p.loss_timeout_ms = std::min<std::uint64_t>(200, f.timeout_ms);
+      for (const auto& r : run_socket_pingpong(p, rank.boot, clock))
+        rows.push_back({"socket", std::string(name_of(proto)), std::string(name_of(wait)), false,
+                        r.size, r.iterations, r.lost, r.mtu, r.latency});
+    }
+  return rows;
+}
+
+int run_lat_rank(const LatFlags& f, const Validated& v) {
+  return run_rank(f, [&](Rank& rank) {
+    RunEnvironment env;
+    std::vector<std::string> notes;
+    const std::vector<LatRow> rows =
+        f.launched_sockets ? run_sockets(f, v, rank, env) : run_fabric(f, v, rank, env, notes);
+    if (rank.boot.rank() != 0) return;
+    finish_environment(env);
+    for (const auto& n : notes) std::cerr << "fabflow: note: " << n << "\n";
+    if (f.json) {
+      print_json(std::cout, env, rows);
+      report::warn_stderr(env);
+      return;
+    }
+    std::vector<std::string> config = {
+        "iterations " + std::to_string(f.iterations) + "  warm-up " + std::to_string(f.warmup),
+        "latency: one-way (half of each round trip, one clock reading per round trip)"};
+    if (f.launched_sockets)
+      config.push_back("kernel sockets on " + rank.boot.local_address() + ", path MTU " +
+                       (rows.empty() ? std::string("n/a") : std::to_string(rows.front().mtu)));
+    report::print_header(std::cout, env, "lat", config);
+    print_table(std::cout, rows);
+    std::cout.flush();
+  });
+}
+
+}  // namespace
+
+Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand(
+      "lat",
+      "latency toolkit: every transfer mode, inline on and off, against UDP and TCP sockets");
+  auto f = std::make_shared<LatFlags>();
+  add_common_flags(*app, *f, "message size(s): 64 | 64,4K | 8:8K (powers of two); default 8:8K",
+                   "progress thread: auto (where a passive peer needs one), on, off");
+  add_choice<LatMode>(*app, "-m,--mode", f->modes, "fabric transfer mode(s)", /*list=*/true);
+  add_choice<Switch>(*app, "--inline", f->inline_modes,
+                     "inline (inject) off, on or both (on: sizes up to the inject size)",
+                     /*list=*/true);
+  add_choice<SocketProto>(*app, "--sockets", f->sockets, "socket baselines in the same run",
+                          /*list=*/true, {"none"});
+  add_choice<SocketWait>(*app, "--socket-wait", f->socket_waits,
+                         "how the socket baselines wait: in the kernel, or spinning",
+                         /*list=*/true);
+  add_number<std::uint64_t>(*app, "-I,--iterations", f->iterations, 1, kMaxCount,
+                            "measured round trips per row");
+  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
+                            "warm-up round trips, not measured");
+  app->add_flag("--launched-sockets", f->launched_sockets)->group("");
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_lat_rank(*f, v);
+    int status = 0;
+    if (!v.providers.empty()) status = launch_each_provider(self, *f, v.providers, v.endpoint);
+    if (status == 0 && !v.sockets.empty()) {
+      std::string why;
+      if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
+      if (!v.providers.empty() && !f->json) std::cout << "\n" << std::flush;
+      status = launch_local(
+          self_launch(self, f->netns, {"--launched-provider", "none", "--launched-sockets"}));
+    }
+    return status;
+  };
+}
+
+}  // namespace fabflow::cli

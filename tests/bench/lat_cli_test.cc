@@ -1,0 +1,114 @@
+// `fabflow bench lat` through the CLI: every mode, inline off and on, on shm, tcp, tcp;ofi_rxm
+// and local, with the UDP and TCP socket baselines (blocking and spinning) as rows of the same
+// run; the JSON fields; bad input and a killed rank, each one error line and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+TEST(LatCli, EveryModeOnFourProvidersAndTheSocketBaselinesInOneRun) {
+  CliResult r = run_cli({"fabflow", "bench", "lat", "-p", "shm,tcp,tcp;ofi_rxm,local", "-S", "8,64",
+                         "-I", "300", "-w", "20", "--json"},
+                        120s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  // (path, provider, mode, inline) -> sizes seen
+  std::map<std::string, std::set<std::size_t>> seen;
+  for (const auto& line : lines(r.out)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["bench"], "lat");
+    EXPECT_EQ(j["type"], "latency");
+    EXPECT_EQ(j["latency_kind"], "one_way");
+    EXPECT_EQ(j["iterations"], 300);
+    const auto& l = j["latency_ns"];
+    EXPECT_EQ(l["samples"], 300);
+    EXPECT_GT(l["min"].get<double>(), 0);
+    EXPECT_LE(l["p50"].get<double>(), l["p9999"].get<double>());
+    EXPECT_LE(l["p9999"].get<double>(), l["max"].get<double>());
+    std::uint64_t counted = 0;
+    for (const auto& bucket : l["histogram"]) counted += bucket[2].get<std::uint64_t>();
+    EXPECT_EQ(counted, 300u) << line;
+    if (j["path"] == "socket") {
+      EXPECT_EQ(j["lost"], 0);
+      EXPECT_GE(j["path_mtu"].get<int>(), 1500);
+      EXPECT_EQ(j["inline"], false);
+    }
+    const std::string key = j["path"].get<std::string>() + " " + j["provider"].get<std::string>() +
+                            " " + j["mode"].get<std::string>() + (j["inline"] ? " inline" : "");
+    seen[key].insert(j["size_bytes"].get<std::size_t>());
+  }
+  for (const char* provider : {"shm", "tcp", "tcp;ofi_rxm", "local"})
+    for (const char* mode : {"send", "writedata", "write"}) {
+      const std::string key = std::string("fabric ") + provider + " " + mode;
+      EXPECT_EQ(seen[key], (std::set<std::size_t>{8, 64})) << key;
+      // Inline where the provider inlines 64 bytes (every one of these does).
+      EXPECT_EQ(seen[key + " inline"], (std::set<std::size_t>{8, 64})) << key;
+    }
+  for (const char* key :
+       {"socket udp block", "socket udp spin", "socket tcp block", "socket tcp spin"})
+    EXPECT_EQ(seen[key], (std::set<std::size_t>{8, 64})) << key;
+  EXPECT_EQ(seen.size(), 4u * 3 * 2 + 4) << r.out;
+}
+
+TEST(LatCli, TheTableNamesEveryRow) {
+  CliResult r =
+      run_cli({"fabflow", "bench", "lat", "-p", "local", "-m", "write", "--inline", "off",
+               "--sockets", "udp", "--socket-wait", "spin", "-S", "64", "-I", "200", "-w", "10"},
+              60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("p99.99(us)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  fabric  local     write      off        64      200"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  socket  udp       spin       off        64      200"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("path MTU"), std::string::npos) << r.out;
+}
+
+TEST(LatCli, BadInputIsOneLine) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"-p", "local", "-S", "70000"},       // above UDP's largest datagram
+      {"-p", "nosuchfabric"},               // unknown provider
+      {"-p", "none", "--sockets", "none"},  // nothing to run
+      {"--sockets", "sctp"},                // unknown socket protocol
+      {"-m", "read"},                       // not a latency mode
+      {"--socket-wait", "sleep"},           // unknown wait
+      {"-p", "local", "-S", "0"},           // zero-byte ping
+      {"-p", "local", "-I", "0"},           // no iterations
+  };
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"fabflow", "bench", "lat"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = run_cli(args, 20s);
+    SCOPED_TRACE(extra.back());
+    ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(r));
+    EXPECT_EQ(r.status, 2) << r.err;
+  }
+}
+
+// A rank killed while the socket baseline spins: the survivor and the launcher stop with one
+// error line, well before any timeout.
+TEST(LatCliPeerDeath, EchoRankKilledDuringTheSocketBaseline) {
+  for (int victim : {1, 0}) {
+    const auto run =
+        testing::kill_rank_mid_run({"fabflow", "bench", "lat", "-p", "none", "--sockets", "udp,tcp",
+                                    "--socket-wait", "spin", "-S", "64", "-I", "2000000000"},
+                                   {victim, 700ms});
+    ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(run.result));
+    EXPECT_LT(run.result.seconds, 12.0);
+  }
+}
+
+}  // namespace
+}  // namespace fabflow
