@@ -17,7 +17,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kBenches[] = {"raw", "queue", "rr", "seq", "inbound", "kv"};
+constexpr const char* kBenches[] = {"raw", "queue", "rr", "seq", "inbound", "kv", "lat"};
 constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
 constexpr const char* kCheckKinds[] = {"at_most", "at_least", "greater", "less", "trend"};
 // The runner sets these itself: an entry that set them would fight it.

@@ -39,7 +39,7 @@ Op op_of(LatMode m) {
 
 struct LatFlags : CommonFlags {
   std::string modes = "send,writedata,write";
-  std::string inline_modes = "off,on";
+  std::string inject_modes = "off,on";
   std::string sockets = "udp,tcp";
   std::string socket_waits = "block,spin";
   std::uint64_t iterations = 10000;
@@ -50,7 +50,7 @@ struct LatFlags : CommonFlags {
 struct Validated {
   std::vector<std::size_t> sizes;
   std::vector<LatMode> modes;
-  std::vector<bool> inline_modes;
+  std::vector<bool> inject_modes;
   std::vector<SocketProto> sockets;
   std::vector<SocketWait> waits;
   std::vector<std::string> providers;
@@ -61,8 +61,8 @@ Validated validate(const LatFlags& f) {
   Validated v;
   v.sizes = parse_sizes(f.sizes.empty() ? "8:8K" : f.sizes);
   v.modes = parse_choice_list<LatMode>(f.modes);
-  for (Switch s : parse_choice_list<Switch>(f.inline_modes))
-    v.inline_modes.push_back(s == Switch::on);
+  for (Switch s : parse_choice_list<Switch>(f.inject_modes))
+    v.inject_modes.push_back(s == Switch::on);
   if (f.sockets != "none") v.sockets = parse_choice_list<SocketProto>(f.sockets);
   v.waits = parse_choice_list<SocketWait>(f.socket_waits);
   for (SocketProto proto : v.sockets) {
@@ -120,7 +120,7 @@ void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<
     j["path"] = r.path;
     j["provider"] = r.provider;
     j["mode"] = r.mode;
-    j["inline"] = r.inlined;
+    j["inject"] = r.inlined;
     j["size_bytes"] = r.size;
     j["iterations"] = r.iterations;
     j["latency_kind"] = "one_way";
@@ -154,7 +154,7 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank
       notes.push_back(std::string(name_of(mode)) + ": not run: " + e.what());
       continue;
     }
-    for (bool inlined : v.inline_modes) {
+    for (bool inlined : v.inject_modes) {
       RawParams p;
       p.op = op_of(mode);
       p.test = RawTest::latency;
@@ -241,8 +241,8 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
   add_common_flags(*app, *f, "message size(s): 64 | 64,4K | 8:8K (powers of two); default 8:8K",
                    "progress thread: auto (where a passive peer needs one), on, off");
   add_choice<LatMode>(*app, "-m,--mode", f->modes, "fabric transfer mode(s)", /*list=*/true);
-  add_choice<Switch>(*app, "--inline", f->inline_modes,
-                     "inline (inject) off, on or both (on: sizes up to the inject size)",
+  add_choice<Switch>(*app, "--inject", f->inject_modes,
+                     "inject (inline) off, on, or both: off,on (on: sizes up to the inject size)",
                      /*list=*/true);
   add_choice<SocketProto>(*app, "--sockets", f->sockets, "socket baselines in the same run",
                           /*list=*/true, {"none"});
@@ -258,12 +258,31 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     Validated v = validate(*f);
     if (started_by_launcher()) return run_lat_rank(*f, v);
+    // The local transport needs both ranks in one network namespace (docs/local-transport.md):
+    // under --netns it is reported as not run, and the other rows still are.
+    std::vector<std::string> providers;
+    for (const auto& p : v.providers) {
+      if (!f->netns || p != "local") {
+        providers.push_back(p);
+        continue;
+      }
+      const std::string why = "the local transport needs both ranks in one network namespace";
+      if (f->json)
+        std::cout << nlohmann::json{{"bench", "lat"},
+                                    {"type", "latency"},
+                                    {"path", "fabric"},
+                                    {"provider", p},
+                                    {"unsupported", why}}
+                         .dump()
+                  << "\n";
+      std::cerr << "fabflow: note: " << p << " not run with --netns: " << why << "\n";
+    }
     int status = 0;
-    if (!v.providers.empty()) status = launch_each_provider(self, *f, v.providers, v.endpoint);
+    if (!providers.empty()) status = launch_each_provider(self, *f, providers, v.endpoint);
     if (status == 0 && !v.sockets.empty()) {
       std::string why;
       if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
-      if (!v.providers.empty() && !f->json) std::cout << "\n" << std::flush;
+      if (!providers.empty() && !f->json) std::cout << "\n" << std::flush;
       status = launch_local(
           self_launch(self, f->netns, {"--launched-provider", "none", "--launched-sockets"}));
     }

@@ -43,10 +43,10 @@ TEST(LatCli, EveryModeOnFourProvidersAndTheSocketBaselinesInOneRun) {
     if (j["path"] == "socket") {
       EXPECT_EQ(j["lost"], 0);
       EXPECT_GE(j["path_mtu"].get<int>(), 1500);
-      EXPECT_EQ(j["inline"], false);
+      EXPECT_EQ(j["inject"], false);
     }
     const std::string key = j["path"].get<std::string>() + " " + j["provider"].get<std::string>() +
-                            " " + j["mode"].get<std::string>() + (j["inline"] ? " inline" : "");
+                            " " + j["mode"].get<std::string>() + (j["inject"] ? " inline" : "");
     seen[key].insert(j["size_bytes"].get<std::size_t>());
   }
   for (const char* provider : {"shm", "tcp", "tcp;ofi_rxm", "local"})
@@ -64,7 +64,7 @@ TEST(LatCli, EveryModeOnFourProvidersAndTheSocketBaselinesInOneRun) {
 
 TEST(LatCli, TheTableNamesEveryRow) {
   CliResult r =
-      run_cli({"fabflow", "bench", "lat", "-p", "local", "-m", "write", "--inline", "off",
+      run_cli({"fabflow", "bench", "lat", "-p", "local", "-m", "write", "--inject", "off",
                "--sockets", "udp", "--socket-wait", "spin", "-S", "64", "-I", "200", "-w", "10"},
               60s);
   ASSERT_EQ(r.status, 0) << r.err;

@@ -75,6 +75,10 @@ const std::vector<Subcommand>& table() {
         {"--window", "1", "4096", "4097"},
         {"--stride", "8", "4096", "4097"},
         {"--seed", "0", "9223372036854775807", "9223372036854775808"}}},
+      {"lat",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--iterations", "1", "1000000000000", "1000000000001"},
+        {"--warmup", "0", "1000000000000", "1000000000001"}}},
       {"kv",
        {{"--timeout", "100", "3600000", "3600001"},
         {"--servers", "1", "16", "17"},
@@ -174,6 +178,11 @@ TEST(NumericFlags, SharedFlagsHaveTheSameNames) {
     for (const char* flag : {"--signal N", "--inject TEXT:{off,on}"})
       EXPECT_NE(r.out.find(flag), std::string::npos) << "bench " << sub << " lacks " << flag;
   }
+  CliResult lat = run_cli({"fabflow", "bench", "lat", "--help"}, 10s);
+  for (const char* flag :
+       {"-p,--provider", "-e,--endpoint", "-S,--size", "--json", "--no-pin", "--netns", "--timeout",
+        "-w,--warmup", "-I,--iterations", "--inject TEXT:{off,on}[,..]"})
+    EXPECT_NE(lat.out.find(flag), std::string::npos) << "bench lat lacks " << flag;
 }
 
 }  // namespace
