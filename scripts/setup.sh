@@ -12,7 +12,7 @@ packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-b
           libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind
           python3 python3-matplotlib clang-format dpkg-dev file memcached libmemcached-dev
           libxxhash-dev clang
-          libpmix-dev libpmi2-0-dev openmpi-bin slurm-wlm munge)
+          libpmix-dev libpmi2-0-dev openmpi-bin slurm-wlm munge iptables)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

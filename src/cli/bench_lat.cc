@@ -10,12 +10,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <cmath>
 #include <iostream>
 #include <optional>
 
 #include "bench/report.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/subprocess.h"
 
 namespace fabflow::cli {
 namespace {
@@ -44,8 +48,25 @@ struct LatFlags : CommonFlags {
   std::string socket_waits = "block,spin";
   std::uint64_t iterations = 10000;
   std::uint64_t warmup = 1000;
+  std::string loss;               // --loss: "1%", "0.5" (percent)
   bool launched_sockets = false;  // internal: this launch runs the socket baselines
 };
+
+// "--loss 1%" or "--loss 1": a packet drop probability in [0, 1].
+double parse_loss(const std::string& text) {
+  if (text.empty()) return 0;
+  std::string number = text.back() == '%' ? text.substr(0, text.size() - 1) : text;
+  std::size_t used = 0;
+  double percent = -1;
+  try {
+    percent = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (number.empty() || used != number.size() || !(percent >= 0 && percent <= 100))
+    throw UsageError("bad --loss '" + text + "' (a percentage in 0..100, e.g. 1%)");
+  return percent / 100;
+}
 
 struct Validated {
   std::vector<std::size_t> sizes;
@@ -55,6 +76,7 @@ struct Validated {
   std::vector<SocketWait> waits;
   std::vector<std::string> providers;
   EndpointType endpoint = EndpointType::automatic;
+  double loss = 0;  // packet drop probability (--loss), 0..1
 };
 
 Validated validate(const LatFlags& f) {
@@ -75,6 +97,11 @@ Validated validate(const LatFlags& f) {
     p.loss_timeout_ms = std::min<std::uint64_t>(200, f.timeout_ms);
     validate_socket_params(p);
   }
+  v.loss = parse_loss(f.loss);
+  if (v.loss > 0 && !f.netns)
+    throw UsageError(
+        "--loss needs --netns: the packets are dropped inside each rank's own "
+        "network namespace, never on this host's interfaces");
   v.endpoint = parse_name<EndpointType>(f.endpoint).value();
   const std::string& providers = f.launched_provider.empty() ? f.providers : f.launched_provider;
   if (providers != "none") v.providers = split(providers, ',');
@@ -82,6 +109,37 @@ Validated validate(const LatFlags& f) {
     throw UsageError(
         "nothing to run: no provider (-p none) and no socket baseline (--sockets none)");
   return v;
+}
+
+// Drops packets in this rank's own network namespace (both ranks do, so each packet meets one
+// drop point): netem on eth0's egress where the kernel has it, else an iptables statistic rule
+// on eth0's input. Returns what was installed; throws UsageError with the tool's refusal.
+std::string install_loss(double p) {
+  const std::string percent = report::fmt("%g", p * 100) + "%";
+  auto run = [](std::vector<std::string> argv) {
+    ChildOptions o;
+    o.argv = std::move(argv);
+    o.capture_stderr = true;
+    o.timeout = std::chrono::seconds(10);
+    ChildResult r = run_child(o, [](const std::string&) {});
+    while (!r.err.empty() && r.err.back() == '\n') r.err.pop_back();
+    return r;
+  };
+  if (const std::string tc = find_binary("tc", "/usr/sbin:/sbin"); !tc.empty()) {
+    if (run({tc, "qdisc", "add", "dev", "eth0", "root", "netem", "loss", percent}).status == 0)
+      return "netem loss " + percent + " on eth0's egress in each rank's namespace";
+  }
+  const std::string iptables = find_binary("iptables", "/usr/sbin:/sbin");
+  if (iptables.empty())
+    throw UsageError(
+        "--loss: this kernel has no netem and iptables is not installed "
+        "(apt install iptables)");
+  const ChildResult r = run({iptables, "-A", "INPUT", "-i", "eth0", "-m", "statistic", "--mode",
+                             "random", "--probability", report::fmt("%.6f", p), "-j", "DROP"});
+  if (r.status != 0)
+    throw UsageError("--loss: iptables refused the rule: " + r.err.substr(0, r.err.find('\n')));
+  return "iptables statistic match dropping " + percent +
+         " of the packets arriving on eth0 in each rank's namespace (no netem here)";
 }
 
 // One row of the run, fabric or socket.
@@ -113,9 +171,12 @@ void print_table(std::ostream& out, const std::vector<LatRow>& rows) {
   }
 }
 
-void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<LatRow>& rows) {
+void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<LatRow>& rows,
+                double loss, const std::string& loss_method) {
   for (const auto& r : rows) {
     nlohmann::json j = report::base_row(env, "lat");
+    j["loss_percent"] = loss * 100;
+    if (loss > 0) j["loss_method"] = loss_method;
     j["type"] = "latency";
     j["path"] = r.path;
     j["provider"] = r.provider;
@@ -209,19 +270,31 @@ int run_lat_rank(const LatFlags& f, const Validated& v) {
   return run_rank(f, [&](Rank& rank) {
     RunEnvironment env;
     std::vector<std::string> notes;
+    const std::string loss_method = v.loss > 0 ? install_loss(v.loss) : "";
+    rank.boot.barrier();  // both drop points are in place before anything is measured
     const std::vector<LatRow> rows =
         f.launched_sockets ? run_sockets(f, v, rank, env) : run_fabric(f, v, rank, env, notes);
     if (rank.boot.rank() != 0) return;
     finish_environment(env);
     for (const auto& n : notes) std::cerr << "fabflow: note: " << n << "\n";
     if (f.json) {
-      print_json(std::cout, env, rows);
+      print_json(std::cout, env, rows, v.loss, loss_method);
       report::warn_stderr(env);
       return;
     }
     std::vector<std::string> config = {
         "iterations " + std::to_string(f.iterations) + "  warm-up " + std::to_string(f.warmup),
         "latency: one-way (half of each round trip, one clock reading per round trip)"};
+    if (v.loss > 0) {
+      // A ping-pong round trip is two packets; one lost stalls it until a retransmission.
+      const double hit = 1 - (1 - v.loss) * (1 - v.loss);
+      config.push_back("loss: " + loss_method);
+      config.push_back("  a round trip loses one of its two packets with probability " +
+                       report::fmt("%.2f", hit * 100) +
+                       "%: TCP then waits for its retransmission timer (the tail loss probe, "
+                       "about max(2 srtt, 10 ms), or the RTO, at least 200 ms), UDP counts the "
+                       "ping lost after 200 ms; so p99 and above move once that exceeds 1%");
+    }
     if (f.launched_sockets)
       config.push_back("kernel sockets on " + rank.boot.local_address() + ", path MTU " +
                        (rows.empty() ? std::string("n/a") : std::to_string(rows.front().mtu)));
@@ -253,11 +326,19 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
                             "measured round trips per row");
   add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
                             "warm-up round trips, not measured");
+  app->add_option("--loss", f->loss,
+                  "with --netns: drop this share of packets in each rank's namespace (1%; "
+                  "netem, else iptables)");
   app->add_flag("--launched-sockets", f->launched_sockets)->group("");
 
   return [f, self]() -> int {
     Validated v = validate(*f);
     if (started_by_launcher()) return run_lat_rank(*f, v);
+    if (v.loss > 0 && find_binary("iptables", "/usr/sbin:/sbin").empty() &&
+        find_binary("tc", "/usr/sbin:/sbin").empty())
+      throw UsageError(
+          "--loss: neither tc (netem) nor iptables is installed (apt install "
+          "iptables)");
     // The local transport needs both ranks in one network namespace (docs/local-transport.md):
     // under --netns it is reported as not run, and the other rows still are.
     std::vector<std::string> providers;

@@ -3,6 +3,7 @@
 // with its own connection and one operation in flight (libmemcached's blocking calls), under
 // the same workload generator. GETs are checked like the store's: found, whole, of their key.
 #include "cli/kv_reference.h"
+#include "cli/subprocess.h"
 
 #include <fabflow/kv_workload.h>
 #include <fabflow/status.h>
@@ -48,20 +49,6 @@ MemcachedResult run_memcached_reference(const MemcachedParams& p) {
 namespace {
 
 using namespace std::chrono_literals;
-
-// The binary's path: `name` itself when it holds a '/', else the first match on PATH.
-std::string find_binary(const std::string& name) {
-  auto executable = [](const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) return executable(name) ? name : "";
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');)
-    if (!dir.empty() && executable(dir + "/" + name)) return dir + "/" + name;
-  return "";
-}
 
 // The first line `binary -V` prints ("memcached 1.6.18").
 std::string version_of(const std::string& binary) {

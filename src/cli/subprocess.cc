@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,7 +13,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 namespace fabflow::cli {
 namespace {
@@ -157,6 +160,19 @@ ChildResult run_child(const ChildOptions& o,
   else if (WIFSIGNALED(status))
     r.status = 128 + WTERMSIG(status);
   return r;
+}
+
+std::string find_binary(const std::string& name, const std::string& also) {
+  auto executable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) return executable(name) ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(std::string(path ? path : "/usr/local/bin:/usr/bin:/bin") + ":" + also);
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && executable(dir + "/" + name)) return dir + "/" + name;
+  return "";
 }
 
 }  // namespace fabflow::cli

@@ -33,4 +33,9 @@ ChildResult run_child(const ChildOptions& options,
 // The signal (SIGINT or SIGTERM) this process received while a child ran, or 0.
 int interrupted();
 
+// The path of an executable: `name` itself when it holds a '/', else the first match on PATH
+// and then in `also` (colon-separated, for tools in /usr/sbin that a user's PATH may lack).
+// Empty when there is none.
+std::string find_binary(const std::string& name, const std::string& also = "");
+
 }  // namespace fabflow::cli

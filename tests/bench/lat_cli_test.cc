@@ -97,6 +97,29 @@ TEST(LatCli, BadInputIsOneLine) {
   }
 }
 
+// --loss in namespaces: UDP pings are lost at about the rate asked for, counted, and the run
+// still ends; the rows say how the loss was made.
+TEST(LatCli, LossInNamespacesIsCountedNotHung) {
+  CliResult r =
+      run_cli({"fabflow", "bench", "lat", "-p", "none", "--netns", "--loss", "5%", "--sockets",
+               "udp", "--socket-wait", "spin", "-S", "64", "-I", "200", "-w", "0", "--json"},
+              60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  if (r.status == 2 && r.err.find("--netns") != std::string::npos)
+    GTEST_SKIP() << "network namespaces not available here: " << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 1u) << r.out;
+  const auto j = nlohmann::json::parse(out[0]);
+  EXPECT_EQ(j["loss_percent"], 5.0);
+  EXPECT_NE(j["loss_method"].get<std::string>().find("5%"), std::string::npos) << out[0];
+  // 200 pings, each round trip lost with probability 1 - 0.95^2 = 9.75 %: about 20.
+  const auto lost = j["lost"].get<std::uint64_t>();
+  EXPECT_GE(lost, 3u) << out[0];
+  EXPECT_LE(lost, 60u) << out[0];
+  EXPECT_EQ(j["iterations"].get<std::uint64_t>() + lost, 200u) << out[0];
+}
+
 // A rank killed while the socket baseline spins: the survivor and the launcher stop with one
 // error line, well before any timeout.
 TEST(LatCliPeerDeath, EchoRankKilledDuringTheSocketBaseline) {
