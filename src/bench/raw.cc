@@ -158,6 +158,7 @@ class RawRunner {
     row.cpu.initiator_ns_per_msg = cpu * 1e9 / static_cast<double>(iters);
     row.cpu.target_ns_per_msg = cpu_target * 1e9 / static_cast<double>(iters);
     if (test == RawTest::latency) {
+      if (p_.keep_samples) row.samples = samples;  // in measurement order, before sorting
       row.latency = summarize(samples);
       row.seconds = seconds;
     } else {

@@ -275,6 +275,7 @@ SocketRow ping_size(Endpoint& e, const SocketParams& p, std::size_t size, const 
   }
   if (p.proto == SocketProto::udp) end_udp_size(e, p);
   row.iterations = samples.size();
+  if (p.keep_samples) row.samples = samples;  // in measurement order, before sorting
   row.latency = summarize(samples);
   int mtu = 0;
   socklen_t len = sizeof mtu;

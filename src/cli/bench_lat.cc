@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -49,6 +50,7 @@ struct LatFlags : CommonFlags {
   std::uint64_t iterations = 10000;
   std::uint64_t warmup = 1000;
   std::string loss;               // --loss: "1%", "0.5" (percent)
+  std::string samples;            // --samples FILE: every sample of every row
   bool launched_sockets = false;  // internal: this launch runs the socket baselines
 };
 
@@ -153,7 +155,22 @@ struct LatRow {
   std::uint64_t lost = 0;
   std::size_t mtu = 0;
   LatencyStats latency;
+  std::vector<double> samples;  // with --samples
 };
+
+// --samples FILE: for each row a line "# path provider mode inject=on|off size=N" and then
+// every sample in ns, one per line, in measurement order. The launcher truncates the file;
+// each launch's rank 0 appends its rows.
+void append_samples(const std::string& path, const std::vector<LatRow>& rows) {
+  std::ofstream out(path, std::ios::app);
+  for (const auto& r : rows) {
+    out << "# " << r.path << " " << r.provider << " " << r.mode
+        << " inject=" << (r.inlined ? "on" : "off") << " size=" << r.size << "\n";
+    for (double v : r.samples) out << report::fmt("%.1f", v) << "\n";
+  }
+  out.flush();
+  if (!out) throw Error("--samples: writing " + path + " failed");
+}
 
 void print_table(std::ostream& out, const std::vector<LatRow>& rows) {
   out << "\n  path    provider  mode       inline  bytes    iters  mean(us)   p50(us)   p99(us)"
@@ -224,6 +241,7 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank
       p.warmup = f.warmup;
       p.cpu = rank.cpu;
       p.timeout_ms = f.timeout_ms;
+      p.keep_samples = !f.samples.empty();
       p.sizes.clear();
       for (std::size_t s : v.sizes)
         if (s <= caps.max_msg_size && (!inlined || s <= caps.inject_size)) p.sizes.push_back(s);
@@ -233,9 +251,9 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank
       t->connect(rank.boot);
       RawResult r = run_raw(p, *t, rank.boot);
       if (env.clock.empty()) env = r.env;
-      for (const auto& row : r.rows)
+      for (auto& row : r.rows)
         rows.push_back({"fabric", caps.provider, std::string(name_of(mode)), row.injected, row.size,
-                        row.iterations, 0, 0, row.latency});
+                        row.iterations, 0, 0, row.latency, std::move(row.samples)});
     }
   }
   return rows;
@@ -259,9 +277,10 @@ std::vector<LatRow> run_sockets(const LatFlags& f, const Validated& v, Rank& ran
       p.warmup = f.warmup;
       p.timeout_ms = f.timeout_ms;
       p.loss_timeout_ms = std::min<std::uint64_t>(200, f.timeout_ms);
-      for (const auto& r : run_socket_pingpong(p, rank.boot, clock))
+      p.keep_samples = !f.samples.empty();
+      for (auto& r : run_socket_pingpong(p, rank.boot, clock))
         rows.push_back({"socket", std::string(name_of(proto)), std::string(name_of(wait)), false,
-                        r.size, r.iterations, r.lost, r.mtu, r.latency});
+                        r.size, r.iterations, r.lost, r.mtu, r.latency, std::move(r.samples)});
     }
   return rows;
 }
@@ -276,6 +295,7 @@ int run_lat_rank(const LatFlags& f, const Validated& v) {
         f.launched_sockets ? run_sockets(f, v, rank, env) : run_fabric(f, v, rank, env, notes);
     if (rank.boot.rank() != 0) return;
     finish_environment(env);
+    if (!f.samples.empty()) append_samples(f.samples, rows);
     for (const auto& n : notes) std::cerr << "fabflow: note: " << n << "\n";
     if (f.json) {
       print_json(std::cout, env, rows, v.loss, loss_method);
@@ -326,6 +346,8 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
                             "measured round trips per row");
   add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
                             "warm-up round trips, not measured");
+  app->add_option("--samples", f->samples,
+                  "write every sample (ns, one per line, a '#' line before each row's) to FILE");
   app->add_option("--loss", f->loss,
                   "with --netns: drop this share of packets in each rank's namespace (1%; "
                   "netem, else iptables)");
@@ -334,6 +356,10 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     Validated v = validate(*f);
     if (started_by_launcher()) return run_lat_rank(*f, v);
+    if (!f->samples.empty()) {
+      std::ofstream create(f->samples, std::ios::trunc);
+      if (!create) throw UsageError("--samples: cannot write " + f->samples);
+    }
     if (v.loss > 0 && find_binary("iptables", "/usr/sbin:/sbin").empty() &&
         find_binary("tc", "/usr/sbin:/sbin").empty())
       throw UsageError(

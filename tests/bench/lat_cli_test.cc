@@ -2,7 +2,9 @@
 // and local, with the UDP and TCP socket baselines (blocking and spinning) as rows of the same
 // run; the JSON fields; bad input and a killed rank, each one error line and a non-zero exit.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -95,6 +97,43 @@ TEST(LatCli, BadInputIsOneLine) {
     ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(r));
     EXPECT_EQ(r.status, 2) << r.err;
   }
+}
+
+// --samples: every sample of every row, none capped, in the order measured.
+TEST(LatCli, SamplesFileHoldsEverySample) {
+  char path[] = "/tmp/fabflow-lat-samples-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  CliResult r = run_cli({"fabflow",    "bench",     "lat",  "-p",        "local", "-m",
+                         "send,write", "--inject",  "off",  "--sockets", "tcp",   "--socket-wait",
+                         "spin",       "-S",        "8,1K", "-I",        "20000", "-w",
+                         "10",         "--samples", path},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(path);
+  std::vector<std::string> headers;
+  std::vector<std::size_t> counts;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# ", 0) == 0) {
+      headers.push_back(line);
+      counts.push_back(0);
+      continue;
+    }
+    ASSERT_FALSE(counts.empty()) << line;
+    EXPECT_GT(std::stod(line), 0) << line;
+    ++counts.back();
+  }
+  ::unlink(path);
+  EXPECT_EQ(headers, (std::vector<std::string>{
+                         "# fabric local send inject=off size=8",
+                         "# fabric local send inject=off size=1024",
+                         "# fabric local write inject=off size=8",
+                         "# fabric local write inject=off size=1024",
+                         "# socket tcp spin inject=off size=8",
+                         "# socket tcp spin inject=off size=1024",
+                     }));
+  EXPECT_EQ(counts, std::vector<std::size_t>(6, 20000));
 }
 
 // --loss in namespaces: UDP pings are lost at about the rate asked for, counted, and the run

@@ -40,6 +40,7 @@ struct RawParams {
   ProgressMode progress = ProgressMode::automatic;
   int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
   std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
+  bool keep_samples = false;         // latency rows keep every sample (RawRow::samples)
 };
 
 struct CpuUse {
@@ -58,6 +59,7 @@ struct RawRow {
   // completion time for read and atomics.
   bool one_way = true;
   LatencyStats latency;
+  std::vector<double> samples;  // with RawParams::keep_samples: every sample, ns, in order
   // Bandwidth rows.
   double seconds = 0;
   double mbps = 0;  // 10^6 bytes per second

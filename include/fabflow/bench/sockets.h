@@ -40,6 +40,7 @@ struct SocketParams {
   // is sent; no answer at all for timeout_ms fails the run.
   std::uint64_t loss_timeout_ms = 200;
   std::uint64_t timeout_ms = 10000;
+  bool keep_samples = false;  // rows keep every sample (SocketRow::samples)
 };
 
 struct SocketRow {
@@ -49,6 +50,7 @@ struct SocketRow {
   std::uint64_t iterations = 0;  // round trips answered and measured
   std::uint64_t lost = 0;        // udp: pings counted lost (no answer within loss_timeout_ms)
   LatencyStats latency;          // one-way: half of each round trip, ns
+  std::vector<double> samples;   // with SocketParams::keep_samples: every sample, in order
   std::size_t mtu = 0;           // path MTU of the connected socket (IP_MTU; 0: not known)
 };
 
