@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,56 @@ void read_cpuinfo(RunEnvironment& env) {
                       flags.find(" nonstop_tsc ") != std::string::npos;
 }
 
+// The device interrupts (numbered lines of /proc/interrupts) each CPU has taken; empty when
+// the file cannot be read.
+std::vector<std::uint64_t> device_irqs() {
+  std::ifstream in("/proc/interrupts");
+  std::string header;
+  if (!std::getline(in, header)) return {};
+  std::size_t cpus = 0;
+  for (std::istringstream h(header); h >> header;) ++cpus;
+  std::vector<std::uint64_t> per_cpu(cpus, 0);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string label;
+    fields >> label;
+    if (label.empty() || label.back() != ':' ||
+        label.find_first_not_of("0123456789") != label.size() - 1)
+      continue;  // LOC (the timer), RES, CAL, ... are not devices
+    for (std::size_t c = 0; c < cpus; ++c) {
+      std::uint64_t n = 0;
+      if (!(fields >> n)) break;
+      per_cpu[c] += n;
+    }
+  }
+  return per_cpu;
+}
+
+double monotonic_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Whether CPUs a and b are two hardware threads of one core.
+bool smt_siblings(int a, int b) {
+  if (a < 0 || b < 0 || a == b) return false;
+  const std::string list = first_line(
+      ("/sys/devices/system/cpu/cpu" + std::to_string(a) + "/topology/thread_siblings_list")
+          .c_str());
+  // "0,4" or "0-1": the CPUs of a's core.
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto dash = item.find('-');
+    try {
+      const int lo = std::stoi(item.substr(0, dash));
+      const int hi = dash == std::string::npos ? lo : std::stoi(item.substr(dash + 1));
+      if (b >= lo && b <= hi) return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return false;
+}
+
 // Each provider libfabric reports, once, in its order.
 std::vector<std::string> providers_found() {
   std::vector<std::string> out;
@@ -83,6 +134,8 @@ RunEnvironment gather() {
   env.build_type = FABFLOW_BUILD_TYPE;
   env.sanitizer = FABFLOW_SANITIZER;
   env.launcher = BootstrapConfig::detect_launcher();
+  env.device_irqs_start = device_irqs();
+  env.irq_window_start_s = monotonic_seconds();
   return env;
 }
 
@@ -114,9 +167,27 @@ void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu) {
     if (r == 0) env.cpu_initiator = c;
     if (r == 1) env.cpu_target = c;
   }
+  env.pinned_smt_siblings = smt_siblings(env.cpu_initiator, env.cpu_target);
 }
 
-void finish_environment(RunEnvironment& env) { env.load_end = load_average(); }
+void finish_environment(RunEnvironment& env) {
+  env.load_end = load_average();
+  if (env.pinned && !env.pinned_smt_siblings)
+    env.pinned_smt_siblings = smt_siblings(env.cpu_initiator, env.cpu_target);
+  const auto now = device_irqs();
+  if (!env.pinned || now.empty() || now.size() != env.device_irqs_start.size()) return;
+  std::int64_t taken = 0;
+  std::vector<int> cpus{env.cpu_initiator};
+  if (env.cpu_target != env.cpu_initiator) cpus.push_back(env.cpu_target);
+  for (int cpu : cpus) {
+    if (cpu < 0 || static_cast<std::size_t>(cpu) >= now.size()) return;
+    const auto c = static_cast<std::size_t>(cpu);
+    taken += static_cast<std::int64_t>(now[c] - env.device_irqs_start[c]);
+  }
+  env.irqs_on_pinned = taken;
+  const double seconds = monotonic_seconds() - env.irq_window_start_s;
+  env.irqs_per_s_on_pinned = seconds > 0 ? static_cast<double>(taken) / seconds : 0;
+}
 
 std::vector<std::string> environment_warnings(const RunEnvironment& env) {
   std::vector<std::string> out;
@@ -135,6 +206,23 @@ std::vector<std::string> environment_warnings(const RunEnvironment& env) {
   }
   if (!env.tsc_invariant)
     out.push_back("the TSC is not invariant here: samples use CLOCK_MONOTONIC");
+  if (env.governor != "n/a" && env.governor != "performance")
+    out.push_back("cpufreq governor '" + env.governor +
+                  "': the CPU clock may change during the run (echo performance > "
+                  "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)");
+  if (env.pinned_smt_siblings)
+    out.push_back("the ranks are pinned to cpu " + std::to_string(env.cpu_initiator) + " and cpu " +
+                  std::to_string(env.cpu_target) +
+                  ", two hardware threads of one core: they share its execution units");
+  // About one device interrupt per 10 ms on a pinned CPU is enough to show in the far tail.
+  if (env.irqs_on_pinned > 0 && env.irqs_per_s_on_pinned > 100) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "the pinned CPUs took %lld device interrupts during the run (%.0f/s): each "
+                  "one stalls a busy-polling thread (see /proc/irq/*/smp_affinity)",
+                  static_cast<long long>(env.irqs_on_pinned), env.irqs_per_s_on_pinned);
+    out.push_back(buf);
+  }
   return out;
 }
 

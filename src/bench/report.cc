@@ -41,7 +41,11 @@ void print_header(std::ostream& out, const RunEnvironment& e, std::string_view f
       << (e.pinned
               ? "cpu " + std::to_string(e.cpu_initiator) + " / cpu " + std::to_string(e.cpu_target)
               : std::string("NO"))
-      << "  clock " << e.clock << "  launcher " << e.launcher << "\n";
+      << "  clock " << e.clock << "  launcher " << e.launcher
+      << (e.irqs_on_pinned >= 0
+              ? "  device interrupts on the pinned cpus " + std::to_string(e.irqs_on_pinned)
+              : std::string())
+      << "\n";
   for (const auto& w : environment_warnings(e)) out << "# WARNING: " << w << "\n";
 }
 
@@ -63,6 +67,9 @@ nlohmann::json environment_json(const RunEnvironment& e) {
           {"sanitizer", e.sanitizer},
           {"launcher", e.launcher},
           {"pinned", e.pinned},
+          {"pinned_smt_siblings", e.pinned_smt_siblings},
+          {"device_irqs_on_pinned",
+           e.irqs_on_pinned < 0 ? nlohmann::json(nullptr) : nlohmann::json(e.irqs_on_pinned)},
           {"clock", e.clock}};
 }
 

@@ -2,12 +2,14 @@
 #include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 
+#include <time.h>
 #include <x86intrin.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iomanip>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -134,22 +136,32 @@ Clock::Clock() {
     name_ = "CLOCK_MONOTONIC";
     return;
   }
-  // Calibrate ticks against CLOCK_MONOTONIC over ~20 ms.
-  auto t0 = std::chrono::steady_clock::now();
-  std::uint64_t c0 = __rdtsc();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  auto t1 = std::chrono::steady_clock::now();
-  std::uint64_t c1 = __rdtsc();
-  double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
-  if (c1 <= c0 || ns <= 0) {
+  // Three readings of (CLOCK_MONOTONIC_RAW, TSC), 10 ms apart: two windows, one rate each.
+  auto raw_ns = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+  };
+  double ns[3];
+  std::uint64_t ticks[3];
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ns[i] = raw_ns();
+    ticks[i] = __rdtsc();
+  }
+  if (ticks[1] <= ticks[0] || ticks[2] <= ticks[1] || ns[2] <= ns[0]) {
     name_ = "CLOCK_MONOTONIC";
     return;
   }
   tsc_ = true;
-  ns_per_tick_ = ns / static_cast<double>(c1 - c0);
+  ns_per_tick_ = (ns[2] - ns[0]) / static_cast<double>(ticks[2] - ticks[0]);
+  const double first = (ns[1] - ns[0]) / static_cast<double>(ticks[1] - ticks[0]);
+  const double second = (ns[2] - ns[1]) / static_cast<double>(ticks[2] - ticks[1]);
+  error_ppm_ = std::abs(first - second) / ns_per_tick_ * 1e6;
   std::ostringstream n;
-  n.precision(3);
-  n << std::fixed << "TSC (" << 1.0 / ns_per_tick_ << " GHz, calibrated)";
+  n << std::fixed << std::setprecision(3) << "TSC (" << 1.0 / ns_per_tick_
+    << " GHz, calibrated against CLOCK_MONOTONIC_RAW, windows agree within " << std::setprecision(0)
+    << std::max(error_ppm_, 1.0) << " ppm)";
   name_ = n.str();
 }
 

@@ -1,13 +1,17 @@
-// Sample statistics (nearest-rank percentiles, standard deviation, the log-bucketed histogram)
-// and the --sizes parser.
+// Sample statistics (nearest-rank percentiles, standard deviation, the log-bucketed histogram),
+// the TSC calibration, the timing-hazard warnings and the --sizes parser.
 #include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace fabflow {
@@ -142,6 +146,48 @@ TEST(StatsHistogram, ScaledByTwoIsTheHistogramOfDoubledSamples) {
     EXPECT_NEAR(half.histogram[i].lower_ns, whole.histogram[i].lower_ns, 1e-9 * whole.max);
     EXPECT_EQ(half.histogram[i].count, whole.histogram[i].count) << i;
   }
+}
+
+TEST(StatsClock, TheTscAgreesWithTheRawMonotonicClock) {
+  const Clock clock;
+  if (!clock.tsc()) GTEST_SKIP() << "no invariant TSC here: " << clock.name();
+  EXPECT_LT(clock.calibration_error_ppm(), 1000) << clock.name();
+  EXPECT_NE(clock.name().find("CLOCK_MONOTONIC_RAW"), std::string::npos) << clock.name();
+  // 50 ms measured by both: the calibrated TSC within 0.5 % of the kernel's raw clock (the
+  // bound leaves room for a preemption between the two readings on a busy machine).
+  auto raw = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+  };
+  const double r0 = raw();
+  const std::uint64_t t0 = clock.now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double r1 = raw();
+  const std::uint64_t t1 = clock.now();
+  EXPECT_NEAR(clock.to_ns(t1 - t0) / (r1 - r0), 1.0, 0.005);
+}
+
+TEST(StatsEnvironment, TimingHazardsAreWarnedOnce) {
+  RunEnvironment env;
+  env.build_type = "Release";
+  env.tsc_invariant = true;
+  env.pinned = true;
+  env.governor = "performance";
+  env.irqs_on_pinned = 0;
+  EXPECT_TRUE(environment_warnings(env).empty());
+  env.governor = "powersave";
+  env.pinned_smt_siblings = true;
+  env.cpu_initiator = 0;
+  env.cpu_target = 4;
+  env.irqs_on_pinned = 5000;
+  env.irqs_per_s_on_pinned = 2500;
+  const auto w = environment_warnings(env);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_NE(w[0].find("governor 'powersave'"), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("cpu 0 and cpu 4, two hardware threads of one core"), std::string::npos)
+      << w[1];
+  EXPECT_NE(w[2].find("5000 device interrupts"), std::string::npos) << w[2];
 }
 
 using Sizes = std::vector<std::size_t>;

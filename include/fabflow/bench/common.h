@@ -52,8 +52,10 @@ LatencyStats summarize(std::vector<double>& samples);
 // Throws UsageError on malformed input.
 std::vector<std::size_t> parse_sizes(const std::string& text);
 
-// Time source for samples: the invariant TSC when the CPU has one (calibrated against
-// CLOCK_MONOTONIC), else CLOCK_MONOTONIC. Thread-safe after construction.
+// Time source for samples: the invariant TSC when the CPU has one, else CLOCK_MONOTONIC. The
+// TSC is calibrated against CLOCK_MONOTONIC_RAW (the hardware clock without NTP's slewing)
+// over two back-to-back 10 ms windows; how far the two windows' rates disagree is reported as
+// the calibration error. Thread-safe after construction.
 class Clock {
  public:
   Clock();
@@ -61,11 +63,15 @@ class Clock {
   double to_ns(std::uint64_t ticks) const noexcept {
     return static_cast<double>(ticks) * ns_per_tick_;
   }
+  // "TSC (2.596 GHz, calibrated against CLOCK_MONOTONIC_RAW, windows agree within 3 ppm)"
   const std::string& name() const noexcept { return name_; }
+  bool tsc() const noexcept { return tsc_; }
+  double calibration_error_ppm() const noexcept { return error_ppm_; }  // 0 without the TSC
 
  private:
   bool tsc_ = false;
   double ns_per_tick_ = 1.0;
+  double error_ppm_ = 0;
   std::string name_;
 };
 
@@ -96,6 +102,14 @@ struct RunEnvironment {
   bool pinned = false;
   int cpu_initiator = -1;
   int cpu_target = -1;
+  bool pinned_smt_siblings = false;  // ranks 0 and 1 pinned to two threads of one core
+  // Device interrupts (the numbered lines of /proc/interrupts) of each CPU when this process
+  // first read the machine, and on the pinned CPUs from then to finish_environment (-1: not
+  // known).
+  std::vector<std::uint64_t> device_irqs_start;
+  double irq_window_start_s = 0;     // CLOCK_MONOTONIC seconds of that first read
+  std::int64_t irqs_on_pinned = -1;  // device interrupts on the pinned CPUs in the window
+  double irqs_per_s_on_pinned = 0;
   bool progress_thread_initiator = false;
   bool progress_thread_target = false;
 
