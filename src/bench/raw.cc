@@ -26,6 +26,7 @@ namespace {
 
 constexpr std::size_t kRxDepth = 64;  // receives kept posted
 constexpr std::size_t kPollBatch = 16;
+constexpr unsigned kMaxReapEvery = 256;  // WRITE-like receives posted at once
 
 // Ping-pong ops measure a round trip and report half of it; the others time one operation.
 bool is_pingpong(Op op) { return op == Op::send || op == Op::write || op == Op::writedata; }
@@ -108,13 +109,16 @@ class RawRunner {
         initiator_(boot.rank() == 0) {
     max_size_ = *std::max_element(p.sizes.begin(), p.sizes.end());
     if (is_atomic(p.op)) max_size_ = 8;
-    // Layout: [0, max) source / atomic result, [max, 2max) target of the peer's operations.
-    buf_len_ = 2 * std::max<std::size_t>(max_size_, 64);
+    // Layout: [0, slot) source / atomic result, then the target of the peer's operations: one
+    // slot, or reap_every slots for the WRITE-like receives.
+    slot_len_ = std::max<std::size_t>(max_size_, 64);
+    rx_len_ = slot_len_ * std::max(1u, write_like() ? p.reap_every : 1u);
+    buf_len_ = slot_len_ + rx_len_;
     for (T* t : queues) {
       Queue q{t, t->allocate(buf_len_, kAllAccess), {}};
       auto keys = boot_.allgather(t->export_key(*q.mr));
       q.remote = t->import_key(peer_, keys[static_cast<std::size_t>(peer_)]);
-      if (!q.remote.contains(rx_offset(), max_size_))
+      if (!q.remote.contains(rx_offset(), rx_len_))
         throw PeerError(peer_, "raw bench: peer registered a region too small for the run");
       queues_.push_back(std::move(q));
     }
@@ -181,7 +185,8 @@ class RawRunner {
     RemoteMemory remote;
   };
 
-  std::size_t rx_offset() const noexcept { return buf_len_ / 2; }
+  std::size_t rx_offset() const noexcept { return slot_len_; }
+  bool write_like() const noexcept { return p_.op == Op::send && p_.reap_every > 0; }
   std::byte* src(std::size_t q = 0) const noexcept { return queues_[q].mr->data(); }
   std::byte* rx(std::size_t q = 0) const noexcept { return queues_[q].mr->data() + rx_offset(); }
   void* desc(std::size_t q = 0) const noexcept { return queues_[q].mr->desc(); }
@@ -327,6 +332,7 @@ class RawRunner {
   }
 
   void pingpong(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
+    if (write_like()) return pingpong_write_like(size, count, samples);
     RecvPool pool = recv_pool(count);
     top_up(pool, size);
     // The receive that completes the first message must be in place before the peer sends.
@@ -382,6 +388,75 @@ class RawRunner {
       }
       return;
     }
+  }
+
+  // WRITE-like send/recv: receives posted reap_every at a time, each into its own slot; a
+  // message is seen in its slot's memory (its sequence number stamped as for write), and the
+  // receive completions are reaped only after every reap_every messages, before the answer
+  // (or the next ping) goes out, so that every message finds its receive posted.
+  void pingpong_write_like(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
+    const std::uint64_t n = p_.reap_every;
+    std::uint64_t posted = 0, reaped = 0;
+    auto post_batch = [&] {
+      while (posted < count && posted - reaped < n) {
+        std::byte* slot = rx() + (posted % n) * slot_len_;
+        Watchdog dog(boot_, p_.timeout_ms, "posting a receive");
+        Status s;
+        while ((s = t_.post_recv(peer_, slot, size, desc(), 0)) == Status::again) dog.idle();
+        check(s, "post_recv");
+        ++posted;
+      }
+    };
+    auto wait_slot = [&](std::uint64_t i, std::uint64_t seq) {
+      const std::byte* slot = rx() + (i % n) * slot_len_;
+      Watchdog dog(boot_, p_.timeout_ms, "waiting for the peer's message in memory");
+      while (!stamped(slot, size, seq)) {
+        t_.progress();
+        dog.idle();
+      }
+      std::atomic_thread_fence(std::memory_order_acquire);
+    };
+    auto reap = [&](std::uint64_t upto) {
+      Watchdog dog(boot_, p_.timeout_ms, "reaping receive completions");
+      Completion c[kPollBatch];
+      while (reaped < upto) {
+        const int got = t_.poll_rx(std::span(c).first(
+            static_cast<std::size_t>(std::min<std::uint64_t>(kPollBatch, upto - reaped))));
+        if (got < 0) throw Error("raw bench: " + t_.last_error());
+        for (int k = 0; k < got; ++k)
+          if (c[k].kind != CompletionKind::recv || c[k].length != size)
+            throw PeerError(peer_, "raw bench: a receive completed with " +
+                                       std::to_string(c[k].length) + " bytes, expected " +
+                                       std::to_string(size));
+        reaped += static_cast<std::uint64_t>(got);
+        if (got == 0) dog.idle();
+      }
+      post_batch();
+    };
+    post_batch();
+    wait_all_light();
+    std::uint64_t prev = clock_.now();
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const std::uint64_t seq = ++seq_;
+      const bool last_of_batch = (i + 1) % n == 0 || i + 1 == count;
+      if (initiator_) {
+        stamp(src(), size, seq);
+        post_ping(size, seq, i);
+        wait_slot(i, seq);
+        const std::uint64_t now = clock_.now();
+        if (samples) samples->push_back(clock_.to_ns(now - prev) / 2);
+        // The reaping delays the next ping: it belongs to the next round trip, the outlier
+        // the seed reports (Fig. 28).
+        if (last_of_batch) reap(i + 1);
+        prev = now;
+      } else {
+        wait_slot(i, seq);
+        if (last_of_batch) reap(i + 1);
+        stamp(src(), size, seq);
+        post_ping(size, seq, i);
+      }
+    }
+    drain_tx();
   }
 
   // A barrier used inside a phase: both sides progress while waiting.
@@ -530,6 +605,8 @@ class RawRunner {
   const bool initiator_;
   std::size_t max_size_ = 0;
   std::size_t buf_len_ = 0;
+  std::size_t slot_len_ = 0;  // source length, and each receive slot's
+  std::size_t rx_len_ = 0;    // the target area: one slot, or reap_every of them
   std::vector<Queue> queues_;
   std::uint64_t seq_ = 0;
   double last_phase_seconds_ = 0;
@@ -586,6 +663,21 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
   }
   if (params.signal_every == 0 || params.window == 0 || params.batch == 0)
     throw UsageError("window, signal interval and batch must be at least 1");
+  if (params.reap_every > 0) {
+    if (params.op != Op::send)
+      throw UsageError("WRITE-like receives (reap every n) are for -o send only");
+    if (params.reap_every > kMaxReapEvery)
+      throw UsageError("WRITE-like receives: at most " + std::to_string(kMaxReapEvery) +
+                       " posted at once");
+    const std::size_t largest = *std::max_element(params.sizes.begin(), params.sizes.end());
+    if (largest > (std::size_t{256} << 20) / params.reap_every)
+      throw UsageError("WRITE-like receives: " + std::to_string(params.reap_every) + " x " +
+                       std::to_string(largest) + " bytes of receive buffers is above 256 MiB");
+    if (caps.provider == "local")
+      throw UsageError(
+          "WRITE-like send/recv is not possible on local: it places a message in "
+          "the posted buffer only when the receiver polls its completions");
+  }
   for (std::size_t s : params.sizes)
     if (s == 0 && params.op != Op::send && params.op != Op::writedata)
       throw UsageError("size 0 (header-only) is for -o send and -o writedata only");

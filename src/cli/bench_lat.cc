@@ -25,12 +25,15 @@
 namespace fabflow::cli {
 namespace {
 
-// The fabric transfer modes: send/recv, write with remote CQ data, and write polled in
-// memory (the target polls the sequence number in the payload's first and last 8 bytes; no
-// completion at the target).
-enum class LatMode : std::uint8_t { send, writedata, write };
-inline constexpr NameTable<LatMode, 3> kLatModeNames{
-    {{{"send", LatMode::send}, {"writedata", LatMode::writedata}, {"write", LatMode::write}}}};
+// The fabric transfer modes: send/recv, write with remote CQ data, write polled in memory
+// (the target polls the sequence number in the payload's first and last 8 bytes; no
+// completion at the target), and WRITE-like send/recv (receives posted in a batch, each
+// message seen in its buffer's memory, completions reaped once per batch).
+enum class LatMode : std::uint8_t { send, writedata, write, write_like };
+inline constexpr NameTable<LatMode, 4> kLatModeNames{{{{"send", LatMode::send},
+                                                       {"writedata", LatMode::writedata},
+                                                       {"write", LatMode::write},
+                                                       {"write-like", LatMode::write_like}}}};
 constexpr const auto& name_table(LatMode) noexcept { return kLatModeNames; }
 
 Op op_of(LatMode m) {
@@ -38,12 +41,14 @@ Op op_of(LatMode m) {
     case LatMode::send: return Op::send;
     case LatMode::writedata: return Op::writedata;
     case LatMode::write: return Op::write;
+    case LatMode::write_like: return Op::send;
   }
   return Op::send;
 }
 
 struct LatFlags : CommonFlags {
-  std::string modes = "send,writedata,write";
+  std::string modes = "send,writedata,write,write-like";
+  unsigned reap_every = 64;  // write-like: receives posted at once, completions reaped per batch
   std::string inject_modes = "off,on";
   std::string sockets = "udp,tcp";
   std::string socket_waits = "block,spin";
@@ -232,6 +237,12 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank
       notes.push_back(std::string(name_of(mode)) + ": not run: " + e.what());
       continue;
     }
+    if (mode == LatMode::write_like && caps.provider == "local") {
+      notes.push_back(
+          "write-like: not run on local: it places a message in the posted buffer "
+          "only when the receiver polls its completions");
+      continue;
+    }
     for (bool inlined : v.inject_modes) {
       RawParams p;
       p.op = op_of(mode);
@@ -242,6 +253,7 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank
       p.cpu = rank.cpu;
       p.timeout_ms = f.timeout_ms;
       p.keep_samples = !f.samples.empty();
+      p.reap_every = mode == LatMode::write_like ? f.reap_every : 0;
       p.sizes.clear();
       for (std::size_t s : v.sizes)
         if (s <= caps.max_msg_size && (!inlined || s <= caps.inject_size)) p.sizes.push_back(s);
@@ -344,6 +356,9 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
                          /*list=*/true);
   add_number<std::uint64_t>(*app, "-I,--iterations", f->iterations, 1, kMaxCount,
                             "measured round trips per row");
+  add_number<unsigned>(*app, "--reap-every", f->reap_every, 1, 256,
+                       "write-like mode: receives posted at once, and completions reaped once "
+                       "per that many messages");
   add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
                             "warm-up round trips, not measured");
   app->add_option("--samples", f->samples,

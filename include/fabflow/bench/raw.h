@@ -41,6 +41,12 @@ struct RawParams {
   int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
   std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
   bool keep_samples = false;         // latency rows keep every sample (RawRow::samples)
+  // Send ping-pong only, > 0: "WRITE-like send/recv" (seed 002, Fig. 26): reap_every receives
+  // are posted at once, each into its own buffer; a rank learns of a message by polling the
+  // next buffer's memory (driving progress) and reaps the receive completions only every
+  // reap_every messages, then posts that many again. Not for the local transport, which
+  // places a message in its receive buffer only when the receiver polls its completions.
+  unsigned reap_every = 0;
 };
 
 struct CpuUse {
