@@ -86,6 +86,21 @@ struct Validated {
   double loss = 0;  // packet drop probability (--loss), 0..1
 };
 
+// The socket baseline's parameters for one protocol and wait.
+SocketParams socket_params(const LatFlags& f, const std::vector<std::size_t>& sizes,
+                           SocketProto proto, SocketWait wait) {
+  SocketParams p;
+  p.proto = proto;
+  p.wait = wait;
+  p.sizes = sizes;
+  p.iterations = f.iterations;
+  p.warmup = f.warmup;
+  p.timeout_ms = f.timeout_ms;
+  p.loss_timeout_ms = std::min<std::uint64_t>(200, f.timeout_ms);  // a UDP ping counted lost
+  p.keep_samples = !f.samples.empty();
+  return p;
+}
+
 Validated validate(const LatFlags& f) {
   Validated v;
   v.sizes = parse_sizes(f.sizes.empty() ? "8:8K" : f.sizes);
@@ -94,16 +109,8 @@ Validated validate(const LatFlags& f) {
     v.inject_modes.push_back(s == Switch::on);
   if (f.sockets != "none") v.sockets = parse_choice_list<SocketProto>(f.sockets);
   v.waits = parse_choice_list<SocketWait>(f.socket_waits);
-  for (SocketProto proto : v.sockets) {
-    SocketParams p;
-    p.proto = proto;
-    p.sizes = v.sizes;
-    p.iterations = f.iterations;
-    p.warmup = f.warmup;
-    p.timeout_ms = f.timeout_ms;
-    p.loss_timeout_ms = std::min<std::uint64_t>(200, f.timeout_ms);
-    validate_socket_params(p);
-  }
+  for (SocketProto proto : v.sockets)
+    validate_socket_params(socket_params(f, v.sizes, proto, SocketWait::spin));
   v.loss = parse_loss(f.loss);
   if (v.loss > 0 && !f.netns)
     throw UsageError(
@@ -281,16 +288,7 @@ std::vector<LatRow> run_sockets(const LatFlags& f, const Validated& v, Rank& ran
   std::vector<LatRow> rows;
   for (SocketProto proto : v.sockets)
     for (SocketWait wait : v.waits) {
-      SocketParams p;
-      p.proto = proto;
-      p.wait = wait;
-      p.sizes = v.sizes;
-      p.iterations = f.iterations;
-      p.warmup = f.warmup;
-      p.timeout_ms = f.timeout_ms;
-      p.loss_timeout_ms = std::min<std::uint64_t>(200, f.timeout_ms);
-      p.keep_samples = !f.samples.empty();
-      for (auto& r : run_socket_pingpong(p, rank.boot, clock))
+      for (auto& r : run_socket_pingpong(socket_params(f, v.sizes, proto, wait), rank.boot, clock))
         rows.push_back({"socket", std::string(name_of(proto)), std::string(name_of(wait)), false,
                         r.size, r.iterations, r.lost, r.mtu, r.latency, std::move(r.samples)});
     }
