@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -27,6 +28,9 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// How long a blocking call sleeps at most before it looks at its deadline.
+constexpr milliseconds kBlockSlice{20};
 
 [[noreturn]] void fail(const std::string& what, int err) {
   throw Error("socket baseline: " + what + ": " + errno_text(err));
@@ -59,6 +63,13 @@ class Endpoint {
       if (::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         fail("setsockopt(TCP_NODELAY)", errno);
     }
+    // Blocking calls wake at least every kBlockSlice to look at their deadline: one recv per
+    // message, as a plain blocking socket program does, instead of poll(2) and then recv.
+    const timeval slice{0, static_cast<suseconds_t>(kBlockSlice.count() * 1000)};
+    if (p.wait == SocketWait::block &&
+        (::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof slice) != 0 ||
+         ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &slice, sizeof slice) != 0))
+      fail("setsockopt(SO_RCVTIMEO / SO_SNDTIMEO)", errno);
   }
 
   int fd() const { return fd_.get(); }
@@ -76,23 +87,22 @@ class Endpoint {
       }
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) peer_gone("send", errno);
-      if (p_.wait == SocketWait::block) wait_for(POLLOUT, deadline);
       if (SteadyClock::now() > deadline) silent();
     } while (sent < len);
   }
 
-  // Receives one datagram (udp) or up to len stream bytes (tcp) into buf, waiting at most
-  // until `deadline`; returns the bytes read, or -1 when the deadline passed first.
+  // Receives one datagram (udp) or up to len stream bytes (tcp) into buf, waiting until
+  // about `deadline` (blocking: up to one kBlockSlice past it); returns the bytes read, or -1
+  // when the deadline passed first.
   ssize_t receive(std::byte* buf, std::size_t len, SteadyClock::time_point deadline) {
-    const int flags = p_.wait == SocketWait::spin ? MSG_DONTWAIT : 0;
+    const bool block = p_.wait == SocketWait::block;
     for (unsigned spins = 0;; ++spins) {
-      if (p_.wait == SocketWait::block && !wait_for(POLLIN, deadline)) return -1;
-      const ssize_t n = ::recv(fd_.get(), buf, len, flags);
+      const ssize_t n = ::recv(fd_.get(), buf, len, block ? 0 : MSG_DONTWAIT);
       if (n > 0 || (n == 0 && p_.proto == SocketProto::udp)) return n;
       if (n == 0) throw PeerError(peer_, "socket baseline: the peer closed its tcp connection");
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) peer_gone("recv", errno);
-      // Spinning: look at the time every 1024 empty polls only.
-      if ((spins & 1023) == 1023 && SteadyClock::now() > deadline) return -1;
+      // Blocking: a slice passed. Spinning: look at the time every 1024 empty polls only.
+      if ((block || (spins & 1023) == 1023) && SteadyClock::now() > deadline) return -1;
     }
   }
 
@@ -112,19 +122,6 @@ class Endpoint {
   }
 
  private:
-  // poll(2) for `events` until deadline; false on timeout.
-  bool wait_for(short events, SteadyClock::time_point deadline) {
-    for (;;) {
-      const auto left =
-          std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()).count();
-      pollfd pfd{fd_.get(), events, 0};
-      const int n = ::poll(&pfd, 1, static_cast<int>(std::clamp<long long>(left, 0, 1 << 30)));
-      if (n > 0) return true;
-      if (n == 0) return false;
-      if (errno != EINTR) fail("poll", errno);
-    }
-  }
-
   [[noreturn]] void peer_gone(const char* call, int err) const {
     throw PeerError(peer_, std::string("socket baseline: ") + call + " to rank " +
                                std::to_string(peer_) + ": " + errno_text(err));
