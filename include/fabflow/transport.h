@@ -73,8 +73,9 @@ struct Capabilities {
   std::size_t cq_data_size = 0;  // bytes of remote CQ data carried by writedata
   std::size_t max_rma_size = 0;  // == max_msg_size for libfabric
   bool rma = false;
-  bool atomics_u64 = false;                      // fetch-add and compare-swap on u64
-  bool shared_rx = false;                        // shared receive context available
+  bool atomics_u64 = false;  // fetch-add and compare-swap on u64
+  bool shared_rx = false;    // shared receive context available
+  bool multi_recv = false;   // FI_MULTI_RECV: one posted buffer takes many messages (if asked)
   bool rx_cq_data_consumes_recv = false;         // FI_RX_CQ_DATA mode: writedata eats a posted recv
   bool in_order_data = false;                    // FI_ORDER_DATA: bytes of a write land in order
   bool write_after_write = false;                // FI_ORDER_WAW (RMA writes complete in order)
@@ -106,6 +107,8 @@ struct TransportOptions {
   // Every rank of the run shares this host's memory (fabflow's launcher says so:
   // launched_on_one_host() in fabflow/launcher.h): "auto" then picks the local transport.
   bool same_host = false;
+  // Ask for FI_MULTI_RECV (post_recv_multi); a provider without it is refused at selection.
+  bool multi_recv = false;
 };
 
 // Access a registration grants.
@@ -160,6 +163,11 @@ struct Completion {
   std::uint32_t length = 0;   // bytes received
   CompletionKind kind = CompletionKind::send;
   bool has_data = false;
+  // Receives into a multi-receive buffer (post_recv_multi): where this message landed, and
+  // whether the buffer is used up (released) and must be posted again. A released completion
+  // with buf == nullptr carries no message.
+  void* buf = nullptr;
+  bool released = false;
 };
 
 enum class AtomicOp : std::uint8_t { fetch_add, compare_swap };
@@ -194,6 +202,18 @@ class Transport {
   // Receives from `peer` on connected endpoints; from any peer on RDM endpoints.
   virtual Status post_recv(int peer, void* buf, std::size_t len, void* desc,
                            std::uint64_t context) noexcept = 0;
+  // Posts one receive per buffer of `bufs` (each `len` bytes, one descriptor) as one batch:
+  // FI_MORE on all but the last, where the provider reads it (seed 002's receives posted as a
+  // list). Returns how many were posted (fewer when the receive queue is full: post the rest
+  // after progress) or -1 (last_error()). The default posts them one post_recv each.
+  virtual int post_recvs(int peer, std::span<void* const> bufs, std::size_t len, void* desc,
+                         std::uint64_t context) noexcept;
+  // Only where caps().multi_recv (opened with TransportOptions::multi_recv): one buffer that
+  // takes messages one after another; each receive completion names where its message landed
+  // (Completion::buf), and one says the buffer is released once less than `min_free` bytes
+  // remain. The default fails: the transport has no multi-receive buffers.
+  virtual Status post_recv_multi(int peer, void* buf, std::size_t len, void* desc,
+                                 std::size_t min_free, std::uint64_t context) noexcept;
   // RMA write of [buf, buf+len) to remote offset; `imm` carries remote CQ data (writedata).
   virtual Status post_write(int peer, const void* buf, std::size_t len, void* desc,
                             const RemoteMemory& dst, std::uint64_t offset, std::uint64_t context,

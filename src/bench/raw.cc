@@ -6,6 +6,7 @@
 #include <fabflow/progress.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -26,7 +27,8 @@ namespace {
 
 constexpr std::size_t kRxDepth = 64;  // receives kept posted
 constexpr std::size_t kPollBatch = 16;
-constexpr unsigned kMaxReapEvery = 256;  // WRITE-like receives posted at once
+constexpr unsigned kMaxReapEvery = 256;       // WRITE-like receives posted at once
+constexpr unsigned kMaxRecvBatch = kRxDepth;  // receives per list, messages per multi buffer
 
 // Ping-pong ops measure a round trip and report half of it; the others time one operation.
 bool is_pingpong(Op op) { return op == Op::send || op == Op::write || op == Op::writedata; }
@@ -109,11 +111,16 @@ class RawRunner {
         initiator_(boot.rank() == 0) {
     max_size_ = *std::max_element(p.sizes.begin(), p.sizes.end());
     if (is_atomic(p.op)) max_size_ = 8;
-    // Layout: [0, slot) source / atomic result, then the target of the peer's operations: one
-    // slot, or reap_every slots for the WRITE-like receives.
+    // Layout: the source slots (one, or one per ping in flight in the open loop) / atomic
+    // result, then the target of the peer's operations: one slot, reap_every slots for the
+    // WRITE-like receives, or two multi-receive buffers of recv_batch slots each.
     slot_len_ = std::max<std::size_t>(max_size_, 64);
-    rx_len_ = slot_len_ * std::max(1u, write_like() ? p.reap_every : 1u);
-    buf_len_ = slot_len_ + rx_len_;
+    src_slots_ = p.rate > 0 ? kRxDepth : 1;
+    std::size_t rx_slots = 1;
+    if (write_like()) rx_slots = p.reap_every;
+    if (multi()) rx_slots = 2 * std::size_t{p.recv_batch};
+    rx_len_ = slot_len_ * rx_slots;
+    buf_len_ = slot_len_ * src_slots_ + rx_len_;
     for (T* t : queues) {
       Queue q{t, t->allocate(buf_len_, kAllAccess), {}};
       auto keys = boot_.allgather(t->export_key(*q.mr));
@@ -159,6 +166,8 @@ class RawRunner {
     row.iterations = iters;
     row.injected = injecting(size);
     row.one_way = is_pingpong(p_.op);
+    row.recv_post = p_.recv_post;
+    row.rate = p_.rate;
     row.cpu.initiator_ns_per_msg = cpu * 1e9 / static_cast<double>(iters);
     row.cpu.target_ns_per_msg = cpu_target * 1e9 / static_cast<double>(iters);
     if (test == RawTest::latency) {
@@ -185,9 +194,13 @@ class RawRunner {
     RemoteMemory remote;
   };
 
-  std::size_t rx_offset() const noexcept { return slot_len_; }
+  std::size_t rx_offset() const noexcept { return slot_len_ * src_slots_; }
   bool write_like() const noexcept { return p_.op == Op::send && p_.reap_every > 0; }
+  bool multi() const noexcept { return p_.op == Op::send && p_.recv_post == RecvPost::multi; }
   std::byte* src(std::size_t q = 0) const noexcept { return queues_[q].mr->data(); }
+  std::byte* src_slot(std::uint64_t i) const noexcept {
+    return src() + (i % src_slots_) * slot_len_;
+  }
   std::byte* rx(std::size_t q = 0) const noexcept { return queues_[q].mr->data() + rx_offset(); }
   void* desc(std::size_t q = 0) const noexcept { return queues_[q].mr->desc(); }
   void progress_all() {
@@ -285,19 +298,67 @@ class RawRunner {
 
   // Keeps receives posted for `total` expected messages, never more (a leftover receive would
   // swallow a later size's message), and at most kRxDepth at a time.
+  // With multi-receive buffers a receive is a message's room in a buffer: each buffer is
+  // posted for exactly the messages it will take (recv_batch, or what the phase has left), so
+  // it is released by its last one and nothing is left posted for the next size.
   struct RecvPool {
     std::uint64_t total = 0;        // receives this phase will consume
     std::uint64_t posted = 0;       // receives posted so far
     std::uint64_t outstanding = 0;  // posted and not yet consumed
+    unsigned buffers = 0;           // multi: buffers posted and not yet released
+    unsigned next_buffer = 0;       // multi: which of the two is posted next
   };
   void top_up(RecvPool& pool, std::size_t len, std::size_t q = 0) {
+    if (multi()) return top_up_multi(pool, len, q);
+    // One receive per call, or (list) whole batches only, each as one list.
+    const std::uint64_t batch =
+        p_.op == Op::send && p_.recv_post == RecvPost::list ? std::uint64_t{p_.recv_batch} : 1;
     while (pool.posted < pool.total && pool.outstanding < kRxDepth) {
-      Status s = queues_[q].t->post_recv(peer_, rx(q), len, desc(q), 0);
-      if (s == Status::again) break;
-      check(s, "post_recv");
-      ++pool.posted;
-      ++pool.outstanding;
+      const std::uint64_t left = pool.total - pool.posted;
+      const std::uint64_t n = std::min({batch, kRxDepth - pool.outstanding, left});
+      if (n < batch && n < left) break;  // a list waits until a whole batch has room
+      if (batch == 1) {
+        Status s = queues_[q].t->post_recv(peer_, rx(q), len, desc(q), 0);
+        if (s == Status::again) break;
+        check(s, "post_recv");
+        ++pool.posted;
+        ++pool.outstanding;
+        continue;
+      }
+      std::array<void*, kMaxRecvBatch> bufs;
+      bufs.fill(rx(q));
+      const int got = queues_[q].t->post_recvs(peer_, std::span(bufs).first(n), len, desc(q), 0);
+      if (got < 0) check(Status::failed, "post_recvs");
+      pool.posted += static_cast<std::uint64_t>(got);
+      pool.outstanding += static_cast<std::uint64_t>(got);
+      if (static_cast<std::uint64_t>(got) < n) break;
     }
+  }
+  std::byte* multi_buffer(unsigned b, std::size_t q = 0) const noexcept {
+    return rx(q) + std::size_t{b} * p_.recv_batch * slot_len_;
+  }
+  void top_up_multi(RecvPool& pool, std::size_t len, std::size_t q) {
+    while (pool.posted < pool.total && pool.buffers < 2) {
+      const std::uint64_t n = std::min<std::uint64_t>(p_.recv_batch, pool.total - pool.posted);
+      // Exactly n messages of len bytes fit: the n-th leaves less than len free and releases it.
+      Status s = queues_[q].t->post_recv_multi(peer_, multi_buffer(pool.next_buffer, q), n * len,
+                                               desc(q), len, pool.next_buffer);
+      if (s == Status::again) break;
+      check(s, "post_recv_multi");
+      pool.posted += n;
+      pool.outstanding += n;
+      ++pool.buffers;
+      pool.next_buffer ^= 1;
+    }
+  }
+  // Pings that may be in flight without outrunning the receives the peer keeps posted.
+  std::uint64_t in_flight_cap() const noexcept {
+    switch (p_.recv_post) {
+      case RecvPost::one: return kRxDepth;
+      case RecvPost::list: return kRxDepth - p_.recv_batch + 1;
+      case RecvPost::multi: return p_.recv_batch;
+    }
+    return 1;
   }
   RecvPool recv_pool(std::uint64_t messages) const {
     const bool needs_recv =
@@ -306,6 +367,9 @@ class RawRunner {
   }
 
   void post_ping(std::size_t size, std::uint64_t seq, std::uint64_t i) {
+    post_ping_from(src(), size, seq, i);
+  }
+  void post_ping_from(const std::byte* from, std::size_t size, std::uint64_t seq, std::uint64_t i) {
     const bool inject = injecting(size);
     const bool signal = !inject && (i + 1) % p_.signal_every == 0;
     unsigned flags = (inject ? kInject : 0) | (signal ? kSignal : 0);
@@ -315,7 +379,7 @@ class RawRunner {
     for (;;) {
       Status s;
       switch (p_.op) {
-        case Op::send: s = t_.post_send(peer_, src(), size, desc(), ctx, flags); break;
+        case Op::send: s = t_.post_send(peer_, from, size, desc(), ctx, flags); break;
         case Op::write:
           s = t_.post_write(peer_, src(), size, desc(), remote(), rx_offset(), ctx, flags);
           break;
@@ -333,6 +397,7 @@ class RawRunner {
 
   void pingpong(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
     if (write_like()) return pingpong_write_like(size, count, samples);
+    if (p_.rate > 0) return open_loop(size, count, samples);
     RecvPool pool = recv_pool(count);
     top_up(pool, size);
     // The receive that completes the first message must be in place before the peer sends.
@@ -379,6 +444,7 @@ class RawRunner {
       if (p_.op == Op::writedata && (!c[0].has_data || c[0].data != seq))
         throw PeerError(peer_, "raw bench: write-with-data carried sequence " +
                                    std::to_string(c[0].data) + ", expected " + std::to_string(seq));
+      if (multi() && !consume_multi(c[0], size, pool)) continue;  // a release, no message
       if (p_.op == Op::send && c[0].length != size)
         throw PeerError(peer_, "raw bench: received " + std::to_string(c[0].length) +
                                    " bytes, expected " + std::to_string(size));
@@ -388,6 +454,101 @@ class RawRunner {
       }
       return;
     }
+  }
+
+  // A receive completion from a multi-receive buffer: notes a release (and posts the buffer
+  // again once the message is counted); false when it carries no message. The place the
+  // provider names must be a whole message inside the buffers.
+  bool consume_multi(const Completion& c, std::size_t size, RecvPool& pool) {
+    if (c.released) {
+      if (pool.buffers == 0)
+        throw Error("raw bench: the provider released a multi-receive buffer twice");
+      --pool.buffers;
+    }
+    if (c.buf == nullptr) {
+      top_up(pool, size);
+      return false;
+    }
+    const auto* at = static_cast<const std::byte*>(c.buf);
+    const std::byte* lo = multi_buffer(0);
+    const std::size_t span = 2 * std::size_t{p_.recv_batch} * slot_len_;
+    if (at < lo || static_cast<std::size_t>(at - lo) > span ||
+        std::size_t{c.length} > span - static_cast<std::size_t>(at - lo))
+      throw Error("raw bench: a multi-receive completion names memory outside its buffers");
+    return true;
+  }
+
+  // Open loop (params.rate > 0): rank 0 sends ping i at schedule.due(i), whether or not the
+  // earlier replies are back, and times each reply from its ping's due time; rank 1 answers
+  // every ping as it arrives. Each ping in flight has its own source slot.
+  void open_loop(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
+    RecvPool pool = recv_pool(count);
+    top_up(pool, size);
+    wait_all_light();
+    if (!initiator_) {
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const std::uint64_t seq = ++seq_;
+        wait_reply(size, seq, pool);
+        stamp(src_slot(i), size, seq);
+        post_ping_from(src_slot(i), size, seq, i);
+      }
+      drain_tx();
+      return;
+    }
+    const double ticks_per_ns = 1 / clock_.to_ns(1);
+    OpenLoopSchedule schedule{clock_.now(), 1e9 / p_.rate * ticks_per_ns};
+    const double slack = 50e6 * ticks_per_ns;  // a pause of up to 50 ms is not an overload
+    const std::uint64_t cap = in_flight_cap();
+    const std::uint64_t first_seq = seq_ + 1;
+    std::uint64_t sent = 0, answered = 0;
+    Watchdog dog(boot_, p_.timeout_ms, "waiting for the peer's answers in the open loop");
+    while (answered < count) {
+      // A ping is due: it goes out unless the peer's receive window is full (then replies are
+      // reaped first; the ping's sample still counts from its due time).
+      if (sent < count && sent - answered < cap && clock_.now() >= schedule.due(sent)) {
+        const std::uint64_t now = clock_.now();
+        if (!schedule.on_time(sent, now, slack))
+          throw UsageError(report_unsustainable(sent, now, schedule));
+        stamp(src_slot(sent), size, first_seq + sent);
+        post_ping_from(src_slot(sent), size, first_seq + sent, sent);
+        ++sent;
+        continue;
+      }
+      Completion c[1];
+      const int n = t_.poll_rx(c);
+      if (n < 0) throw Error("raw bench: " + t_.last_error());
+      if (n == 0) {
+        if (inline_progress_) t_.progress();
+        dog.idle();
+        continue;
+      }
+      dog.reset();
+      if (multi() && !consume_multi(c[0], size, pool)) continue;
+      if (c[0].length != size)
+        throw PeerError(peer_, "raw bench: received " + std::to_string(c[0].length) +
+                                   " bytes, expected " + std::to_string(size));
+      --pool.outstanding;
+      top_up(pool, size);
+      const std::uint64_t now = clock_.now();
+      if (samples) samples->push_back(clock_.to_ns(now - schedule.due(answered)) / 2);
+      ++answered;
+    }
+    seq_ += count;
+    drain_tx();
+  }
+  std::string report_unsustainable(std::uint64_t sent, std::uint64_t now,
+                                   const OpenLoopSchedule& s) const {
+    const double elapsed_s = clock_.to_ns(now - s.start) / 1e9;
+    return "open loop: this run cannot sustain " + report_number(p_.rate) + " pings/s (ping " +
+           std::to_string(sent) + " was due " +
+           report_number(clock_.to_ns(now - s.due(sent)) / 1e6) + " ms ago, " +
+           report_number(elapsed_s > 0 ? static_cast<double>(sent) / elapsed_s : 0) +
+           "/s so far): lower --rate";
+  }
+  static std::string report_number(double v) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.0f", v);
+    return text;
   }
 
   // WRITE-like send/recv: receives posted reap_every at a time, each into its own slot; a
@@ -605,8 +766,9 @@ class RawRunner {
   const bool initiator_;
   std::size_t max_size_ = 0;
   std::size_t buf_len_ = 0;
-  std::size_t slot_len_ = 0;  // source length, and each receive slot's
-  std::size_t rx_len_ = 0;    // the target area: one slot, or reap_every of them
+  std::size_t slot_len_ = 0;   // source length, and each receive slot's
+  std::size_t src_slots_ = 1;  // source slots: one per ping in flight in the open loop
+  std::size_t rx_len_ = 0;     // the target area: one slot, or reap_every of them
   std::vector<Queue> queues_;
   std::uint64_t seq_ = 0;
   double last_phase_seconds_ = 0;
@@ -678,6 +840,25 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
           "WRITE-like send/recv is not possible on local: it places a message in "
           "the posted buffer only when the receiver polls its completions");
   }
+  if (params.recv_post != RecvPost::one || params.rate > 0) {
+    if (params.op != Op::send || params.test != RawTest::latency)
+      throw UsageError("receive posting and the open loop are for the send ping-pong only");
+    if (params.reap_every > 0)
+      throw UsageError("WRITE-like receives post their own batches: use --recv-post one");
+  }
+  if (params.recv_batch == 0 || params.recv_batch > kMaxRecvBatch)
+    throw UsageError("receives per batch: 1.." + std::to_string(kMaxRecvBatch) + ", got " +
+                     std::to_string(params.recv_batch));
+  if (params.recv_post == RecvPost::multi) {
+    if (!caps.multi_recv)
+      throw UsageError(caps.provider + " (" + std::string(to_string(caps.endpoint)) +
+                       ") has no multi-receive buffers (FI_MULTI_RECV)");
+    for (std::size_t s : params.sizes)
+      if (s == 0)
+        throw UsageError("size 0 with multi-receive buffers: a message of no bytes takes no room");
+  }
+  if (params.rate < 0 || params.rate > 1e9 || params.rate != params.rate)
+    throw UsageError("open-loop rate: 0 (closed loop) or up to 10^9 pings per second");
   for (std::size_t s : params.sizes)
     if (s == 0 && params.op != Op::send && params.op != Op::writedata)
       throw UsageError("size 0 (header-only) is for -o send and -o writedata only");

@@ -52,6 +52,9 @@ struct LatFlags : CommonFlags {
   std::string inject_modes = "off,on";
   std::string sockets = "udp,tcp";
   std::string socket_waits = "block,spin";
+  std::string recv_posts = "one";  // send mode: how receives are re-posted
+  unsigned recv_batch = 16;        // receives per list, messages per multi-receive buffer
+  double rate = 0;                 // > 0: open-loop send rows at this rate beside the closed loop
   std::uint64_t iterations = 10000;
   std::uint64_t warmup = 1000;
   std::string loss;               // --loss: "1%", "0.5" (percent)
@@ -78,6 +81,7 @@ double parse_loss(const std::string& text) {
 struct Validated {
   std::vector<std::size_t> sizes;
   std::vector<LatMode> modes;
+  std::vector<RecvPost> recv_posts;
   std::vector<bool> inject_modes;
   std::vector<SocketProto> sockets;
   std::vector<SocketWait> waits;
@@ -105,6 +109,10 @@ Validated validate(const LatFlags& f) {
   Validated v;
   v.sizes = parse_sizes(f.sizes.empty() ? "8:8K" : f.sizes);
   v.modes = parse_choice_list<LatMode>(f.modes);
+  v.recv_posts = parse_choice_list<RecvPost>(f.recv_posts);
+  const bool send = std::find(v.modes.begin(), v.modes.end(), LatMode::send) != v.modes.end();
+  if (!send && (f.rate > 0 || v.recv_posts != std::vector<RecvPost>{RecvPost::one}))
+    throw UsageError("--recv-post and --rate apply to the send mode: add -m send");
   for (Switch s : parse_choice_list<Switch>(f.inject_modes))
     v.inject_modes.push_back(s == Switch::on);
   if (f.sockets != "none") v.sockets = parse_choice_list<SocketProto>(f.sockets);
@@ -156,11 +164,20 @@ std::string install_loss(double p) {
          " of the packets arriving on eth0 in each rank's namespace (no netem here)";
 }
 
+// "250k", "1.5M", "800": a rate for the table and the header.
+std::string rate_text(double r) {
+  if (r >= 1e6) return report::fmt("%gM", r / 1e6);
+  if (r >= 1e3) return report::fmt("%gk", r / 1e3);
+  return report::fmt("%g", r);
+}
+
 // One row of the run, fabric or socket.
 struct LatRow {
-  std::string path;      // "fabric" or "socket"
-  std::string provider;  // the fabric provider, or "udp" / "tcp"
-  std::string mode;      // send, writedata, write; block, spin
+  std::string path;       // "fabric" or "socket"
+  std::string provider;   // the fabric provider, or "udp" / "tcp"
+  std::string mode;       // send, writedata, write; block, spin
+  std::string recv_post;  // fabric modes that post receives: one, list, multi; else empty
+  double rate = 0;        // open loop: pings per second (0: closed loop)
   bool inlined = false;
   std::size_t size = 0;
   std::uint64_t iterations = 0;
@@ -177,7 +194,10 @@ void append_samples(const std::string& path, const std::vector<LatRow>& rows) {
   std::ofstream out(path, std::ios::app);
   for (const auto& r : rows) {
     out << "# " << r.path << " " << r.provider << " " << r.mode
-        << " inject=" << (r.inlined ? "on" : "off") << " size=" << r.size << "\n";
+        << " inject=" << (r.inlined ? "on" : "off") << " size=" << r.size;
+    if (!r.recv_post.empty()) out << " recv=" << r.recv_post;
+    if (r.rate > 0) out << " rate=" << report::fmt("%.0f", r.rate);
+    out << "\n";
     for (double v : r.samples) out << report::fmt("%.1f", v) << "\n";
   }
   out.flush();
@@ -185,23 +205,28 @@ void append_samples(const std::string& path, const std::vector<LatRow>& rows) {
 }
 
 void print_table(std::ostream& out, const std::vector<LatRow>& rows) {
-  out << "\n  path    provider  mode       inline  bytes    iters  mean(us)   p50(us)   p99(us)"
-         " p99.9(us) p99.99(us)   max(us) stdev(us)\n";
-  char line[256];
+  out << "\n  path    provider  mode       recv  loop     inline  bytes    iters  mean(us)   "
+         "p50(us)"
+         "   p99(us) p99.9(us) p99.99(us)   max(us) stdev(us)\n";
+  char line[320];
   for (const auto& r : rows) {
     const auto& l = r.latency;
+    const std::string loop = r.rate > 0 ? rate_text(r.rate) + "/s" : "closed";
     std::snprintf(line, sizeof line,
-                  "  %-7s %-9s %-10s %-6s %6s %8llu %9.3f %9.3f %9.3f %9.3f %10.3f %9.3f %9.3f%s\n",
-                  r.path.c_str(), r.provider.c_str(), r.mode.c_str(), r.inlined ? "on" : "off",
-                  report::size_text(r.size).c_str(), static_cast<unsigned long long>(r.iterations),
-                  l.mean / 1e3, l.p50 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.p9999 / 1e3, l.max / 1e3,
-                  l.stdev / 1e3, r.lost ? (" lost " + std::to_string(r.lost)).c_str() : "");
+                  "  %-7s %-9s %-10s %-5s %-8s %-6s %6s %8llu %9.3f %9.3f %9.3f %9.3f %10.3f %9.3f "
+                  "%9.3f%s\n",
+                  r.path.c_str(), r.provider.c_str(), r.mode.c_str(),
+                  r.recv_post.empty() ? "-" : r.recv_post.c_str(), loop.c_str(),
+                  r.inlined ? "on" : "off", report::size_text(r.size).c_str(),
+                  static_cast<unsigned long long>(r.iterations), l.mean / 1e3, l.p50 / 1e3,
+                  l.p99 / 1e3, l.p999 / 1e3, l.p9999 / 1e3, l.max / 1e3, l.stdev / 1e3,
+                  r.lost ? (" lost " + std::to_string(r.lost)).c_str() : "");
     out << line;
   }
 }
 
 void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<LatRow>& rows,
-                double loss, const std::string& loss_method) {
+                double loss, const std::string& loss_method, const std::string& more) {
   for (const auto& r : rows) {
     nlohmann::json j = report::base_row(env, "lat");
     j["loss_percent"] = loss * 100;
@@ -210,6 +235,12 @@ void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<
     j["path"] = r.path;
     j["provider"] = r.provider;
     j["mode"] = r.mode;
+    if (!r.recv_post.empty()) {
+      j["recv_post"] = r.recv_post;
+      if (r.recv_post == "list") j["recv_more_hint"] = more;
+    }
+    j["loop"] = r.rate > 0 ? "open" : "closed";
+    if (r.rate > 0) j["rate_per_s"] = r.rate;
     j["inject"] = r.inlined;
     j["size_bytes"] = r.size;
     j["iterations"] = r.iterations;
@@ -227,7 +258,8 @@ void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<
 // Rank side, fabric: every mode, inline off and on (on only for sizes up to the provider's
 // inject size), through run_raw's latency test.
 std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank,
-                               RunEnvironment& env, std::vector<std::string>& notes) {
+                               RunEnvironment& env, std::vector<std::string>& notes,
+                               std::string& more) {
   std::vector<LatRow> rows;
   const std::string provider = v.providers.front();
   for (LatMode mode : v.modes) {
@@ -250,30 +282,64 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank
           "only when the receiver polls its completions");
       continue;
     }
-    for (bool inlined : v.inject_modes) {
-      RawParams p;
-      p.op = op_of(mode);
-      p.test = RawTest::latency;
-      p.inject = inlined;
-      p.iterations = f.iterations;
-      p.warmup = f.warmup;
-      p.cpu = rank.cpu;
-      p.timeout_ms = f.timeout_ms;
-      p.keep_samples = !f.samples.empty();
-      p.reap_every = mode == LatMode::write_like ? f.reap_every : 0;
-      p.sizes.clear();
-      for (std::size_t s : v.sizes)
-        if (s <= caps.max_msg_size && (!inlined || s <= caps.inject_size)) p.sizes.push_back(s);
-      if (p.sizes.empty()) continue;
-      opts.thread_safe = raw_progress_thread(p, caps, rank.boot.rank());
-      auto t = open_transport(opts);
-      t->connect(rank.boot);
-      RawResult r = run_raw(p, *t, rank.boot);
-      if (env.clock.empty()) env = r.env;
-      for (auto& row : r.rows)
-        rows.push_back({"fabric", caps.provider, std::string(name_of(mode)), row.injected, row.size,
-                        row.iterations, 0, 0, row.latency, std::move(row.samples)});
+    // Send rows: each receive posting, closed loop and (with --rate) open loop.
+    struct Variant {
+      RecvPost post;
+      double rate;
+    };
+    std::vector<Variant> variants;
+    for (RecvPost post : mode == LatMode::send ? v.recv_posts : std::vector{RecvPost::one}) {
+      variants.push_back({post, 0});
+      if (mode == LatMode::send && f.rate > 0) variants.push_back({post, f.rate});
     }
+    for (bool inlined : v.inject_modes)
+      for (const Variant& variant : variants) {
+        if (variant.post == RecvPost::multi) {
+          TransportOptions multi = opts;
+          multi.multi_recv = true;
+          std::string why;
+          try {
+            if (!probe_transport(multi).multi_recv)
+              why = caps.provider + " has no multi-receive buffers (FI_MULTI_RECV)";
+          } catch (const UsageError& e) {
+            why = e.what();
+          }
+          if (!why.empty()) {
+            const std::string note = "send --recv-post multi: not run: " + why;
+            if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+            continue;
+          }
+        }
+        RawParams p;
+        p.recv_post = variant.post;
+        p.recv_batch = f.recv_batch;
+        p.rate = variant.rate;
+        p.op = op_of(mode);
+        p.test = RawTest::latency;
+        p.inject = inlined;
+        p.iterations = f.iterations;
+        p.warmup = f.warmup;
+        p.cpu = rank.cpu;
+        p.timeout_ms = f.timeout_ms;
+        p.keep_samples = !f.samples.empty();
+        p.reap_every = mode == LatMode::write_like ? f.reap_every : 0;
+        p.sizes.clear();
+        for (std::size_t s : v.sizes)
+          if (s <= caps.max_msg_size && (!inlined || s <= caps.inject_size)) p.sizes.push_back(s);
+        if (p.sizes.empty()) continue;
+        opts.thread_safe = raw_progress_thread(p, caps, rank.boot.rank());
+        opts.multi_recv = variant.post == RecvPost::multi;
+        auto t = open_transport(opts);
+        t->connect(rank.boot);
+        RawResult r = run_raw(p, *t, rank.boot);
+        if (env.clock.empty()) env = r.env;
+        if (more.empty()) more = r.more_hint;
+        const std::string post = mode == LatMode::send ? std::string(name_of(variant.post)) : "";
+        for (auto& row : r.rows)
+          rows.push_back({"fabric", caps.provider, std::string(name_of(mode)), post, variant.rate,
+                          row.injected, row.size, row.iterations, 0, 0, row.latency,
+                          std::move(row.samples)});
+      }
   }
   return rows;
 }
@@ -289,8 +355,9 @@ std::vector<LatRow> run_sockets(const LatFlags& f, const Validated& v, Rank& ran
   for (SocketProto proto : v.sockets)
     for (SocketWait wait : v.waits) {
       for (auto& r : run_socket_pingpong(socket_params(f, v.sizes, proto, wait), rank.boot, clock))
-        rows.push_back({"socket", std::string(name_of(proto)), std::string(name_of(wait)), false,
-                        r.size, r.iterations, r.lost, r.mtu, r.latency, std::move(r.samples)});
+        rows.push_back({"socket", std::string(name_of(proto)), std::string(name_of(wait)), "", 0,
+                        false, r.size, r.iterations, r.lost, r.mtu, r.latency,
+                        std::move(r.samples)});
     }
   return rows;
 }
@@ -299,22 +366,34 @@ int run_lat_rank(const LatFlags& f, const Validated& v) {
   return run_rank(f, [&](Rank& rank) {
     RunEnvironment env;
     std::vector<std::string> notes;
+    std::string more;  // what the provider does with FI_MORE
     const std::string loss_method = v.loss > 0 ? install_loss(v.loss) : "";
     rank.boot.barrier();  // both drop points are in place before anything is measured
-    const std::vector<LatRow> rows =
-        f.launched_sockets ? run_sockets(f, v, rank, env) : run_fabric(f, v, rank, env, notes);
+    const std::vector<LatRow> rows = f.launched_sockets ? run_sockets(f, v, rank, env)
+                                                        : run_fabric(f, v, rank, env, notes, more);
     if (rank.boot.rank() != 0) return;
     finish_environment(env);
     if (!f.samples.empty()) append_samples(f.samples, rows);
     for (const auto& n : notes) std::cerr << "fabflow: note: " << n << "\n";
     if (f.json) {
-      print_json(std::cout, env, rows, v.loss, loss_method);
+      print_json(std::cout, env, rows, v.loss, loss_method, more);
       report::warn_stderr(env);
       return;
     }
     std::vector<std::string> config = {
         "iterations " + std::to_string(f.iterations) + "  warm-up " + std::to_string(f.warmup),
         "latency: one-way (half of each round trip, one clock reading per round trip)"};
+    if (f.rate > 0)
+      config.push_back("open loop (loop column): pings sent at " + rate_text(f.rate) +
+                       "/s on schedule; each sample is half the time from the ping's scheduled "
+                       "send to its reply (no coordinated omission)");
+    if (std::find(v.recv_posts.begin(), v.recv_posts.end(), RecvPost::one) == v.recv_posts.end() ||
+        v.recv_posts.size() > 1)
+      config.push_back("receives (recv column): one = one fi_recv per message; list = " +
+                       std::to_string(f.recv_batch) +
+                       " per batch, FI_MORE on all but the last (FI_MORE " +
+                       (more.empty() ? std::string("n/a") : more) + "); multi = FI_MULTI_RECV " +
+                       "buffers of " + std::to_string(f.recv_batch) + " messages, two posted");
     if (v.loss > 0) {
       // A ping-pong round trip is two packets; one lost stalls it until a retransmission.
       const double hit = 1 - (1 - v.loss) * (1 - v.loss);
@@ -357,6 +436,15 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
   add_number<unsigned>(*app, "--reap-every", f->reap_every, 1, 256,
                        "write-like mode: receives posted at once, and completions reaped once "
                        "per that many messages");
+  add_choice<RecvPost>(*app, "--recv-post", f->recv_posts,
+                       "send mode: receives re-posted one per call, as a list (FI_MORE), or in "
+                       "multi-receive buffers (FI_MULTI_RECV), or several: one,list,multi",
+                       /*list=*/true);
+  add_number<unsigned>(*app, "--recv-batch", f->recv_batch, 1, 64,
+                       "receives per list, messages per multi-receive buffer");
+  add_real(*app, "--rate", f->rate, 0, 1e9,
+           "send mode: also run an open loop at this many pings per second (latency from the "
+           "scheduled send time); 0: closed loop only");
   add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
                             "warm-up round trips, not measured");
   app->add_option("--samples", f->samples,

@@ -74,6 +74,23 @@ std::unique_ptr<MemoryRegion> Transport::allocate(std::size_t len, unsigned acce
   }
 }
 
+int Transport::post_recvs(int peer, std::span<void* const> bufs, std::size_t len, void* desc,
+                          std::uint64_t context) noexcept {
+  int posted = 0;
+  for (void* buf : bufs) {
+    const Status s = post_recv(peer, buf, len, desc, context);
+    if (s == Status::again) break;
+    if (s != Status::ok) return -1;
+    ++posted;
+  }
+  return posted;
+}
+
+Status Transport::post_recv_multi(int, void*, std::size_t, void*, std::size_t,
+                                  std::uint64_t) noexcept {
+  return Status::failed;  // callers check caps().multi_recv first
+}
+
 int Transport::wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept {
   return poll_until([&] { return poll_tx(out); }, timeout);
 }

@@ -4,6 +4,7 @@
 
 #include <fabflow/bench/common.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -22,6 +23,34 @@ inline constexpr NameTable<RawTest, 5> kRawTestNames{{{{"lat", RawTest::latency}
                                                        {"latency", RawTest::latency},
                                                        {"bandwidth", RawTest::bandwidth}}}};
 constexpr const auto& name_table(RawTest) noexcept { return kRawTestNames; }
+
+// How a ping-pong's receiver re-posts its receives (seed 002, Fig. 19/20): one call per
+// receive, a list of receives in one batch (FI_MORE on all but the last), or multi-receive
+// buffers (FI_MULTI_RECV) that each take a batch of messages.
+enum class RecvPost : std::uint8_t { one, list, multi };
+inline constexpr NameTable<RecvPost, 3> kRecvPostNames{
+    {{{"one", RecvPost::one}, {"list", RecvPost::list}, {"multi", RecvPost::multi}}}};
+constexpr const auto& name_table(RecvPost) noexcept { return kRecvPostNames; }
+
+// The open-loop schedule: message i is due at start + i * period (ticks), whatever happened to
+// the messages before it, so a stall delays the samples of every message due during it (no
+// coordinated omission).
+struct OpenLoopSchedule {
+  std::uint64_t start = 0;
+  double period = 0;  // ticks between messages
+  std::uint64_t due(std::uint64_t i) const noexcept {
+    return start + static_cast<std::uint64_t>(static_cast<double>(i) * period);
+  }
+  // Whether sending message `sent` at `now` still keeps to the rate: it may lag behind its due
+  // time by `min_slack` ticks (a pause of the machine, which the samples then show) or a tenth
+  // of the time since the start, whichever is more; a rate the run cannot hold makes the lag
+  // grow with the time and fails this.
+  bool on_time(std::uint64_t sent, std::uint64_t now, double min_slack) const noexcept {
+    const double lag = static_cast<double>(now) - static_cast<double>(due(sent));
+    const double elapsed = static_cast<double>(now) - static_cast<double>(start);
+    return lag <= std::max(min_slack, elapsed / 10);
+  }
+};
 
 struct RawParams {
   Op op = Op::send;
@@ -47,6 +76,16 @@ struct RawParams {
   // reap_every messages, then posts that many again. Not for the local transport, which
   // places a message in its receive buffer only when the receiver polls its completions.
   unsigned reap_every = 0;
+  // Send ping-pong only: how receives are re-posted, and how many at once (list: receives per
+  // batch; multi: messages per multi-receive buffer, two buffers posted). 1..64.
+  RecvPost recv_post = RecvPost::one;
+  unsigned recv_batch = 16;
+  // Send ping-pong only, > 0: open loop at this many pings per second. Rank 0 sends ping i at
+  // its scheduled time whether or not earlier replies have come back; a sample is the time
+  // from the ping's scheduled send to its reply, halved. A rate the run cannot hold (the
+  // replies fall a receive window behind, or the pings themselves fall behind the schedule)
+  // is an error, never a silent closed loop.
+  double rate = 0;
 };
 
 struct CpuUse {
@@ -64,6 +103,8 @@ struct RawRow {
   // Latency rows: one-way for ping-pong ops (send, write, writedata: half the round trip),
   // completion time for read and atomics.
   bool one_way = true;
+  RecvPost recv_post = RecvPost::one;
+  double rate = 0;  // open loop: pings per second asked for (0: closed loop)
   LatencyStats latency;
   std::vector<double> samples;  // with RawParams::keep_samples: every sample, ns, in order
   // Bandwidth rows.

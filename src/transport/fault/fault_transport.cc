@@ -65,6 +65,13 @@ Status FaultTransport::post_recv(int peer, void* buf, std::size_t len, void* des
   });
 }
 
+// Not corrupted on completion: a multi-receive buffer's messages land at offsets only the
+// completions name.
+Status FaultTransport::post_recv_multi(int peer, void* buf, std::size_t len, void* desc,
+                                       std::size_t min_free, std::uint64_t context) noexcept {
+  return post([&] { return inner_->post_recv_multi(peer, buf, len, desc, min_free, context); });
+}
+
 Status FaultTransport::post_write(int peer, const void* buf, std::size_t len, void* desc,
                                   const RemoteMemory& dst, std::uint64_t offset,
                                   std::uint64_t context, unsigned flags,

@@ -42,6 +42,8 @@ class FaultTransport final : public Transport {
                    unsigned flags) noexcept override;
   Status post_recv(int peer, void* buf, std::size_t len, void* desc,
                    std::uint64_t context) noexcept override;
+  Status post_recv_multi(int peer, void* buf, std::size_t len, void* desc, std::size_t min_free,
+                         std::uint64_t context) noexcept override;
   Status post_write(int peer, const void* buf, std::size_t len, void* desc, const RemoteMemory& dst,
                     std::uint64_t offset, std::uint64_t context, unsigned flags,
                     std::optional<std::uint64_t> imm = std::nullopt) noexcept override;

@@ -382,6 +382,22 @@ int FabricTransport::wait_rx(std::span<Completion> out, std::chrono::millisecond
   return wait(rx_cq_.get(), out, t);
 }
 
+Status FabricTransport::post_recv_multi(int peer, void* buf, std::size_t len, void* desc,
+                                        std::size_t min_free, std::uint64_t context) noexcept {
+  if (!caps_.multi_recv) {
+    error_ = caps_.provider + ": multi-receive buffers were not asked for (FI_MULTI_RECV)";
+    return Status::failed;
+  }
+  fid_ep* ep = ep_for(peer);
+  if (int rc =
+          fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_free, sizeof min_free);
+      rc != 0)
+    return result(rc, "fi_setopt(FI_OPT_MIN_MULTI_RECV)");
+  iovec iov{buf, len};
+  fi_msg msg{&iov, &desc, 1, FI_ADDR_UNSPEC, as_ctx(context), 0};
+  return result(fi_recvmsg(ep, &msg, FI_MULTI_RECV), "fi_recvmsg(FI_MULTI_RECV)");
+}
+
 int FabricTransport::convert(const fi_cq_data_entry* entries, ssize_t n,
                              std::span<Completion> out) noexcept {
   for (ssize_t i = 0; i < n; ++i) {
@@ -391,7 +407,11 @@ int FabricTransport::convert(const fi_cq_data_entry* entries, ssize_t n,
     c.length = static_cast<std::uint32_t>(e.len);
     c.has_data = (e.flags & FI_REMOTE_CQ_DATA) != 0;
     c.data = c.has_data ? e.data : 0;
-    if (e.flags & FI_RECV)
+    // A multi-receive buffer's release may come on its last message or alone (no FI_RECV).
+    c.released = (e.flags & FI_MULTI_RECV) != 0;
+    c.buf = (e.flags & FI_RECV) ? e.buf : nullptr;
+    if (c.released && !(e.flags & FI_RECV)) c.length = 0;
+    if (e.flags & (FI_RECV | FI_MULTI_RECV))
       c.kind = CompletionKind::recv;
     else if (e.flags & FI_REMOTE_WRITE)
       c.kind = CompletionKind::remote_write;

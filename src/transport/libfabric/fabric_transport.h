@@ -78,6 +78,24 @@ class FabricTransport final : public Transport {
                   "fi_recv");
   }
 
+  int post_recvs(int peer, std::span<void* const> bufs, std::size_t len, void* desc,
+                 std::uint64_t context) noexcept override {
+    int posted = 0;
+    for (std::size_t i = 0; i < bufs.size(); ++i) {
+      iovec iov{bufs[i], len};
+      fi_msg msg{&iov, &desc, 1, FI_ADDR_UNSPEC, as_ctx(context), 0};
+      const Status s =
+          result(fi_recvmsg(ep_for(peer), &msg, i + 1 < bufs.size() ? FI_MORE : 0), "fi_recvmsg");
+      if (s == Status::again) break;
+      if (s != Status::ok) return -1;
+      ++posted;
+    }
+    return posted;
+  }
+
+  Status post_recv_multi(int peer, void* buf, std::size_t len, void* desc, std::size_t min_free,
+                         std::uint64_t context) noexcept override;
+
   Status post_write(int peer, const void* buf, std::size_t len, void* desc, const RemoteMemory& dst,
                     std::uint64_t offset, std::uint64_t context, unsigned flags,
                     std::optional<std::uint64_t> imm = std::nullopt) noexcept override {

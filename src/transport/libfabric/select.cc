@@ -34,6 +34,7 @@ InfoPtr make_hints(const TransportOptions& o, EndpointType ep) {
   hints->caps = FI_MSG;
   if (wants(o, {Op::write, Op::read, Op::writedata})) hints->caps |= FI_RMA;
   if (wants(o, {Op::fadd, Op::cswap})) hints->caps |= FI_ATOMIC;
+  if (o.multi_recv) hints->caps |= FI_MULTI_RECV;
   hints->mode = FI_RX_CQ_DATA;
   hints->ep_attr->type = ep == EndpointType::msg ? FI_EP_MSG : FI_EP_RDM;
   hints->domain_attr->mr_mode = static_cast<int>(kSupportedMrMode);
@@ -97,6 +98,7 @@ Capabilities describe(const fi_info* info, fid_domain* domain) {
   c.max_rma_size = info->ep_attr->max_msg_size;
   c.cq_data_size = info->domain_attr->cq_data_size;
   c.rma = (info->caps & FI_RMA) != 0;
+  c.multi_recv = (info->caps & FI_MULTI_RECV) != 0;
   c.rx_cq_data_consumes_recv = (info->mode & FI_RX_CQ_DATA) != 0;
   c.in_order_data = (info->tx_attr->comp_order & FI_ORDER_DATA) != 0;
   c.msg_order = info->tx_attr->msg_order;
