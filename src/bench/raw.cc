@@ -151,12 +151,25 @@ class RawRunner {
     double cpu = process_cpu_seconds() - cpu0;
     if (!passive_me) wait_all();
 
-    // Rank 1 tells rank 0 its CPU time for the measured phase.
-    auto all = boot_.allgather(as_bytes(cpu));
-    double cpu_target;
-    std::memcpy(&cpu_target, all[1].data(), sizeof cpu_target);
+    // Rank 1 tells rank 0 its CPU time for the measured phase; rank 0 tells rank 1 whether
+    // the open loop fell behind its rate (then both stop with the same line).
+    const PhaseReport mine{cpu, overloaded_.empty() ? 0u : 1u};
+    auto all = boot_.allgather(as_bytes(mine));
+    PhaseReport reports[2];
+    for (int r = 0; r < 2; ++r) {
+      if (all[static_cast<std::size_t>(r)].size() != sizeof(PhaseReport))
+        throw PeerError(r, "raw bench: malformed phase report");
+      std::memcpy(&reports[r], all[static_cast<std::size_t>(r)].data(), sizeof(PhaseReport));
+    }
+    const double cpu_target = reports[1].cpu;
     if (!(cpu_target >= 0 && cpu_target < 1e6))
       throw PeerError(1, "raw bench: rank 1 reported an impossible CPU time");
+    if (reports[0].overloaded > 1) throw PeerError(0, "raw bench: malformed phase report");
+    if (reports[0].overloaded)
+      throw UsageError(!overloaded_.empty()
+                           ? overloaded_
+                           : "open loop: this run cannot sustain " + report_number(p_.rate) +
+                                 " pings/s (rank 0 fell behind): lower --rate");
     if (!initiator_) return std::nullopt;
 
     RawRow row;
@@ -187,6 +200,10 @@ class RawRunner {
   static std::span<const std::byte> as_bytes(const V& v) {
     return {reinterpret_cast<const std::byte*>(&v), sizeof v};
   }
+  struct PhaseReport {
+    double cpu;                // CPU seconds of the measured phase
+    std::uint64_t overloaded;  // rank 0: 1 when the open loop fell behind its rate
+  };
   // One endpoint: its transport, its registered buffer and the peer's.
   struct Queue {
     T* t;
@@ -505,10 +522,13 @@ class RawRunner {
     while (answered < count) {
       // A ping is due: it goes out unless the peer's receive window is full (then replies are
       // reaped first; the ping's sample still counts from its due time).
-      if (sent < count && sent - answered < cap && clock_.now() >= schedule.due(sent)) {
+      if (sent < count && sent - answered < cap &&
+          (!overloaded_.empty() || clock_.now() >= schedule.due(sent))) {
         const std::uint64_t now = clock_.now();
-        if (!schedule.on_time(sent, now, slack))
-          throw UsageError(report_unsustainable(sent, now, schedule));
+        // Behind a rate this run cannot hold: the rest goes out unscheduled, so that the peer
+        // finishes the phase, and both ranks stop with the reason at the phase's end.
+        if (overloaded_.empty() && !schedule.on_time(sent, now, slack))
+          overloaded_ = report_unsustainable(sent, now, schedule);
         stamp(src_slot(sent), size, first_seq + sent);
         post_ping_from(src_slot(sent), size, first_seq + sent, sent);
         ++sent;
@@ -530,7 +550,8 @@ class RawRunner {
       --pool.outstanding;
       top_up(pool, size);
       const std::uint64_t now = clock_.now();
-      if (samples) samples->push_back(clock_.to_ns(now - schedule.due(answered)) / 2);
+      if (samples && overloaded_.empty())
+        samples->push_back(clock_.to_ns(now - schedule.due(answered)) / 2);
       ++answered;
     }
     seq_ += count;
@@ -772,6 +793,7 @@ class RawRunner {
   std::vector<Queue> queues_;
   std::uint64_t seq_ = 0;
   double last_phase_seconds_ = 0;
+  std::string overloaded_;  // rank 0: why the open loop could not keep its rate
 };
 
 }  // namespace

@@ -94,23 +94,33 @@ TEST(LatCli, TheTableNamesEveryRow) {
               60s);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("p99.99(us)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("  fabric  local     write      off        64      200"), std::string::npos)
+  EXPECT_NE(r.out.find("  fabric  local     write      -     closed   off        64      200"),
+            std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("  socket  udp       spin       off        64      200"), std::string::npos)
+  EXPECT_NE(r.out.find("  socket  udp       spin       -     closed   off        64      200"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("path MTU"), std::string::npos) << r.out;
 }
 
 TEST(LatCli, BadInputIsOneLine) {
   const std::vector<std::vector<std::string>> cases = {
-      {"-p", "local", "-S", "70000"},       // above UDP's largest datagram
-      {"-p", "nosuchfabric"},               // unknown provider
-      {"-p", "none", "--sockets", "none"},  // nothing to run
-      {"--sockets", "sctp"},                // unknown socket protocol
-      {"-m", "read"},                       // not a latency mode
-      {"--socket-wait", "sleep"},           // unknown wait
-      {"-p", "local", "-S", "0"},           // zero-byte ping
-      {"-p", "local", "-I", "0"},           // no iterations
+      {"-p", "local", "-S", "70000"},          // above UDP's largest datagram
+      {"-p", "nosuchfabric"},                  // unknown provider
+      {"-p", "none", "--sockets", "none"},     // nothing to run
+      {"--sockets", "sctp"},                   // unknown socket protocol
+      {"-m", "read"},                          // not a latency mode
+      {"--socket-wait", "sleep"},              // unknown wait
+      {"-p", "local", "-S", "0"},              // zero-byte ping
+      {"-p", "local", "-I", "0"},              // no iterations
+      {"-m", "write", "--recv-post", "list"},  // receive posting without the send mode
+      {"-m", "write", "--rate", "1000"},       // an open loop without the send mode
+      {"--recv-post", "heap"},                 // unknown posting
+      {"--recv-batch", "0"},                   // an empty batch
+      {"--recv-batch", "65"},                  // above the receive window
+      {"--rate", "-5"},                        // a negative rate
+      {"--rate", "fast"},                      // not a number
+      {"-p", "tcp", "-m", "send", "--recv-post", "multi", "-S", "0", "--sockets", "none"},
   };
   for (const auto& extra : cases) {
     std::vector<std::string> args = {"fabflow", "bench", "lat"};
@@ -120,6 +130,89 @@ TEST(LatCli, BadInputIsOneLine) {
     ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(r));
     EXPECT_EQ(r.status, 2) << r.err;
   }
+}
+
+// Receives re-posted one by one, as lists and in multi-receive buffers, with batches that do
+// not divide the run or the warm-up: every row complete on every provider that has the
+// posting; local, without multi-receive buffers, says so and runs the rest.
+TEST(LatCli, ReceivePostingOneListAndMulti) {
+  CliResult r = run_cli({"fabflow",
+                         "bench",
+                         "lat",
+                         "-p",
+                         "shm,tcp,tcp;ofi_rxm,local",
+                         "-m",
+                         "send",
+                         "--inject",
+                         "off",
+                         "--recv-post",
+                         "one,list,multi",
+                         "--recv-batch",
+                         "5",
+                         "-S",
+                         "1,100,4K",
+                         "-I",
+                         "300",
+                         "-w",
+                         "7",
+                         "--sockets",
+                         "none",
+                         "--json"},
+                        120s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::map<std::string, std::set<std::size_t>> seen;  // "provider post" -> sizes
+  for (const auto& line : lines(r.out)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["latency_ns"]["samples"], 300) << line;
+    EXPECT_EQ(j["loop"], "closed") << line;
+    if (j["recv_post"] == "list")
+      EXPECT_EQ(j["recv_more_hint"].get<std::string>().find("ignored"), 0u) << line;
+    seen[j["provider"].get<std::string>() + " " + j["recv_post"].get<std::string>()].insert(
+        j["size_bytes"].get<std::size_t>());
+  }
+  const std::set<std::size_t> sizes{1, 100, 4096};
+  for (const char* provider : {"shm", "tcp", "tcp;ofi_rxm", "local"})
+    for (const char* post : {"one", "list"})
+      EXPECT_EQ(seen[std::string(provider) + " " + post], sizes) << provider << " " << post;
+  for (const char* provider : {"shm", "tcp;ofi_rxm"})
+    EXPECT_EQ(seen[std::string(provider) + " multi"], sizes) << provider;
+  EXPECT_EQ(seen.count("local multi"), 0u);
+  EXPECT_NE(r.err.find("multi: not run: local has no multi-receive buffers"), std::string::npos)
+      << r.err;
+}
+
+// --rate: open-loop rows beside the closed-loop ones, every ping answered and timed.
+TEST(LatCli, OpenLoopBesideTheClosedLoop) {
+  CliResult r = run_cli(
+      {"fabflow", "bench", "lat", "-p", "local,shm", "-m", "send", "--inject",  "off",  "--rate",
+       "20000",   "-S",    "64",  "-I", "2000",      "-w", "100",  "--sockets", "none", "--json"},
+      60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::multiset<std::string> loops;
+  for (const auto& line : lines(r.out)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["latency_ns"]["samples"], 2000) << line;
+    loops.insert(j["provider"].get<std::string>() + " " + j["loop"].get<std::string>());
+    if (j["loop"] == "open") {
+      EXPECT_EQ(j["rate_per_s"], 20000.0) << line;
+    }
+  }
+  EXPECT_EQ(loops,
+            (std::multiset<std::string>{"local closed", "local open", "shm closed", "shm open"}));
+}
+
+// A rate no machine holds is an error, not a closed loop under another name.
+TEST(LatCli, AnUnsustainableRateIsOneLine) {
+  CliResult r =
+      run_cli({"fabflow", "bench", "lat", "-p", "local", "-m", "send", "--inject", "off", "--rate",
+               "1e9", "-S", "64", "-I", "5000000", "-w", "0", "--sockets", "none"},
+              60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(r));
+  EXPECT_NE(r.err.find("cannot sustain 1000000000 pings/s"), std::string::npos) << r.err;
+  EXPECT_NE(r.status, 0);
 }
 
 // --samples: every sample of every row, none capped, in the order measured.
@@ -149,8 +242,8 @@ TEST(LatCli, SamplesFileHoldsEverySample) {
   }
   ::unlink(path);
   EXPECT_EQ(headers, (std::vector<std::string>{
-                         "# fabric local send inject=off size=8",
-                         "# fabric local send inject=off size=1024",
+                         "# fabric local send inject=off size=8 recv=one",
+                         "# fabric local send inject=off size=1024 recv=one",
                          "# fabric local write inject=off size=8",
                          "# fabric local write inject=off size=1024",
                          "# socket tcp spin inject=off size=8",

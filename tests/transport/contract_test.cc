@@ -12,10 +12,12 @@
 #include <fabflow/transport.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "support/forked.h"
@@ -126,6 +128,118 @@ TEST_P(TransportContract, SendsMatchReceivesInOrderWithContextsAndPayloads) {
                    for (int k = 0; k < 1000; ++k)
                      expect(buf[i * 1024 + k] == std::byte('a' + i), "payload corrupted");
                  }
+               }),
+      "");
+}
+
+// A list of receives posted in one call (FI_MORE on all but the last) takes the messages in
+// order, each into its own buffer.
+TEST_P(TransportContract, AListOfReceivesTakesTheMessagesInOrder) {
+  EXPECT_EQ(
+      run_pair(GetParam(), with_ops({Op::send}),
+               [](int rank, Transport& t, Bootstrap& boot) {
+                 auto mr = t.allocate(8 * 256, kAllAccess);
+                 std::byte* buf = mr->data();
+                 if (rank == 1) {
+                   std::array<void*, 8> bufs;
+                   for (std::size_t i = 0; i < bufs.size(); ++i) bufs[i] = buf + i * 256;
+                   std::size_t posted = 0;
+                   const auto deadline = std::chrono::steady_clock::now() + 5s;
+                   while (posted < bufs.size()) {
+                     const int n =
+                         t.post_recvs(0, std::span(bufs).subspan(posted), 256, mr->desc(), 40);
+                     expect(n >= 0, t.last_error());
+                     posted += static_cast<std::size_t>(n);
+                     t.progress();
+                     expect(std::chrono::steady_clock::now() < deadline,
+                            "receive list not taken in 5 s");
+                   }
+                 }
+                 boot.barrier([&] { t.progress(); });
+                 if (rank == 0) {
+                   for (int i = 0; i < 8; ++i) {
+                     std::memset(buf, 'a' + i, 200);
+                     post_ok(t, [&] { return t.post_send(1, buf, 200, mr->desc(), 7, kSignal); });
+                     wait_one(t, Cq::tx);
+                   }
+                   return;
+                 }
+                 for (int i = 0; i < 8; ++i) {
+                   const Completion c = wait_one(t, Cq::rx);
+                   expect(c.kind == CompletionKind::recv && c.length == 200 && c.context == 40,
+                          "list receive completion malformed");
+                   for (int k = 0; k < 200; ++k)
+                     expect(buf[i * 256 + k] == std::byte('a' + i), "list payload out of order");
+                 }
+               }),
+      "");
+}
+
+// Multi-receive buffers where the transport has them: messages land one after another, each
+// completion names where, and the buffer is released once less than min_free bytes remain.
+// Elsewhere the capability is off and the post fails.
+TEST_P(TransportContract, MultiReceiveBuffersOrTheCapabilityIsOff) {
+  TransportOptions o = with_ops({Op::send});
+  o.multi_recv = true;
+  bool has_multi = false;
+  try {
+    TransportOptions p = o;
+    p.provider = GetParam().provider;
+    p.endpoint = GetParam().endpoint;
+    has_multi = probe_transport(p).multi_recv;
+  } catch (const UsageError&) {
+    has_multi = false;
+  }
+  if (!has_multi) {
+    o.multi_recv = false;
+    EXPECT_EQ(run_pair(GetParam(), o,
+                       [](int, Transport& t, Bootstrap&) {
+                         auto mr = t.allocate(4096, kAllAccess);
+                         expect(!t.caps().multi_recv, "multi_recv set without asking");
+                         expect(t.post_recv_multi(0, mr->data(), 4096, mr->desc(), 100, 1) ==
+                                    Status::failed,
+                                "a multi-receive post accepted without the capability");
+                       }),
+              "");
+    return;
+  }
+  EXPECT_EQ(
+      run_pair(GetParam(), o,
+               [](int rank, Transport& t, Bootstrap& boot) {
+                 expect(t.caps().multi_recv, "multi_recv asked for and not reported");
+                 auto mr = t.allocate(4096, kAllAccess);
+                 std::byte* buf = mr->data();
+                 // Room for exactly 5 messages of 100 bytes: the 5th releases it.
+                 if (rank == 1)
+                   post_ok(t, [&] { return t.post_recv_multi(0, buf, 500, mr->desc(), 100, 9); });
+                 boot.barrier([&] { t.progress(); });
+                 if (rank == 0) {
+                   for (int i = 0; i < 5; ++i) {
+                     std::memset(buf, 'k' + i, 100);
+                     post_ok(t, [&] { return t.post_send(1, buf, 100, mr->desc(), 7, kSignal); });
+                     wait_one(t, Cq::tx);
+                   }
+                   return;
+                 }
+                 int messages = 0;
+                 bool released = false;
+                 std::byte* last = nullptr;
+                 while (!released || messages < 5) {
+                   const Completion c = wait_one(t, Cq::rx);
+                   expect(c.kind == CompletionKind::recv && c.context == 9,
+                          "multi-receive completion malformed");
+                   released = released || c.released;
+                   if (c.buf == nullptr) continue;  // a release alone
+                   auto* at = static_cast<std::byte*>(c.buf);
+                   expect(c.length == 100 && at >= buf && at + 100 <= buf + 500 &&
+                              (last == nullptr || at > last),
+                          "a message outside its multi-receive buffer");
+                   for (int k = 0; k < 100; ++k)
+                     expect(at[k] == std::byte('k' + messages), "multi-receive payload wrong");
+                   last = at;
+                   ++messages;
+                 }
+                 expect(messages == 5, "multi-receive buffer took the wrong number of messages");
                }),
       "");
 }
