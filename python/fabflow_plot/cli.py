@@ -13,12 +13,14 @@ import sys
 
 from . import claims as C
 from . import data as D
+from . import distribution as DIST
 from . import figure as F
 from . import page as P
 
 MISSING_MATPLOTLIB = ("fabflow: error: matplotlib is missing "
                       "(install python3-matplotlib; scripts/setup.sh does)")
-USAGE = "python3 -m fabflow_plot figure DIR/ID.jsonl | report DIR"
+USAGE = ("python3 -m fabflow_plot figure DIR/ID.jsonl | report DIR | "
+         "distribution FILE.jsonl [--out BASE] [--field NAME] [--title TEXT]")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,6 +38,12 @@ def _parser():
     fig.add_argument("jsonl")
     rep = sub.add_parser("report", help="write DIR/index.html for every DIR/*.jsonl; print its path")
     rep.add_argument("dir")
+    dist = sub.add_parser("distribution",
+                          help="write BASE-cdf.png/.svg and BASE-hist.png/.svg of every latency row")
+    dist.add_argument("jsonl")
+    dist.add_argument("--out", help="output base (default: the file's name without .jsonl)")
+    dist.add_argument("--field", default="latency_ns", help="the latency object to draw")
+    dist.add_argument("--title", help="the figures' heading")
     return parser
 
 
@@ -125,6 +133,11 @@ def main(argv=None):
         args = _parser().parse_args(argv)
         if args.command == "figure":
             return cmd_figure(args.jsonl)
+        if args.command == "distribution":
+            base = args.out or output_base(args.jsonl)
+            for written in DIST.render(args.jsonl, base, args.field, args.title):
+                print(written)
+            return 0
         return cmd_report(args.dir)
     except F.MatplotlibMissing:
         print(MISSING_MATPLOTLIB, file=sys.stderr)

@@ -22,6 +22,7 @@ if PYTHON_DIR not in sys.path:
 from fabflow_plot import claims as C  # noqa: E402
 from fabflow_plot import cli  # noqa: E402
 from fabflow_plot import data as D  # noqa: E402
+from fabflow_plot import distribution as DIST  # noqa: E402
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -365,6 +366,68 @@ class CommandLineTest(unittest.TestCase):
                               capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(proc.returncode, 3)
         self.assertEqual(proc.stderr.strip(), cli.MISSING_MATPLOTLIB)
+
+
+def latency_row(mode, size, buckets, path="fabric"):
+    return {"bench": "lat", "type": "latency", "path": path, "provider": "shm", "mode": mode,
+            "inject": False, "size_bytes": size,
+            "latency_ns": {"p50": 1, "histogram": buckets}}
+
+
+class DistributionTest(unittest.TestCase):
+    """CDF and histogram curves from the log-bucketed histograms of latency rows."""
+
+    def test_cdf_is_cumulative_at_the_upper_edges(self):
+        xs, ys = DIST.cdf_points([(100, 110, 1), (110, 120, 2), (200, 220, 1)])
+        self.assertEqual(xs, [100, 110, 120, 220])
+        self.assertEqual(ys, [0.0, 0.25, 0.75, 1.0])
+        self.assertEqual(DIST.cdf_points([]), ([], []))
+
+    def test_histogram_drops_to_zero_across_gaps(self):
+        xs, ys = DIST.histogram_points([(100, 110, 1), (110, 120, 1), (200, 220, 2)])
+        self.assertEqual(xs, [100, 100, 110, 110, 120, 120, 200, 200, 220, 220])
+        self.assertEqual(ys, [0.0, 0.25, 0.25, 0.25, 0.25, 0.0, 0.0, 0.5, 0.5, 0.0])
+
+    def test_rows_with_one_label_are_merged_and_labels_keep_what_varies(self):
+        rows = [latency_row("send", 64, [[100, 110, 3]]),
+                latency_row("send", 64, [[100, 110, 1], [110, 120, 4]]),  # a repeat
+                latency_row("write", 64, [[50, 55, 2]])]
+        curves = DIST.merged_buckets(rows, "latency_ns")
+        self.assertEqual(curves, {"send": [(100.0, 110.0, 4), (110.0, 120.0, 4)],
+                                  "write": [(50.0, 55.0, 2)]})
+        rows.append(latency_row("send", 1024, [[1, 2, 1]]))
+        self.assertIn("send, 1K B", DIST.merged_buckets(rows, "latency_ns"))
+
+    def test_malformed_buckets_and_files_are_one_error(self):
+        with self.assertRaises(D.FabflowError):
+            DIST.merged_buckets([latency_row("send", 64, [[10, 5, 1]])], "latency_ns")
+        with self.assertRaises(D.FabflowError):
+            DIST.merged_buckets([latency_row("send", 64, [["a", 5, 1]])], "latency_ns")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "x.jsonl")
+            with open(path, "w") as f:
+                f.write('{"type": "throughput"}\n')
+            with self.assertRaises(D.FabflowError):
+                DIST.load_rows(path, "latency_ns")
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib not installed")
+    def test_render_writes_both_figures(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "lat.jsonl")
+            with open(path, "w") as f:
+                for row in (latency_row("send", 64, [[100, 110, 3], [400, 440, 1]]),
+                            latency_row("block", 64, [[5000, 5500, 4]], path="socket")):
+                    f.write(json.dumps(row) + "\n")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(cli.main(["distribution", path]), 0)
+            for name in ("lat-cdf.png", "lat-hist.png", "lat-cdf.svg", "lat-hist.svg"):
+                with open(os.path.join(tmp, name), "rb") as f:
+                    head = f.read(8)
+                if name.endswith(".png"):
+                    self.assertEqual(head, PNG_MAGIC)
+            self.assertEqual(out.getvalue().split(),
+                             [os.path.join(tmp, "lat-cdf.png"), os.path.join(tmp, "lat-hist.png")])
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self);
 // their callbacks set `run`.
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);
 void add_report(CLI::App& app, Runner& run);
+void add_plot(CLI::App& app, Runner& run);
 // `model pcie` (the PCIe cost model); its callback sets `run`.
 void add_model(CLI::App& app, Runner& run);
 

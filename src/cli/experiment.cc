@@ -220,6 +220,23 @@ int run_report(const std::string& dir) {
   return status == 0 ? 0 : 1;
 }
 
+// `fabflow plot FILE`: the CDF (and its tail) and the histogram of every latency row of a
+// bench's --json output, from the rows' log-bucketed histograms.
+int run_plot(const std::string& file, const std::string& out, const std::string& field) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    throw UsageError("plot: " + file + " is not a file (a bench's --json output)");
+  Plotter plot("the data stays in " + file);
+  int status = 1;
+  std::string err;
+  std::vector<std::string> args = {"distribution", file, "--field", field};
+  if (!out.empty()) args.insert(args.end(), {"--out", out});
+  auto print = [](const std::string& line) { std::cout << line << "\n"; };
+  if (!plot.run(args, print, &status, &err)) return kNoFigures;
+  std::cerr << err;
+  return status == 0 ? 0 : 1;
+}
+
 class ExperimentRunner {
  public:
   ExperimentRunner(const RunFlags& f, fs::path exe) : f_(f), exe_(std::move(exe)) {}
@@ -348,6 +365,24 @@ class ExperimentRunner {
       const fs::path p = fs::path(jsonl).replace_extension(ext);
       if (fs::exists(p, ec_)) o.files.push_back(p.filename().string());
     }
+    if (x.bench == "lat" && !o.failed) distribution(x, jsonl, plot, o);
+  }
+
+  // Latency entries also get the distribution of every row: <id>-cdf.png and <id>-hist.png.
+  void distribution(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
+    int status = 1;
+    std::string err;
+    const std::string base = fs::path(jsonl).replace_extension().string();
+    if (!plot.run(
+            {"distribution", jsonl.string(), "--out", base, "--title", x.id + ": " + x.title},
+            [&](const std::string& line) { o.files.push_back(fs::path(line).filename().string()); },
+            &status, &err))
+      return;
+    std::cerr << err;
+    if (status != 0) {
+      o.failed = true;
+      o.verdict += ", distribution failed";
+    }
   }
 
   const RunFlags& f_;
@@ -455,6 +490,23 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
   r->add_flag("--dry-run", rf->dry_run, "check the entries and print the bench command lines only");
   r->callback([&run, &bench_app, rf] {
     run = [&bench_app, rf] { return run_experiments(*rf, bench_app); };
+  });
+}
+
+void add_plot(CLI::App& app, Runner& run) {
+  auto* plot = app.add_subcommand(
+      "plot", "CDF, tail and histogram of every latency row of a bench's --json output");
+  auto file = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto field = std::make_shared<std::string>("latency_ns");
+  plot->add_option("file", *file, "JSON lines of a bench (fabflow bench lat --json > FILE)")
+      ->required();
+  plot->add_option("-o,--out", *out,
+                   "output base: BASE-cdf.png/.svg, BASE-hist.png/.svg "
+                   "(default: FILE without .jsonl)");
+  plot->add_option("--field", *field, "the latency object to draw (default latency_ns)");
+  plot->callback([&run, file, out, field] {
+    run = [file, out, field] { return run_plot(*file, *out, *field); };
   });
 }
 

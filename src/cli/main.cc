@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   bench->get_subcommand("lat")->callback([&] { run = lat_run; });
   cli::add_experiment(app, *bench, run);
   cli::add_report(app, run);
+  cli::add_plot(app, run);
   cli::add_model(app, run);
 
   try {

@@ -255,5 +255,40 @@ TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   EXPECT_NE(r.out.find("900-tiny: "), std::string::npos) << r.out;
 }
 
+// `fabflow plot`: the CDF and histogram of a bench's latency rows; a file without such rows or
+// no file at all is one line.
+TEST(PlotCli, DistributionOfABenchsLatencyRows) {
+  TempDir dir;
+  const std::string rows = dir.file("lat.jsonl");
+  CliResult lat = run_cli({"fabflow", "bench", "lat", "-p", "local", "-m", "send,write", "--inject",
+                           "off", "--sockets", "none", "-S", "64", "-I", "500", "--json"},
+                          60s);
+  ASSERT_EQ(lat.status, 0) << lat.err;
+  {
+    std::ofstream f(rows);
+    f << lat.out;
+  }
+  const std::map<std::string, std::string> env = {
+      {"FABFLOW_PYTHONPATH", (kSource / "python").string()}};
+  CliResult r = run_cli({"fabflow", "plot", rows, "-o", dir.file("d")}, 60s, env);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  if (!can_draw()) {
+    EXPECT_EQ(r.status, 3) << r.err;
+    GTEST_SKIP() << "python3 with matplotlib and python/fabflow_plot are needed for the figures";
+  }
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* name : {"d-cdf.png", "d-cdf.svg", "d-hist.png", "d-hist.svg"})
+    EXPECT_TRUE(fs::exists(dir.file(name))) << name;
+  EXPECT_EQ(r.out, dir.file("d-cdf.png") + "\n" + dir.file("d-hist.png") + "\n");
+
+  const std::string empty = dir.file("empty.jsonl");
+  { std::ofstream(empty) << "{\"type\": \"throughput\"}\n"; }
+  for (const std::string& file : {empty, dir.file("missing.jsonl")}) {
+    CliResult bad = run_cli({"fabflow", "plot", file}, 60s, env);
+    ASSERT_NO_FATAL_FAILURE(testing::expect_one_error_line(bad));
+    EXPECT_NE(bad.status, 0);
+  }
+}
+
 }  // namespace
 }  // namespace fabflow
