@@ -121,6 +121,9 @@ TEST(LatCli, BadInputIsOneLine) {
       {"--rate", "-5"},                        // a negative rate
       {"--rate", "fast"},                      // not a number
       {"-p", "tcp", "-m", "send", "--recv-post", "multi", "-S", "0", "--sockets", "none"},
+      {"--netns", "--loss", "150%"},                             // a loss rate outside 0..100 %
+      {"--loss", "1%"},                                          // loss without namespaces
+      {"-p", "local", "--samples", "/nonexistent/dir/samples"},  // unwritable samples file
   };
   for (const auto& extra : cases) {
     std::vector<std::string> args = {"fabflow", "bench", "lat"};
