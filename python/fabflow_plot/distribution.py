@@ -165,12 +165,7 @@ def render(path, base, field="latency_ns", title=None):
     right.set_ylabel("fraction of samples above (tail)")
     fig.suptitle(f"{heading}\nCDF from the log-bucketed histograms (bucket resolution)",
                  fontsize=9)
-    fig.tight_layout()
-    _legend(fig, left, len(curves))
-    for ext in ("png", "svg"):
-        fig.savefig(f"{base}-cdf.{ext}", bbox_inches="tight", metadata=_metadata(ext))
-    plt.close(fig)
-    written.append(f"{base}-cdf.png")
+    written.append(_finish(plt, fig, left, len(curves), f"{base}-cdf"))
 
     fig, ax = plt.subplots(figsize=F.FIGSIZE, dpi=F.DPI)
     for i, (label, buckets) in enumerate(curves.items()):
@@ -181,15 +176,16 @@ def render(path, base, field="latency_ns", title=None):
     ax.set_ylabel("share of samples in the bucket")
     ax.grid(True, alpha=0.3)
     ax.set_title(f"{heading}\nhistogram", fontsize=9)
-    fig.tight_layout()
-    _legend(fig, ax, len(curves))
-    for ext in ("png", "svg"):
-        fig.savefig(f"{base}-hist.{ext}", bbox_inches="tight", metadata=_metadata(ext))
-    plt.close(fig)
-    written.append(f"{base}-hist.png")
+    written.append(_finish(plt, fig, ax, len(curves), f"{base}-hist"))
     return written
 
 
-def _metadata(ext):
-    # Fixed metadata, as figure.render: the same data gives the same files.
-    return {"Software": None} if ext == "png" else {"Date": None, "Creator": None}
+def _finish(plt, fig, legend_axes, count, stem):
+    """Lay out, add the legend below, save STEM.png and STEM.svg; return the PNG path.
+    Fixed metadata, as figure.render: the same data gives the same files."""
+    fig.tight_layout()
+    _legend(fig, legend_axes, count)
+    fig.savefig(f"{stem}.png", bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(f"{stem}.svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    return f"{stem}.png"
