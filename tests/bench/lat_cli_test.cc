@@ -169,8 +169,9 @@ TEST(LatCli, ReceivePostingOneListAndMulti) {
     const auto j = nlohmann::json::parse(line);
     EXPECT_EQ(j["latency_ns"]["samples"], 300) << line;
     EXPECT_EQ(j["loop"], "closed") << line;
-    if (j["recv_post"] == "list")
+    if (j["recv_post"] == "list") {
       EXPECT_EQ(j["recv_more_hint"].get<std::string>().find("ignored"), 0u) << line;
+    }
     seen[j["provider"].get<std::string>() + " " + j["recv_post"].get<std::string>()].insert(
         j["size_bytes"].get<std::size_t>());
   }
