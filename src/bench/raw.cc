@@ -561,7 +561,12 @@ class RawRunner {
       if (n < 0) throw Error("raw bench: " + t_.last_error());
       if (n == 0) {
         if (inline_progress_) t_.progress();
-        dog.idle();
+        // With nothing in flight this rank waits for the schedule, not for the peer (a ping
+        // period may be longer than the timeout).
+        if (sent == answered)
+          dog.reset();
+        else
+          dog.idle();
         continue;
       }
       dog.reset();
@@ -910,6 +915,14 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
   }
   if (params.rate < 0 || params.rate > 1e9 || params.rate != params.rate)
     throw UsageError("open-loop rate: 0 (closed loop) or up to 10^9 pings per second");
+  // The answering rank waits a whole ping period for the next ping.
+  if (params.rate > 0 && 1000 / params.rate >= static_cast<double>(params.timeout_ms) / 2) {
+    char period[32];
+    std::snprintf(period, sizeof period, "%g", 1000 / params.rate);
+    throw UsageError("open loop: a ping every " + std::string(period) +
+                     " ms needs a --timeout above twice that (" +
+                     std::to_string(params.timeout_ms) + " ms now)");
+  }
   for (std::size_t s : params.sizes)
     if (s == 0 && params.op != Op::send && params.op != Op::writedata)
       throw UsageError("size 0 (header-only) is for -o send and -o writedata only");

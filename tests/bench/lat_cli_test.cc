@@ -121,6 +121,7 @@ TEST(LatCli, BadInputIsOneLine) {
       {"--rate", "-5"},                        // a negative rate
       {"--rate", "fast"},                      // not a number
       {"-p", "tcp", "-m", "send", "--recv-post", "multi", "-S", "0", "--sockets", "none"},
+      {"-p", "local", "-m", "send", "--rate", "0.5", "--timeout", "1000"},  // period > timeout
       {"--netns", "--loss", "150%"},                             // a loss rate outside 0..100 %
       {"--loss", "1%"},                                          // loss without namespaces
       {"-p", "local", "--samples", "/nonexistent/dir/samples"},  // unwritable samples file
