@@ -68,13 +68,14 @@ inline Message parse(std::span<const std::byte> in, int ranks, int self) {
       src == self)
     throw PeerError(-1, "bulk: a malformed control message (magic, type or sender rank)");
   const std::size_t carried = in.size() - kHeader;
-  if (m.h.key_len > kMaxKey || m.h.length > carried || m.h.key_len > carried - m.h.length ||
+  // A NACK's length is the receive buffer's size, not bytes it carries.
+  const std::uint64_t inline_len = m.h.type == Type::nack ? 0 : m.h.length;
+  if (m.h.key_len > kMaxKey || inline_len > carried || m.h.key_len > carried - inline_len ||
       (m.h.type != Type::rts && m.h.type != Type::data && m.h.type != Type::nack &&
        m.h.length != 0) ||
-      (m.h.type != Type::nack && m.h.length + m.h.key_len != carried))
+      inline_len + m.h.key_len != carried)
     throw PeerError(src, "bulk: rank " + std::to_string(src) +
                              " sent a control message whose lengths do not add up");
-  const std::size_t inline_len = m.h.type == Type::nack ? 0 : m.h.length;
   m.inline_bytes = in.subspan(kHeader, inline_len);
   m.key = in.subspan(kHeader + inline_len, m.h.key_len);
   return m;
