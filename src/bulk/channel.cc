@@ -133,6 +133,8 @@ class Request {
   std::vector<Frag> frags;
   std::size_t next_frag = 0;  // next fragment this side registers and advertises
   std::size_t frags_active = 0, frags_finished = 0;
+  // Sender: READYs that overtook the ACK (header, key), taken once it came.
+  std::vector<std::pair<wire::Header, std::vector<std::byte>>> early_ready;
 };
 
 namespace {
@@ -721,8 +723,20 @@ class ChannelImpl final : public Channel {
     if (r->protocol != m.h.protocol)
       throw PeerError(src, "bulk: " + rank_str(src) + " sent a " + type_name(m.h.type) +
                                " of another protocol than its request's");
+    if (m.h.type == Type::ready && r->send && !r->matched) {
+      // The receiver advertises fragments right after its ACK; a transport that reorders may
+      // deliver them first. Held until the ACK, at most depth of them.
+      if (r->early_ready.size() >= o_.depth)
+        throw PeerError(src, "bulk: " + rank_str(src) + " sent more READYs than the depth (" +
+                                 std::to_string(o_.depth) + ") before its ACK");
+      r->early_ready.emplace_back(m.h, std::vector<std::byte>(m.key.begin(), m.key.end()));
+      return;
+    }
     switch (m.h.type) {
-      case Type::ack: on_ack(*r, m); break;
+      case Type::ack:
+        on_ack(*r, m);
+        for (auto& [h, key] : std::exchange(r->early_ready, {})) on_ready(*r, {h, {}, key});
+        break;
       case Type::nack: on_nack(*r, m); break;
       case Type::data: on_data(*r, m); break;
       case Type::ready: on_ready(*r, m); break;
