@@ -202,6 +202,12 @@ class ChannelImpl final : public Channel {
         post_rx(i);
       }
     }
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1); !rx_retry_.empty();
+         repost_rx()) {
+      if (std::chrono::steady_clock::now() > end)
+        throw Error("bulk: posting a receive buffer: receive queue full");
+      t_.progress();
+    }
     peers_.resize(static_cast<std::size_t>(ranks_));
     // Every rank's receives are posted before any rank sends.
     boot_.barrier([this] { t_.progress(); });
@@ -311,6 +317,7 @@ class ChannelImpl final : public Channel {
         int m = t_.poll_rx(c);
         if (m < 0) throw Error("bulk: " + t_.last_error());
         for (int i = 0; i < m; ++i) on_rx(c[i]);
+        repost_rx();
         flush();
         drain_rma();
         pump_all();
@@ -490,11 +497,21 @@ class ChannelImpl final : public Channel {
   std::byte* tx_slot(unsigned i) const { return tx_mr_->data() + std::size_t{i} * slot_; }
   std::byte* rx_slot(std::size_t i) const { return rx_mr_->data() + i * slot_; }
 
+  // Posts receive buffer `i`; where the transport says again, it is posted by a later
+  // repost_rx() (again is a normal state of the data path, not an error).
   void post_rx(std::size_t i) {
-    Status s = t_.post_recv(rx_peer_[i], rx_slot(i), slot_, rx_mr_->desc(), kCtxRx | i);
-    if (s != Status::ok)
-      throw Error("bulk: posting a receive buffer: " +
-                  (s == Status::again ? std::string("receive queue full") : t_.last_error()));
+    rx_retry_.push_back(i);
+    repost_rx();
+  }
+
+  void repost_rx() {
+    while (!rx_retry_.empty()) {
+      const std::size_t i = rx_retry_.front();
+      Status s = t_.post_recv(rx_peer_[i], rx_slot(i), slot_, rx_mr_->desc(), kCtxRx | i);
+      if (s == Status::again) return;
+      if (s != Status::ok) throw Error("bulk: posting a receive buffer: " + t_.last_error());
+      rx_retry_.pop_front();
+    }
   }
 
   Header header(Type type, const Request& r) const {
@@ -1190,6 +1207,7 @@ class ChannelImpl final : public Channel {
   std::vector<unsigned> tx_free_;
   std::uint64_t tx_req_[kTxBuffers] = {};
   std::vector<int> rx_peer_;
+  std::deque<std::size_t> rx_retry_;  // receive buffers to post again (the transport said again)
   std::vector<Peer> peers_;
   std::deque<Out> outq_;
   std::unordered_map<std::uint64_t, RequestPtr> requests_;
