@@ -715,7 +715,20 @@ class ChannelImpl final : public Channel {
     }
     const std::byte* at = rx_slot(idx);
     if (c.length > slot_) throw Error("bulk: a receive completion longer than its buffer");
-    wire::Message m = wire::parse({at, c.length}, ranks_, rank_);
+    wire::Message m;
+    try {
+      m = wire::parse({at, c.length}, ranks_, rank_);
+    } catch (const PeerError& e) {
+      // parse names no rank when the header's own is unusable; the buffer names its sender on
+      // connected endpoints, and a pair has one peer.
+      const int from = t_.caps().endpoint == EndpointType::msg ? rx_peer_[idx]
+                       : ranks_ == 2                           ? 1 - rank_
+                                                               : -1;
+      if (e.rank() >= 0 || from < 0) throw;
+      std::string what = e.what();
+      if (what.rfind("bulk: ", 0) == 0) what.erase(0, 6);
+      throw PeerError(from, "bulk: " + rank_str(from) + " sent " + what);
+    }
     // On connected endpoints the buffer names the peer; a header claiming another is forged.
     if (t_.caps().endpoint == EndpointType::msg && rx_peer_[idx] != static_cast<int>(m.h.src))
       throw PeerError(rx_peer_[idx], "bulk: " + rank_str(rx_peer_[idx]) +
