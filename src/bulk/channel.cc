@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <sstream>
 #include <unordered_map>
 #include <utility>
 
@@ -441,18 +442,28 @@ class ChannelImpl final : public Channel {
                                                  " sent a malformed channel hello");
       std::memcpy(&a[r], all[r].data(), sizeof(Agreement));
       const Agreement& x = a[r];
-      if (x.eager_limit != mine.eager_limit || x.bounce_size != mine.bounce_size ||
-          x.frag_size != mine.frag_size || x.max_frag != mine.max_frag || x.depth != mine.depth ||
-          x.copy_ahead != mine.copy_ahead || x.rx_buffers != mine.rx_buffers ||
-          x.frag_growth != mine.frag_growth)
-        throw PeerError(
-            static_cast<int>(r),
-            "bulk: ranks disagree on the channel's parameters: " + rank_str(static_cast<int>(r)) +
-                " has eager " + std::to_string(x.eager_limit) + ", bounce " +
-                std::to_string(x.bounce_size) + ", fragment " + std::to_string(x.frag_size) +
-                ", depth " + std::to_string(x.depth) + "; " + rank_str(rank_) + " has " +
-                std::to_string(mine.eager_limit) + ", " + std::to_string(mine.bounce_size) + ", " +
-                std::to_string(mine.frag_size) + ", " + std::to_string(mine.depth));
+      // Name every parameter that differs, with both values.
+      std::string theirs, ours;
+      auto differ = [&](const char* name, auto t, auto m) {
+        if (t == m) return;
+        std::ostringstream a, b;
+        a << (theirs.empty() ? "" : ", ") << name << " " << t;
+        b << (ours.empty() ? "" : ", ") << name << " " << m;
+        theirs += a.str();
+        ours += b.str();
+      };
+      differ("eager", x.eager_limit, mine.eager_limit);
+      differ("bounce", x.bounce_size, mine.bounce_size);
+      differ("fragment", x.frag_size, mine.frag_size);
+      differ("largest fragment", x.max_frag, mine.max_frag);
+      differ("growth", x.frag_growth, mine.frag_growth);
+      differ("depth", x.depth, mine.depth);
+      differ("copy-ahead", x.copy_ahead, mine.copy_ahead);
+      differ("receive buffers", x.rx_buffers, mine.rx_buffers);
+      if (!theirs.empty())
+        throw PeerError(static_cast<int>(r), "bulk: ranks disagree on the channel's parameters: " +
+                                                 rank_str(static_cast<int>(r)) + " has " + theirs +
+                                                 "; " + rank_str(rank_) + " has " + ours);
       pids_.push_back(static_cast<pid_t>(x.pid));
     }
     if (!local_) {
