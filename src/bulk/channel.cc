@@ -1155,7 +1155,12 @@ class ChannelImpl final : public Channel {
     --r.frags_active;
   }
 
-  std::size_t frag_align() const noexcept { return o_.frag_size; }
+  // The caching pipeline's registrations are aligned to the fragment size (seed 004 section
+  // 5.2), so that the fragments of a reused buffer hit; a size that is no power of two aligns
+  // to pages.
+  std::size_t frag_align() const noexcept {
+    return (o_.frag_size & (o_.frag_size - 1)) == 0 ? o_.frag_size : kPage;
+  }
 
   void pump_recv(Request& r) {
     if (!r.matched) return;
@@ -1220,7 +1225,7 @@ class ChannelImpl final : public Channel {
   Bootstrap& boot_;
   ChannelOptions o_;
   int rank_, ranks_;
-  Registrar registrar_;
+  Registrations registrar_;
   bool local_ = false;
   bool cma_ok_ = false;
   std::string path_;

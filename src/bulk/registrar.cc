@@ -1,51 +1,77 @@
 #include "bulk/registrar.h"
 
-#include <chrono>
-
 namespace fabflow::bulk {
-namespace {
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-}  // namespace
 
-struct Registrar::Impl {
-  Transport& t;
-  ChannelOptions o;
-  std::uint64_t registrations = 0, deregistrations = 0, reg_ns = 0, dereg_ns = 0;
-};
+Registrations::Registrations(Transport& t, const ChannelOptions& o) : t_(t), o_(o) {}
+Registrations::~Registrations() = default;
 
-Registrar::Registrar(Transport& t, const ChannelOptions& o) : impl_(new Impl{t, o}) {}
-Registrar::~Registrar() = default;
-
-Registration Registrar::acquire(void* addr, std::size_t len, unsigned access, bool /*cached*/,
-                                std::size_t /*align*/) {
-  Impl& i = *impl_;
-  const std::uint64_t t0 = now_ns();
-  std::shared_ptr<MemoryRegion> mr = i.t.register_memory(addr, len, access);
-  i.reg_ns += now_ns() - t0;
-  ++i.registrations;
-  const MemoryRegion* raw = mr.get();
-  return Registration(raw, 0, [&i, mr]() mutable {
-    const std::uint64_t t1 = now_ns();
-    mr.reset();
-    i.dereg_ns += now_ns() - t1;
-    ++i.deregistrations;
-  });
+RegistrationCache& Registrations::cache(std::size_t align) {
+  auto& c = caches_[align];
+  if (!c) {
+    CacheOptions co;
+    co.max_entries = o_.cache_entries;
+    co.max_bytes = o_.cache_bytes;
+    co.alignment = align;
+    co.pinned = o_.pin;
+    co.verify_pagemap = o_.cache_verify;
+    c = std::make_unique<RegistrationCache>(transport_registrar(t_, o_.pin), co);
+  }
+  return *c;
 }
 
-void Registrar::fill(Stats& s) const {
-  s.registrations = impl_->registrations;
-  s.deregistrations = impl_->deregistrations;
-  s.registration_ns = impl_->reg_ns;
-  s.deregistration_ns = impl_->dereg_ns;
-  s.cache_state = "not yet";
+Registration Registrations::acquire(void* addr, std::size_t len, unsigned access, bool cached,
+                                    std::size_t align) {
+  if (!cached) {
+    std::shared_ptr<MemoryRegion> mr = register_buffer(t_, addr, len, access, o_.pin, &direct_);
+    const MemoryRegion* raw = mr.get();
+    return Registration(raw, 0, [mr]() mutable { mr.reset(); });
+  }
+  // Cached entries serve every later use of their range: registered for every access.
+  auto lease = std::make_shared<Lease>(cache(align).acquire(addr, len, kAllAccess));
+  const MemoryRegion& region = lease->region();
+  const auto offset =
+      static_cast<std::uint64_t>(static_cast<const std::byte*>(addr) - region.data());
+  return Registration(&region, offset, [lease]() mutable { lease->release(); });
 }
 
-void Registrar::reset() noexcept {
-  impl_->registrations = impl_->deregistrations = impl_->reg_ns = impl_->dereg_ns = 0;
+void Registrations::fill(Stats& s) {
+  RegistrationStats r = direct_;
+  r.registrations -= direct_base_.registrations;
+  r.deregistrations -= direct_base_.deregistrations;
+  r.register_ns -= direct_base_.register_ns;
+  r.deregister_ns -= direct_base_.deregister_ns;
+  s.cache_hits = s.cache_misses = s.cache_evictions = s.cache_invalidations = s.cache_uncached = 0;
+  for (const auto& [align, c] : caches_) {
+    CacheStats now = c->stats();
+    CacheStats base;
+    if (auto it = cache_base_.find(align); it != cache_base_.end()) base = it->second;
+    r.registrations += now.registration.registrations - base.registration.registrations;
+    r.deregistrations += now.registration.deregistrations - base.registration.deregistrations;
+    r.register_ns += now.registration.register_ns - base.registration.register_ns;
+    r.deregister_ns += now.registration.deregister_ns - base.registration.deregister_ns;
+    s.cache_hits += now.hits - base.hits;
+    s.cache_misses += now.misses - base.misses;
+    s.cache_evictions += now.evictions - base.evictions;
+    s.cache_invalidations += now.invalidations - base.invalidations;
+    s.cache_uncached += now.uncached - base.uncached;
+  }
+  s.registrations = r.registrations;
+  s.deregistrations = r.deregistrations;
+  s.registration_ns = r.register_ns;
+  s.deregistration_ns = r.deregister_ns;
+  s.cache_state = cache_state();
+}
+
+void Registrations::reset() noexcept {
+  direct_base_ = direct_;
+  for (const auto& [align, c] : caches_) cache_base_[align] = c->stats();
+}
+
+std::string Registrations::cache_state() {
+  // Every cache of the channel is alike: the first one tells.
+  const RegistrationCache& c = caches_.empty() ? cache(4096) : *caches_.begin()->second;
+  if (!c.caching()) return "off: " + c.disabled_reason();
+  return "on (userfaultfd invalidation)";
 }
 
 }  // namespace fabflow::bulk

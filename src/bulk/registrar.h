@@ -1,14 +1,16 @@
 // How the bulk channel registers user buffers: directly (registered for the transfer,
-// deregistered after it, pinned first in --mr-pin mode) or through the registration cache
-// (leave-pinned, caching-pipeline). Counts what it did for the channel's Stats.
+// deregistered after it, pinned first in --mr-pin mode) or through a registration cache
+// (leave-pinned, caching-pipeline; fabflow/regcache.h). Counts what it did for Stats.
 #pragma once
 
 #include <fabflow/bulk.h>
+#include <fabflow/regcache.h>
 #include <fabflow/transport.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 
 namespace fabflow::bulk {
@@ -46,23 +48,32 @@ class Registration {
   std::function<void()> release_;
 };
 
-class Registrar {
+class Registrations {
  public:
-  Registrar(Transport& t, const ChannelOptions& o);
-  ~Registrar();
-  Registrar(const Registrar&) = delete;
-  Registrar& operator=(const Registrar&) = delete;
+  Registrations(Transport& t, const ChannelOptions& o);
+  ~Registrations();
+  Registrations(const Registrations&) = delete;
+  Registrations& operator=(const Registrations&) = delete;
 
   // Registers [addr, addr+len) for `access`; `cached` takes it from the registration cache
-  // (aligned outward to `align`), which falls back to a plain registration where it is off.
+  // whose ranges are aligned to `align` (one cache per alignment), which registers afresh
+  // where caching is off (cache_state() says why).
   Registration acquire(void* addr, std::size_t len, unsigned access, bool cached,
                        std::size_t align = 4096);
-  void fill(Stats& s) const;  // registration and cache counters
+  void fill(Stats& s);  // registration and cache counters since reset()
   void reset() noexcept;
+  // "on (userfaultfd invalidation)" or "off: <why>" (makes the page-aligned cache to know).
+  std::string cache_state();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  RegistrationCache& cache(std::size_t align);
+
+  Transport& t_;
+  ChannelOptions o_;
+  RegistrationStats direct_;  // registrations made outside the caches
+  std::map<std::size_t, std::unique_ptr<RegistrationCache>> caches_;  // by alignment
+  RegistrationStats direct_base_;
+  std::map<std::size_t, CacheStats> cache_base_;
 };
 
 }  // namespace fabflow::bulk

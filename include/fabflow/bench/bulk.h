@@ -1,0 +1,80 @@
+// bench bulk: the large-message channel's protocols (seed 004, Fig. 5 and 6) between ranks 0
+// and 1: ping-pong bandwidth (size over half the round trip) and streaming bandwidth (a window
+// of messages in flight), with buffers replaced by freshly mapped ones every `reuse` messages;
+// registrations per message and their time, the registration cache's counters, and CPU time
+// per byte on both sides. --reference adds, in the same run, a memcpy of the same size and the
+// raw streaming RMA write of the same size on the same provider.
+#pragma once
+
+#include <fabflow/bench/common.h>
+#include <fabflow/bulk.h>
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabflow {
+
+class Bootstrap;
+
+struct BulkParams {
+  std::string provider = "auto";
+  bool same_host = false;
+  EndpointType endpoint = EndpointType::automatic;
+  std::vector<bulk::Protocol> protocols{std::begin(bulk::kAllProtocols),
+                                        std::end(bulk::kAllProtocols)};
+  std::vector<std::size_t> sizes;  // empty: 64K:64M
+  // A buffer serves this many messages before a freshly mapped one replaces it (the old one is
+  // unmapped: what the registration cache must notice). 0: never replaced.
+  std::uint64_t reuse = 0;
+  std::uint64_t bytes_per_point = std::uint64_t{256} << 20;  // sets the message count per size
+  std::uint64_t min_messages = 4, max_messages = 1000;
+  unsigned window = 8;  // streaming: messages in flight
+  bool pin = false;     // --mr-pin
+  std::size_t eager_limit = 0, frag_size = 0;
+  unsigned depth = 0;
+  double frag_growth = 1.0;
+  bool reference = false;
+  int cpu = -1;
+  std::uint64_t timeout_ms = 10000;
+};
+
+struct BulkRow {
+  bulk::Protocol protocol = bulk::Protocol::copy;
+  std::size_t size = 0;
+  std::string unsupported;                 // non-empty: not run, with the reason
+  std::uint64_t messages = 0;              // per phase
+  double pingpong_mb_s = 0;                // size / half round trip, MB = 10^6 bytes
+  double half_rtt_us = 0;                  // mean
+  double stream_mb_s = 0;                  // a window of messages in flight, one way
+  double registrations_per_message = 0;    // both ranks, ping-pong phase
+  double registration_us_per_message = 0;  // registering + deregistering, both ranks
+  bulk::Stats sender, receiver;            // the streaming phase's channel counters
+  std::uint64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0, cache_invalidations = 0;
+  double cpu_ns_per_byte_sender = 0, cpu_ns_per_byte_receiver = 0;  // streaming phase
+  std::optional<double> memcpy_mb_s;                                // --reference
+  std::optional<double> raw_write_mb_s;  // --reference: streaming RMA write, same window
+  std::string raw_write_unsupported;
+};
+
+struct BulkResult {
+  RunEnvironment env;
+  BulkParams params;
+  bulk::ChannelOptions options;  // resolved
+  std::string rendezvous_path, cache_state;
+  std::vector<BulkRow> rows;  // rank 0
+};
+
+// Collective over two ranks. Throws UsageError / Error / PeerError. `on_row` sees each row on
+// rank 0.
+BulkResult run_bulk(const BulkParams& params, Bootstrap& boot,
+                    const std::function<void(const BulkResult&, const BulkRow&)>& on_row = {});
+
+void print_bulk_header(std::ostream& out, const BulkResult& result);
+void print_bulk_row(std::ostream& out, const BulkResult& result, const BulkRow& row);
+void print_bulk_json(std::ostream& out, const BulkResult& result, const BulkRow& row);
+
+}  // namespace fabflow

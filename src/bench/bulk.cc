@@ -1,0 +1,385 @@
+// The bulk-transfer benchmark (seed 004, Fig. 5 and 6): for each size and protocol, rank 0
+// ping-pongs messages with rank 1, then streams windows of them to it, replacing buffers with
+// freshly mapped ones every `reuse` messages outside the timed parts. Rank 0 combines both
+// ranks' channel counters and CPU times into the row. docs/bulk.md, docs/bench-output.md.
+#include <fabflow/bench/bulk.h>
+#include <fabflow/bootstrap.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/affinity.h"
+#include "common/bounded_wait.h"
+
+namespace fabflow {
+namespace {
+
+using bulk::Protocol;
+
+constexpr std::uint32_t kTag = 1;
+constexpr std::size_t kPage = 4096;
+
+// A page-aligned buffer of its own mapping (so that replacing it unmaps it), touched.
+class Mapped {
+ public:
+  Mapped() = default;
+  explicit Mapped(std::size_t n, int fill) : n_(n) {
+    len_ = std::max<std::size_t>((n + kPage - 1) / kPage * kPage, kPage);
+    void* p = ::mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw Error("bench bulk: cannot map " + std::to_string(len_) + " bytes");
+    p_ = static_cast<std::byte*>(p);
+    std::memset(p_, fill, len_);
+  }
+  Mapped(Mapped&& o) noexcept { *this = std::move(o); }
+  Mapped& operator=(Mapped&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    std::swap(len_, o.len_);
+    return *this;
+  }
+  ~Mapped() {
+    if (p_) ::munmap(p_, len_);
+  }
+  std::span<std::byte> span() const { return {p_, n_}; }
+
+ private:
+  std::byte* p_ = nullptr;
+  std::size_t n_ = 0, len_ = 0;
+};
+
+// What one rank tells rank 0 about one point (plain bytes through the bootstrap).
+struct Summary {
+  std::uint64_t registrations = 0, deregistrations = 0, reg_ns = 0, dereg_ns = 0;
+  std::uint64_t hits = 0, misses = 0, evictions = 0, invalidations = 0;
+  std::uint64_t s_registrations = 0, s_reg_ns = 0, s_dereg_ns = 0, s_hits = 0, s_misses = 0,
+                s_evictions = 0, s_invalidations = 0, s_control = 0, s_cma = 0;
+  double stream_cpu_s = 0;
+};
+
+std::vector<std::byte> bytes_of(const void* p, std::size_t n) {
+  std::vector<std::byte> v(n);
+  if (n) std::memcpy(v.data(), p, n);
+  return v;
+}
+
+struct Point {
+  bulk::Channel& ch;
+  Bootstrap& boot;
+  const BulkParams& p;
+  const Clock& clock;
+  Protocol protocol;
+  std::size_t size;
+  std::uint64_t messages;
+};
+
+// Replaces the buffers whose turn it is (message `i`): both ranks follow the same schedule.
+bool due(const BulkParams& p, std::uint64_t i) { return p.reuse > 0 && i > 0 && i % p.reuse == 0; }
+
+// A zero-byte exchange: both ranks are past their untimed work.
+void sync(bulk::Channel& ch, int rank) {
+  std::byte none{};
+  if (rank == 0) {
+    ch.send(1, kTag, {&none, 0}, Protocol::eager);
+    ch.recv(1, kTag, {&none, 0});
+  } else {
+    ch.recv(0, kTag, {&none, 0});
+    ch.send(0, kTag, {&none, 0}, Protocol::eager);
+  }
+}
+
+// Mean half round trip in ns (rank 0; 0 elsewhere).
+double pingpong(const Point& pt) {
+  const int rank = pt.boot.rank();
+  Mapped buf(pt.size, rank + 1);
+  // One untimed exchange: connections, first registrations.
+  auto once = [&] {
+    if (rank == 0) {
+      pt.ch.send(1, kTag, buf.span(), pt.protocol);
+      pt.ch.recv(1, kTag, buf.span());
+    } else {
+      pt.ch.recv(0, kTag, buf.span());
+      pt.ch.send(0, kTag, buf.span(), pt.protocol);
+    }
+  };
+  once();
+  sync(pt.ch, rank);
+  pt.ch.reset_stats();
+  double ns = 0;
+  for (std::uint64_t i = 0; i < pt.messages; ++i) {
+    if (due(pt.p, i)) {
+      buf = Mapped(pt.size, rank + 1);
+      sync(pt.ch, rank);
+    }
+    const std::uint64_t t0 = pt.clock.now();
+    once();
+    ns += pt.clock.to_ns(pt.clock.now() - t0);
+  }
+  return ns / static_cast<double>(pt.messages) / 2;
+}
+
+// One-way streaming: `window` messages kept in flight (each completed one is posted again at
+// once), then one zero-byte acknowledgement. A buffer whose turn it is to be replaced is
+// replaced before it is posted again; that time is taken out of this rank's timing. Returns
+// the seconds (rank 0) and adds this rank's CPU seconds to *cpu.
+double stream(const Point& pt, std::uint64_t* sent, double* cpu) {
+  const int rank = pt.boot.rank();
+  const unsigned w = pt.p.window;
+  std::vector<Mapped> bufs;
+  for (unsigned k = 0; k < w; ++k) bufs.emplace_back(pt.size, rank + 1);
+  const std::uint64_t total = std::max<std::uint64_t>(pt.messages, w);
+  std::vector<std::uint64_t> uses(w, 0);
+  std::vector<bulk::RequestPtr> reqs(w);
+  std::byte none{};
+  sync(pt.ch, rank);
+  pt.ch.reset_stats();
+  double untimed = 0, untimed_cpu = 0;
+  auto post = [&](unsigned k) {
+    if (uses[k] > 0 && pt.p.reuse > 0 && uses[k] % pt.p.reuse == 0) {
+      const double c0 = thread_cpu_seconds();
+      const std::uint64_t t0 = pt.clock.now();
+      bufs[k] = Mapped(pt.size, rank + 1);
+      untimed += pt.clock.to_ns(pt.clock.now() - t0) / 1e9;
+      untimed_cpu += thread_cpu_seconds() - c0;
+    }
+    ++uses[k];
+    reqs[k] = rank == 0 ? pt.ch.isend(1, kTag, bufs[k].span(), pt.protocol)
+                        : pt.ch.irecv(0, kTag, bufs[k].span());
+  };
+  const double c0 = thread_cpu_seconds();
+  const std::uint64_t t0 = pt.clock.now();
+  std::uint64_t posted = 0;
+  for (unsigned k = 0; k < w && posted < total; ++k, ++posted) post(k);
+  // Messages complete in order per tag: wait for the oldest, reuse its slot.
+  for (std::uint64_t done = 0; done < total; ++done) {
+    const unsigned k = static_cast<unsigned>(done % w);
+    pt.ch.wait(reqs[k]);
+    if (posted < total) {
+      post(k);
+      ++posted;
+    }
+  }
+  if (rank == 0)
+    pt.ch.recv(1, kTag, {&none, 0});
+  else
+    pt.ch.send(0, kTag, {&none, 0}, Protocol::eager);
+  const double s = pt.clock.to_ns(pt.clock.now() - t0) / 1e9 - untimed;
+  *cpu += thread_cpu_seconds() - c0 - untimed_cpu;
+  *sent = total;
+  return s;
+}
+
+// memcpy of `size` bytes between two touched buffers: MB/s over about `bytes` moved.
+double memcpy_rate(std::size_t size, std::uint64_t bytes) {
+  Mapped a(size, 1), b(size, 2);
+  const std::uint64_t n = std::max<std::uint64_t>(4, bytes / std::max<std::size_t>(size, 1));
+  std::memcpy(b.span().data(), a.span().data(), size);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::memcpy(b.span().data(), a.span().data(), size);
+    asm volatile("" ::: "memory");
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(size) * static_cast<double>(n) / s / 1e6;
+}
+
+// The raw streaming RMA write of `size` bytes from rank 0 into rank 1's registered region,
+// `window` in flight; MB/s on rank 0. Both regions come from Transport::allocate (so local
+// takes part too).
+double raw_write_rate(Transport& t, bulk::Channel& ch, Bootstrap& boot, std::size_t size,
+                      unsigned window, std::uint64_t messages, std::chrono::milliseconds timeout) {
+  auto mr = t.allocate(std::max<std::size_t>(size, 1), kAllAccess);
+  std::memset(mr->data(), boot.rank() + 1, mr->size());
+  auto keys = boot.allgather(t.export_key(*mr));
+  double mb_s = 0;
+  if (boot.rank() == 0) {
+    RemoteMemory dst = t.import_key(1, keys[1]);
+    BoundedWait watch(timeout, &boot, {&t}, 256);
+    const std::uint64_t total = std::max<std::uint64_t>(messages, window);
+    std::uint64_t posted = 0, done = 0;
+    Completion c[16];
+    const auto t0 = std::chrono::steady_clock::now();
+    while (done < total) {
+      while (posted < total && posted - done < window) {
+        Status s = t.post_write(1, mr->data(), size, mr->desc(), dst, 0, posted, kSignal);
+        if (s == Status::again) break;
+        if (s != Status::ok) throw Error("bench bulk: raw write: " + t.last_error());
+        ++posted;
+      }
+      int n = t.poll_tx(c);
+      if (n < 0) throw Error("bench bulk: raw write: " + t.last_error());
+      if (n == 0)
+        watch.idle("bench bulk", "waiting for raw writes");
+      else
+        watch.reset();
+      done += static_cast<std::uint64_t>(n);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    mb_s = static_cast<double>(size) * static_cast<double>(total) / s / 1e6;
+  }
+  // A write's completion at its initiator does not say the data was placed (the software
+  // providers place it when the target drives progress): a message behind the writes on the
+  // same connection does, before rank 1 gives its region back.
+  std::byte none{};
+  if (boot.rank() == 0)
+    ch.send(1, kTag, {&none, 0}, Protocol::eager);
+  else
+    ch.recv(0, kTag, {&none, 0});
+  return mb_s;
+}
+
+Summary summarize_rank(const bulk::Stats& pp, const bulk::Stats& st, double cpu) {
+  Summary s;
+  s.registrations = pp.registrations;
+  s.deregistrations = pp.deregistrations;
+  s.reg_ns = pp.registration_ns;
+  s.dereg_ns = pp.deregistration_ns;
+  s.hits = pp.cache_hits;
+  s.misses = pp.cache_misses;
+  s.evictions = pp.cache_evictions;
+  s.invalidations = pp.cache_invalidations;
+  s.s_registrations = st.registrations;
+  s.s_reg_ns = st.registration_ns;
+  s.s_dereg_ns = st.deregistration_ns;
+  s.s_hits = st.cache_hits;
+  s.s_misses = st.cache_misses;
+  s.s_evictions = st.cache_evictions;
+  s.s_invalidations = st.cache_invalidations;
+  s.s_control = st.control_messages;
+  s.s_cma = st.cma_bytes;
+  s.stream_cpu_s = cpu;
+  return s;
+}
+
+void fill_stats(bulk::Stats& out, const Summary& s) {
+  out.registrations = s.s_registrations;
+  out.registration_ns = s.s_reg_ns;
+  out.deregistration_ns = s.s_dereg_ns;
+  out.cache_hits = s.s_hits;
+  out.cache_misses = s.s_misses;
+  out.cache_evictions = s.s_evictions;
+  out.cache_invalidations = s.s_invalidations;
+  out.control_messages = s.s_control;
+  out.cma_bytes = s.s_cma;
+}
+
+}  // namespace
+
+BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
+                    const std::function<void(const BulkResult&, const BulkRow&)>& on_row) {
+  if (boot.size() != 2) throw UsageError("bench bulk: runs on two ranks");
+  BulkParams params = given;
+  if (params.sizes.empty())
+    for (std::size_t s = std::size_t{64} << 10; s <= (std::size_t{64} << 20); s *= 2)
+      params.sizes.push_back(s);
+  if (params.protocols.empty()) throw UsageError("bench bulk: no protocol given");
+  if (params.window < 1 || params.window > 64)
+    throw UsageError("bench bulk: the window must be 1-64 messages");
+  for (std::size_t s : params.sizes)
+    if (s > (std::size_t{1} << 30))
+      throw UsageError("bench bulk: size " + std::to_string(s) + " is above 1 GiB");
+  Clock clock;
+  BulkResult result;
+  result.env = machine_environment();
+  result.env.clock = clock.name();
+  result.params = params;
+  gather_pinning(result.env, boot, params.cpu);
+
+  TransportOptions to;
+  to.provider = params.provider;
+  to.same_host = params.same_host;
+  to.endpoint = params.endpoint;
+  to.ops = {Op::send, Op::write, Op::read};
+  to.node = boot.local_address();
+  auto t = open_transport(to);
+  t->connect(boot);
+  result.env.caps = t->caps();
+  bulk::ChannelOptions co;
+  co.eager_limit = params.eager_limit;
+  co.frag_size = params.frag_size;
+  co.depth = params.depth;
+  co.frag_growth = params.frag_growth;
+  co.pin = params.pin;
+  co.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
+  auto ch = bulk::open_channel(*t, boot, co);
+  result.options = ch->options();
+  {
+    const bulk::Stats& st = ch->stats();
+    result.rendezvous_path = st.rendezvous_path;
+    result.cache_state = st.cache_state;
+  }
+  const int rank = boot.rank();
+  for (std::size_t size : params.sizes) {
+    std::optional<double> memcpy_mb_s, raw_mb_s;
+    std::string raw_unsupported;
+    const std::uint64_t messages =
+        std::clamp<std::uint64_t>(params.bytes_per_point / std::max<std::size_t>(size, 1),
+                                  params.min_messages, params.max_messages);
+    if (params.reference) {
+      if (rank == 0) memcpy_mb_s = memcpy_rate(size, params.bytes_per_point);
+      if (t->caps().supports(Op::write))
+        raw_mb_s = raw_write_rate(*t, *ch, boot, size, params.window, messages,
+                                  std::chrono::milliseconds(params.timeout_ms));
+      else
+        raw_unsupported = t->caps().why_not(Op::write);
+    }
+    for (Protocol proto : params.protocols) {
+      BulkRow row;
+      row.protocol = proto;
+      row.size = size;
+      row.memcpy_mb_s = memcpy_mb_s;
+      row.raw_write_mb_s = raw_mb_s;
+      row.raw_write_unsupported = raw_unsupported;
+      if (proto == Protocol::eager && size > result.options.eager_limit)
+        row.unsupported = "eager carries at most the eager limit (" +
+                          std::to_string(result.options.eager_limit) + " bytes)";
+      if (row.unsupported.empty()) {
+        Point pt{*ch, boot, params, clock, proto, size, messages};
+        const double half_ns = pingpong(pt);
+        const bulk::Stats pp = ch->stats();
+        double cpu = 0;
+        std::uint64_t sent = 0;
+        const double secs = stream(pt, &sent, &cpu);
+        const bulk::Stats st = ch->stats();
+        Summary mine = summarize_rank(pp, st, cpu);
+        auto all = boot.allgather(bytes_of(&mine, sizeof mine));
+        if (rank == 0) {
+          Summary s[2];
+          for (int r = 0; r < 2; ++r) {
+            if (all[r].size() != sizeof(Summary))
+              throw PeerError(r, "bench bulk: malformed summary from rank " + std::to_string(r));
+            std::memcpy(&s[r], all[r].data(), sizeof(Summary));
+          }
+          row.messages = messages;
+          row.half_rtt_us = half_ns / 1e3;
+          row.pingpong_mb_s = half_ns > 0 ? static_cast<double>(size) / half_ns * 1e3 : 0;
+          row.stream_mb_s = secs > 0 ? static_cast<double>(size) * sent / secs / 1e6 : 0;
+          const double msgs = 2.0 * static_cast<double>(messages);
+          row.registrations_per_message =
+              static_cast<double>(s[0].registrations + s[1].registrations) / msgs;
+          row.registration_us_per_message =
+              static_cast<double>(s[0].reg_ns + s[0].dereg_ns + s[1].reg_ns + s[1].dereg_ns) /
+              msgs / 1e3;
+          row.cache_hits = s[0].hits + s[1].hits;
+          row.cache_misses = s[0].misses + s[1].misses;
+          row.cache_evictions = s[0].evictions + s[1].evictions;
+          row.cache_invalidations = s[0].invalidations + s[1].invalidations;
+          fill_stats(row.sender, s[0]);
+          fill_stats(row.receiver, s[1]);
+          const double bytes = static_cast<double>(size) * static_cast<double>(sent);
+          if (bytes > 0) {
+            row.cpu_ns_per_byte_sender = s[0].stream_cpu_s * 1e9 / bytes;
+            row.cpu_ns_per_byte_receiver = s[1].stream_cpu_s * 1e9 / bytes;
+          }
+        }
+      }
+      if (rank != 0) continue;
+      result.rows.push_back(row);
+      if (on_row) on_row(result, row);
+    }
+  }
+  boot.barrier([&] { t->progress(); });
+  return result;
+}
+
+}  // namespace fabflow

@@ -1,0 +1,132 @@
+// Reporters of bench bulk: the header (shapes, rendezvous path, cache state), one fixed-column
+// line per protocol and size, and JSON lines (fields: docs/bench-output.md).
+#include <fabflow/bench/bulk.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "bench/report.h"
+
+namespace fabflow {
+namespace {
+
+nlohmann::json opt(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json stats_json(const bulk::Stats& s) {
+  return {{"registrations", s.registrations},
+          {"registration_ns", s.registration_ns},
+          {"deregistration_ns", s.deregistration_ns},
+          {"cache_hits", s.cache_hits},
+          {"cache_misses", s.cache_misses},
+          {"cache_evictions", s.cache_evictions},
+          {"cache_invalidations", s.cache_invalidations},
+          {"control_messages", s.control_messages},
+          {"cma_bytes", s.cma_bytes}};
+}
+
+}  // namespace
+
+void print_bulk_header(std::ostream& out, const BulkResult& r) {
+  const auto& p = r.params;
+  const auto& o = r.options;
+  report::print_header(
+      out, r.env, "bulk",
+      {"eager limit " + report::size_text(o.eager_limit) + "  bounce " +
+           report::size_text(o.bounce_size) + "  fragment " + report::size_text(o.frag_size) +
+           (o.frag_growth > 1 ? " growing x" + report::fmt("%.3g", o.frag_growth) + " to " +
+                                    report::size_text(o.max_frag)
+                              : std::string()) +
+           "  depth " + std::to_string(o.depth) + "  copy-ahead " +
+           report::size_text(o.copy_ahead) + "  auto: copy up to " +
+           report::size_text(o.copy_limit) + ", pipeline above",
+       std::string("registration pinning (--mr-pin): ") +
+           (p.pin ? "on (mlock at registration, munlock at deregistration)" : "off"),
+       "buffer reuse: " + (p.reuse == 0 ? std::string("never replaced")
+                                        : "a freshly mapped buffer every " +
+                                              std::to_string(p.reuse) + " messages"),
+       "rendezvous: " + r.rendezvous_path, "registration cache: " + r.cache_state,
+       "ping-pong MB/s: size over half the round trip; stream MB/s: " + std::to_string(p.window) +
+           " messages in flight, one way; regs/msg and reg us/msg: both ranks, ping-pong; CPU "
+           "ns/B: streaming, each side"});
+  out << "\n  protocol              size  pp MB/s  half-rtt(us)  stream MB/s  regs/msg  reg "
+         "us/msg  hits/miss/inval   cpu ns/B s/r";
+  if (p.reference) out << "   memcpy MB/s  raw write MB/s";
+  out << "\n";
+  out.flush();
+}
+
+void print_bulk_row(std::ostream& out, const BulkResult& r, const BulkRow& row) {
+  char line[512];
+  const std::string proto(bulk::to_string(row.protocol));
+  if (!row.unsupported.empty()) {
+    std::snprintf(line, sizeof line, "  %-16s %9s  not run: %s\n", proto.c_str(),
+                  report::size_text(row.size).c_str(), row.unsupported.c_str());
+    out << line << std::flush;
+    return;
+  }
+  const std::string cache = std::to_string(row.cache_hits) + "/" +
+                            std::to_string(row.cache_misses) + "/" +
+                            std::to_string(row.cache_invalidations);
+  std::snprintf(line, sizeof line, "  %-16s %9s %8.0f %13.1f %12.0f %9.2f %11.1f %16s %7.3f/%.3f",
+                proto.c_str(), report::size_text(row.size).c_str(), row.pingpong_mb_s,
+                row.half_rtt_us, row.stream_mb_s, row.registrations_per_message,
+                row.registration_us_per_message, cache.c_str(), row.cpu_ns_per_byte_sender,
+                row.cpu_ns_per_byte_receiver);
+  out << line;
+  if (r.params.reference) {
+    std::snprintf(line, sizeof line, "  %12.0f  %14s", row.memcpy_mb_s.value_or(0),
+                  row.raw_write_mb_s ? report::fmt("%.0f", *row.raw_write_mb_s).c_str() : "n/a");
+    out << line;
+  }
+  out << "\n" << std::flush;
+}
+
+void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row) {
+  const auto& p = r.params;
+  const auto& o = r.options;
+  nlohmann::json j = report::base_row(r.env, "bulk");
+  j["type"] = "bulk";
+  j["protocol"] = std::string(bulk::to_string(row.protocol));
+  j["size"] = row.size;
+  j["reuse"] = p.reuse;
+  j["mr_pin"] = p.pin;
+  j["eager_limit"] = o.eager_limit;
+  j["bounce_size"] = o.bounce_size;
+  j["frag_size"] = o.frag_size;
+  j["frag_growth"] = o.frag_growth;
+  j["max_frag"] = o.max_frag;
+  j["depth"] = o.depth;
+  j["window"] = p.window;
+  j["rendezvous_path"] = r.rendezvous_path;
+  j["cache_state"] = r.cache_state;
+  if (!row.unsupported.empty()) {
+    j["unsupported"] = row.unsupported;
+    out << j.dump() << "\n" << std::flush;
+    return;
+  }
+  j["messages"] = row.messages;
+  j["pingpong_mb_s"] = row.pingpong_mb_s;
+  j["half_rtt_us"] = row.half_rtt_us;
+  j["stream_mb_s"] = row.stream_mb_s;
+  j["registrations_per_message"] = row.registrations_per_message;
+  j["registration_us_per_message"] = row.registration_us_per_message;
+  j["cache"] = {{"hits", row.cache_hits},
+                {"misses", row.cache_misses},
+                {"evictions", row.cache_evictions},
+                {"invalidations", row.cache_invalidations}};
+  j["stream_sender"] = stats_json(row.sender);
+  j["stream_receiver"] = stats_json(row.receiver);
+  j["cpu_ns_per_byte"] = {{"sender", row.cpu_ns_per_byte_sender},
+                          {"receiver", row.cpu_ns_per_byte_receiver}};
+  j["memcpy_mb_s"] = opt(row.memcpy_mb_s);
+  j["raw_write_mb_s"] = opt(row.raw_write_mb_s);
+  if (!row.raw_write_unsupported.empty()) j["raw_write_unsupported"] = row.raw_write_unsupported;
+  out << j.dump() << "\n" << std::flush;
+}
+
+}  // namespace fabflow

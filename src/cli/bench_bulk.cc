@@ -1,0 +1,140 @@
+// `fabflow bench bulk`: checks protocols, sizes and shapes in the launching process (one clear
+// line per mistake), then starts two ranks per provider; rank 0 reports.
+#include <fabflow/bench/bulk.h>
+#include <fabflow/bulk.h>
+#include <fabflow/launcher.h>
+
+#include <iostream>
+
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace fabflow::cli {
+namespace {
+
+struct BulkFlags : CommonFlags {
+  std::string protocols = "all";
+  std::uint64_t reuse = 0;
+  bool mr_pin = false;
+  std::string eager_limit, frag_size;
+  unsigned depth = 0;
+  double growth = 1.0;
+  unsigned window = 8;
+  std::string bytes = "256M";
+  bool reference = false;
+};
+
+std::size_t one_size(const std::string& flag, const std::string& text) {
+  auto v = parse_sizes(text);
+  if (v.size() != 1) throw UsageError(flag + " takes one size, got '" + text + "'");
+  return v.front();
+}
+
+struct Validated {
+  BulkParams params;
+  std::vector<std::string> providers;
+};
+
+Validated validate(const BulkFlags& f) {
+  Validated v;
+  BulkParams& p = v.params;
+  if (f.protocols == "all" || f.protocols.empty()) {
+    p.protocols.assign(std::begin(bulk::kAllProtocols), std::end(bulk::kAllProtocols));
+  } else {
+    p.protocols.clear();
+    for (bulk::Protocol proto : parse_choice_list<bulk::Protocol>(f.protocols))
+      if (std::find(p.protocols.begin(), p.protocols.end(), proto) == p.protocols.end())
+        p.protocols.push_back(proto);
+  }
+  p.sizes = parse_sizes(f.sizes.empty() ? "64K:64M" : f.sizes);
+  for (std::size_t s : p.sizes)
+    if (s > (std::size_t{1} << 30))
+      throw UsageError("-S: size " + std::to_string(s) + " is above 1 GiB");
+  p.reuse = f.reuse;
+  p.pin = f.mr_pin;
+  if (!f.eager_limit.empty()) p.eager_limit = one_size("--eager-limit", f.eager_limit);
+  if (!f.frag_size.empty()) p.frag_size = one_size("--frag-size", f.frag_size);
+  p.depth = f.depth;
+  p.frag_growth = f.growth;
+  p.window = f.window;
+  p.bytes_per_point = one_size("--bytes", f.bytes);
+  if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
+  p.reference = f.reference;
+  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.timeout_ms = f.timeout_ms;
+  // The channel's own checks of the shapes, before anything starts (the largest message any
+  // provider here takes: the local transport's 1 MiB bounds the bounce size alone).
+  bulk::ChannelOptions co;
+  co.eager_limit = p.eager_limit;
+  co.frag_size = p.frag_size;
+  co.depth = p.depth;
+  co.frag_growth = p.frag_growth;
+  Capabilities any;
+  any.provider = "any";
+  any.max_msg_size = std::size_t{1} << 20;
+  bulk::resolve(co, any);
+  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+  if (v.providers.empty()) throw UsageError("no provider given");
+  return v;
+}
+
+int run_bulk_rank(const BulkFlags& flags, const Validated& v) {
+  return run_rank(flags, [&](Rank& rank) {
+    BulkParams params = v.params;
+    params.provider = v.providers.front();
+    params.same_host = rank.same_host;
+    params.cpu = rank.cpu;
+    bool header = false;
+    BulkResult last =
+        run_bulk(params, rank.boot, [&](const BulkResult& partial, const BulkRow& row) {
+          BulkResult r = partial;
+          finish_environment(r.env);
+          if (!flags.json && !header) print_bulk_header(std::cout, r);
+          header = true;
+          if (flags.json)
+            print_bulk_json(std::cout, r, row);
+          else
+            print_bulk_row(std::cout, r, row);
+        });
+    if (rank.boot.rank() == 0 && flags.json) report::warn_stderr(last.env);
+  });
+}
+
+}  // namespace
+
+Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand(
+      "bulk", "large-message transfer (seed 004): copy, eager, rendezvous, pipeline, caching");
+  auto f = std::make_shared<BulkFlags>();
+  add_common_flags(*app, *f, "message sizes, e.g. 64K:64M (default), up to 1G",
+                   "not used: the channel drives its own progress");
+  add_choice<bulk::Protocol>(*app, "--protocol", f->protocols,
+                             "protocol(s), comma-separated, or all (auto not included)",
+                             /*list=*/true, {"all"});
+  add_number<std::uint64_t>(*app, "--reuse", f->reuse, 0, kMaxCount,
+                            "messages a buffer serves before a freshly mapped one replaces it "
+                            "(1: no reuse; 0: never replaced)");
+  app->add_flag("--mr-pin", f->mr_pin,
+                "pin the pages of every registration (mlock), as verbs registration does");
+  app->add_option("--eager-limit", f->eager_limit, "largest eager message (default 16K)");
+  app->add_option("--frag-size", f->frag_size, "first pipeline fragment (default 1M)");
+  add_number<unsigned>(*app, "--depth", f->depth, 1, 64,
+                       "pipeline fragments in flight per message (default 4)");
+  add_real(*app, "--frag-growth", f->growth, 1.0, 16.0,
+           "each pipeline fragment this many times the one before (default 1)");
+  add_number<unsigned>(*app, "--window", f->window, 1, 64, "streaming: messages in flight");
+  app->add_option("--bytes", f->bytes,
+                  "bytes per size and phase, which sets the message count (default 256M; "
+                  "4-1000 messages)");
+  app->add_flag("--reference", f->reference,
+                "also measure memcpy and the raw streaming RMA write of each size");
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_bulk_rank(*f, v);
+    return launch_each_provider(self, *f, v.providers, v.params.endpoint);
+  };
+}
+
+}  // namespace fabflow::cli
