@@ -131,3 +131,22 @@ region = items_off + items * item_bytes
 layout = struct.pack("<QQQQQQQ", value, buckets, items, item_bytes, index_off, items_off, region)
 item = struct.pack("<Q", 1 << 16) + b"k" * 16 + b"v" * value + struct.pack("<Q", 0)
 write("kv_table", "layout_and_item", struct.pack("<HQ", value - 1, region) + layout + item)
+
+# bulk_wire: byte 0 = the job (low 4 bits: ranks - 2) and the receiving rank (high 4 bits), then
+# one control message: the 80-byte header of src/bulk/wire.h (little-endian), inline bytes, key.
+def bulk(type_, proto, src, seq=0, size=0, offset=0, length=0, base=0, inline=b"", key=b""):
+    h = struct.pack("<IBBHIIQQQQQQQQ", 0x4B4C5542, type_, proto, len(key), src, 7, seq, size,
+                    1, 2, offset, length, base, 0)
+    return h + inline + key
+
+
+RTS, ACK, DATA, READY, FIN, NACK = range(1, 7)
+COPY, EAGER, RNDV_WRITE, RNDV_READ, PIPELINE = 1, 2, 3, 4, 6
+fkey = struct.pack("<IHHQQQ", 0x4B4D4646, 1, 0, 0x7F0000001000, 1 << 20, 0x1234)
+write("bulk_wire", "eager_rts", b"\x10" + bulk(RTS, EAGER, 0, size=5, length=5, inline=b"hello"))
+write("bulk_wire", "read_rts", b"\x10" + bulk(RTS, RNDV_READ, 0, size=1 << 20, key=fkey))
+write("bulk_wire", "pipeline_ack", b"\x01" + bulk(ACK, PIPELINE, 1, offset=5120))
+write("bulk_wire", "data", b"\x12" + bulk(DATA, COPY, 2, offset=4096, length=16, inline=bytes(16)))
+write("bulk_wire", "ready", b"\x01" + bulk(READY, PIPELINE, 1, seq=3, base=64, key=fkey))
+write("bulk_wire", "fin", b"\x10" + bulk(FIN, RNDV_WRITE, 0))
+write("bulk_wire", "nack", b"\x01" + bulk(NACK, COPY, 1, length=100))

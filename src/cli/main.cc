@@ -1,5 +1,6 @@
 // fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
-// bench seq, bench inbound, bench kv, bench lat, bench bulk, experiment list, experiment run, report, model pcie.
+// bench seq, bench inbound, bench kv, bench lat, bench bulk, experiment list, experiment run,
+// report, model pcie.
 #include <fabflow/status.h>
 #include <fabflow/version.h>
 
