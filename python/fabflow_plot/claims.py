@@ -5,7 +5,8 @@ are narrowed by each check's "where" clause, grouped by (series, x) and reduced
 to the median over repeats; the check then compares those medians.  Every
 verdict carries a detail string naming the numbers compared, so a reader can
 see why it came out as it did.  Check kinds: at_most, at_least, greater, less,
-trend (see the contract in docs).
+trend, crossover, earlier, and all (several checks that must all hold); see the
+contract in docs.
 """
 
 import dataclasses
@@ -71,12 +72,19 @@ def evaluate(entry, rows, x_field, series_fields, empty_reason=""):
     check = claim.get("check")
     if not isinstance(check, dict):
         return _unmeasurable("the claim has no check")
+    if not rows:
+        if check.get("kind") in _CHECKS or check.get("kind") == "all":
+            return _unmeasurable(f"no data: {empty_reason or 'no rows left after filtering'}")
+    return _evaluate_check(check, rows, x_field, series_fields)
+
+
+def _evaluate_check(check, rows, x_field, series_fields):
     kind = check.get("kind")
+    if kind == "all":
+        return _all(check, rows, x_field, series_fields)
     handler = _CHECKS.get(kind)
     if handler is None:
         return _unmeasurable(f"unknown check kind '{kind}'")
-    if not rows:
-        return _unmeasurable(f"no data: {empty_reason or 'no rows left after filtering'}")
     y_field = check.get("y")
     if not isinstance(y_field, str) or not y_field:
         return _unmeasurable(f"the {kind} check names no 'y' field")
@@ -140,6 +148,11 @@ def _compare(check, y_field, ctx, greater):
     xs_better = {p.x for p in sides["better"]}
     xs_worse = {p.x for p in sides["worse"]}
     common = [x for x in all_x if x in xs_better and x in xs_worse]
+    common, window_text = _x_window(check, ctx, common)
+    if common is None:
+        return _unmeasurable(window_text)
+    if not common and window_text:
+        return _unmeasurable(f"no x {window_text} where both sides were measured")
     if not common:
         # The where clauses pick different x values (e.g. x is the pattern the
         # claim compares): one comparison over all points of each side.
@@ -161,11 +174,34 @@ def _compare(check, y_field, ctx, greater):
         results.append(ok)
         texts.append(text)
     holds = any(results) if at == "some_x" else all(results)
-    detail = "; ".join(texts)
+    detail = (f"{window_text}: " if window_text else "") + "; ".join(texts)
     lonely = [ctx.x_text(x) for x in all_x if (x in xs_better) != (x in xs_worse)]
     if lonely and at in ("every_x", "some_x"):
         detail += f" (not compared, only one side measured: x={', '.join(lonely)})"
     return Verdict(HOLDS if holds else FAILS, detail)
+
+
+def _x_window(check, ctx, xs):
+    """xs within the check's optional x_min / x_max, and a text naming the window."""
+    bounds = []
+    for key, word in (("x_min", ">="), ("x_max", "<=")):
+        if key not in check:
+            continue
+        limit = D.to_number(check[key], size=True)
+        if limit is None:
+            return None, f"the {check['kind']} check has a non-numeric '{key}'"
+        bounds.append((key, limit, word))
+    if not bounds:
+        return xs, ""
+    kept = []
+    for x in xs:
+        number = D.to_number(x, size=True)
+        if number is None:
+            return None, f"x_min / x_max need a numeric x, not '{ctx.x_text(x)}'"
+        if all(number >= limit if key == "x_min" else number <= limit for key, limit, _ in bounds):
+            kept.append(x)
+    text = " and ".join(f"x {word} {ctx.x_text(limit)}" for _, limit, word in bounds)
+    return kept, text
 
 
 def _compare_at(x_text, better, worse, factor, greater):
@@ -255,10 +291,130 @@ def _trend_one(ctx, label, first, last, direction, tolerance):
                 f"{D.format_number(last.median)} at x={ctx.x_text(last.x)} ({relative}, {verb})")
 
 
+# --- crossover: where one series catches up with another ---------------------------
+
+def _series_by_x(ctx, y_field, where):
+    """{x: median} of the points matching where (one value per x: the largest median)."""
+    points, _ = ctx.points(y_field, where)
+    out = {}
+    for p in points:
+        out[p.x] = max(out.get(p.x, p.median), p.median)
+    return out
+
+
+def _crossing(ctx, rising, reference):
+    """(x, text) where rising first reaches reference over their common numeric x.
+
+    Between the last x below and the first x at or above, the crossing is
+    interpolated linearly in the differences, on a log x scale when every x is
+    positive (sweeps like 1, 2, 4, ... 128). x is None when rising never reaches
+    reference; the smallest x when it is already there.
+    """
+    xs = sorted((x for x in rising if x in reference), key=lambda x: D.to_number(x, size=True))
+    numbers = [D.to_number(x, size=True) for x in xs]
+    previous = None
+    for x, number in zip(xs, numbers):
+        diff = rising[x] - reference[x]
+        if diff >= 0:
+            if previous is None:
+                return number, f"already at x={ctx.x_text(x)} ({_pair(rising[x], reference[x])})"
+            px, pnum, pdiff = previous
+            t = -pdiff / (diff - pdiff)
+            if pnum > 0 and number > 0:
+                crossing = pnum * (number / pnum) ** t
+            else:
+                crossing = pnum + t * (number - pnum)
+            return crossing, (f"about x={D.format_number(crossing)} (x={ctx.x_text(px)}: "
+                              f"{_pair(rising[px], reference[px])}; x={ctx.x_text(x)}: "
+                              f"{_pair(rising[x], reference[x])})")
+        previous = (x, number, diff)
+    last = xs[-1]
+    return None, f"not by x={ctx.x_text(last)} ({_pair(rising[last], reference[last])})"
+
+
+def _pair(a, b):
+    return f"{D.format_number(a)} vs {D.format_number(b)}"
+
+
+def _crossing_sides(check, y_field, ctx, names):
+    """{name: {x: median}} for each where clause the check names, or a Verdict."""
+    out = {}
+    for name in names:
+        where = check.get(name) or {}
+        values = _series_by_x(ctx, y_field, where)
+        if not values:
+            return _unmeasurable(f"no point with a numeric '{y_field}' matches {name} {_where_text(where)}")
+        if any(D.to_number(x, size=True) is None for x in values):
+            return _unmeasurable(f"the {check['kind']} check needs a numeric x")
+        out[name] = values
+    for name in names[:-1]:
+        if not any(x in out[names[-1]] for x in out[name]):
+            return _unmeasurable(f"{name} and {names[-1]} share no x")
+    return out
+
+
+def _crossover(check, y_field, ctx):
+    """rising reaches reference at an x within [lo, hi] (anywhere measured without 'within')."""
+    sides = _crossing_sides(check, y_field, ctx, ("rising", "reference"))
+    if isinstance(sides, Verdict):
+        return sides
+    within = check.get("within")
+    bounds = None
+    if within is not None:
+        bounds = [D.to_number(v, size=True) for v in within] if isinstance(within, list) else []
+        if len(bounds) != 2 or None in bounds:
+            return _unmeasurable("the crossover check's 'within' must be [low, high]")
+    crossing, text = _crossing(ctx, sides["rising"], sides["reference"])
+    if crossing is None:
+        return Verdict(FAILS, f"rising never reaches reference: {text}")
+    if bounds is None:
+        return Verdict(HOLDS, f"rising reaches reference {text}")
+    lo, hi = bounds
+    ok = lo <= crossing <= hi
+    word = "within" if ok else "outside"
+    return Verdict(HOLDS if ok else FAILS,
+                   f"rising reaches reference {text}, {word} "
+                   f"[{D.format_number(lo)}, {D.format_number(hi)}]")
+
+
+def _earlier(check, y_field, ctx):
+    """earlier reaches reference at a smaller x than later does."""
+    sides = _crossing_sides(check, y_field, ctx, ("earlier", "later", "reference"))
+    if isinstance(sides, Verdict):
+        return sides
+    c_early, t_early = _crossing(ctx, sides["earlier"], sides["reference"])
+    c_late, t_late = _crossing(ctx, sides["later"], sides["reference"])
+    detail = f"earlier reaches reference {t_early}; later {t_late}"
+    if c_early is None:
+        return Verdict(FAILS, detail)
+    ok = c_late is None or c_early < c_late
+    return Verdict(HOLDS if ok else FAILS, detail)
+
+
+# --- all: several checks, each on the same rows ----------------------------------------
+
+def _all(check, rows, x_field, series_fields):
+    checks = check.get("checks")
+    if not isinstance(checks, list) or not checks or not all(isinstance(c, dict) for c in checks):
+        return _unmeasurable("the all check needs a non-empty list of 'checks'")
+    verdicts = [_evaluate_check(c, rows, x_field, series_fields) for c in checks]
+    if any(v.verdict == FAILS for v in verdicts):
+        overall = FAILS
+    elif any(v.verdict == UNMEASURABLE for v in verdicts):
+        overall = UNMEASURABLE
+    else:
+        overall = HOLDS
+    detail = "; ".join(f"({i}) {c.get('kind')}: {v.verdict}: {v.detail}"
+                       for i, (c, v) in enumerate(zip(checks, verdicts), start=1))
+    return Verdict(overall, detail)
+
+
 _CHECKS = {
     "at_most": _at_most,
     "at_least": _at_least,
     "greater": _greater,
     "less": _less,
     "trend": _trend,
+    "crossover": _crossover,
+    "earlier": _earlier,
 }

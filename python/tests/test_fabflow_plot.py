@@ -231,6 +231,77 @@ class ClaimTest(unittest.TestCase):
         self.assertVerdict(check({"kind": "trend", "y": "y", "direction": "increasing"}, rows[:1], [], "x"),
                            C.UNMEASURABLE, "two x values")
 
+    def test_greater_from_x_min(self):
+        rows = [{"d": "a", "x": 1, "y": 5}, {"d": "b", "x": 1, "y": 10},
+                {"d": "a", "x": 4, "y": 20}, {"d": "b", "x": 4, "y": 10},
+                {"d": "a", "x": 8, "y": 30}, {"d": "b", "x": 8, "y": 10}]
+        fields = {"kind": "greater", "y": "y", "better": {"d": "a"}, "worse": {"d": "b"}}
+        self.assertVerdict(check(fields, rows, ["d"], "x"), C.FAILS)
+        self.assertVerdict(check(dict(fields, x_min=4), rows, ["d"], "x"), C.HOLDS, "x >= 4: at x=4:")
+        self.assertVerdict(check(dict(fields, x_max=2), rows, ["d"], "x"), C.FAILS, "x <= 2: at x=1:")
+        self.assertVerdict(check(dict(fields, x_min=16), rows, ["d"], "x"), C.UNMEASURABLE, "no x x >= 16")
+
+    def reuse_rows(self):
+        """leave-pinned catches the pipeline between reuse 32 and 64; caching at 2."""
+        lp = {1: 100, 2: 150, 4: 250, 8: 400, 16: 600, 32: 800, 64: 1200, 128: 1300}
+        cp = {1: 900, 2: 1050, 4: 1150, 8: 1200, 16: 1250, 32: 1300, 64: 1300, 128: 1300}
+        rows = []
+        for reuse in lp:
+            rows += [{"protocol": "leave-pinned", "reuse": reuse, "bw": lp[reuse]},
+                     {"protocol": "pipeline", "reuse": reuse, "bw": 1000},
+                     {"protocol": "caching-pipeline", "reuse": reuse, "bw": cp[reuse]}]
+        return rows
+
+    def test_crossover(self):
+        rows = self.reuse_rows()
+        fields = {"kind": "crossover", "y": "bw", "rising": {"protocol": "leave-pinned"},
+                  "reference": {"protocol": "pipeline"}}
+        # 800 -> 1200 around 1000: halfway, at 32 * 2 ** 0.5 on the log scale.
+        self.assertVerdict(check(fields, rows, ["protocol"], "reuse"), C.HOLDS, "about x=45.25")
+        self.assertVerdict(check(dict(fields, within=[30, 60]), rows, ["protocol"], "reuse"),
+                           C.HOLDS, "within [30.0, 60.0]")
+        self.assertVerdict(check(dict(fields, within=[2, 16]), rows, ["protocol"], "reuse"),
+                           C.FAILS, "outside")
+        never = [r for r in rows if r["reuse"] <= 16]
+        self.assertVerdict(check(fields, never, ["protocol"], "reuse"), C.FAILS,
+                           "never reaches", "not by x=16 (600.0 vs 1000.0)")
+        already = dict(fields, rising={"protocol": "caching-pipeline"}, within=[1, 2])
+        self.assertVerdict(check(already, [r for r in rows if r["reuse"] >= 2], ["protocol"], "reuse"),
+                           C.HOLDS, "already at x=2")
+        self.assertVerdict(check(dict(fields, within=[1]), rows, ["protocol"], "reuse"),
+                           C.UNMEASURABLE, "[low, high]")
+        self.assertVerdict(check(dict(fields, rising={"protocol": "none"}), rows, ["protocol"], "reuse"),
+                           C.UNMEASURABLE, "matches rising")
+
+    def test_earlier(self):
+        rows = self.reuse_rows()
+        fields = {"kind": "earlier", "y": "bw", "earlier": {"protocol": "caching-pipeline"},
+                  "later": {"protocol": "leave-pinned"}, "reference": {"protocol": "pipeline"}}
+        self.assertVerdict(check(fields, rows, ["protocol"], "reuse"), C.HOLDS,
+                           "earlier reaches reference about x=1.587", "later about x=45.25")
+        swapped = dict(fields, earlier=fields["later"], later=fields["earlier"])
+        self.assertVerdict(check(swapped, rows, ["protocol"], "reuse"), C.FAILS)
+        never = [r for r in rows if r["reuse"] <= 16]
+        self.assertVerdict(check(fields, never, ["protocol"], "reuse"), C.HOLDS, "later not by x=16")
+        self.assertVerdict(check(swapped, never, ["protocol"], "reuse"), C.FAILS)
+
+    def test_all(self):
+        rows = self.reuse_rows()
+        cross = {"kind": "crossover", "y": "bw", "rising": {"protocol": "leave-pinned"},
+                 "reference": {"protocol": "pipeline"}, "within": [30, 60]}
+        trend = {"kind": "trend", "y": "bw", "where": {"protocol": "leave-pinned"},
+                 "direction": "increasing"}
+        verdict = check({"kind": "all", "checks": [cross, trend]}, rows, ["protocol"], "reuse")
+        self.assertVerdict(verdict, C.HOLDS, "(1) crossover: holds here", "(2) trend: holds here")
+        bad = dict(trend, direction="decreasing")
+        self.assertVerdict(check({"kind": "all", "checks": [cross, bad]}, rows, ["protocol"], "reuse"),
+                           C.FAILS, "(2) trend: does not hold here")
+        odd = {"kind": "frobnicate", "y": "bw"}
+        self.assertVerdict(check({"kind": "all", "checks": [cross, odd]}, rows, ["protocol"], "reuse"),
+                           C.UNMEASURABLE, "unknown check kind")
+        self.assertVerdict(check({"kind": "all", "checks": []}, rows, ["protocol"], "reuse"),
+                           C.UNMEASURABLE, "non-empty list")
+
     def test_not_measurable(self):
         self.assertVerdict(check({"kind": "frobnicate", "y": "MBps"}), C.UNMEASURABLE,
                            "unknown check kind 'frobnicate'")

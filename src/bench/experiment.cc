@@ -17,9 +17,10 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kBenches[] = {"raw", "queue", "rr", "seq", "inbound", "kv", "lat"};
+constexpr const char* kBenches[] = {"raw", "queue", "rr", "seq", "inbound", "kv", "lat", "bulk"};
 constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
-constexpr const char* kCheckKinds[] = {"at_most", "at_least", "greater", "less", "trend"};
+constexpr const char* kCheckKinds[] = {"at_most", "at_least",  "greater", "less",
+                                       "trend",   "crossover", "earlier", "all"};
 // The runner sets these itself: an entry that set them would fight it.
 constexpr const char* kRunnerFlags[] = {"-p", "--provider", "--json"};
 
