@@ -97,7 +97,10 @@ int run_bulk_rank(const BulkFlags& flags, const Validated& v) {
           else
             print_bulk_row(std::cout, r, row);
         });
-    if (rank.boot.rank() == 0 && flags.json) report::warn_stderr(last.env);
+    if (rank.boot.rank() == 0 && flags.json) {
+      finish_environment(last.env);  // the load at the end, for the busy-machine warning
+      report::warn_stderr(last.env);
+    }
   });
 }
 
