@@ -229,7 +229,7 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 def is_size_field(name):
     """x fields holding byte sizes get 64, 1K, 64K, 1M tick labels."""
-    return name.endswith("bytes") or name == "point.-S"
+    return name.endswith("bytes") or name in ("size", "point.-S")
 
 
 def to_number(value, size=False):
