@@ -101,8 +101,31 @@ struct ChannelOptions {
   // On the local transport, rendezvous by cross-memory attach (process_vm_readv/writev):
   // one copy. Where the kernel refuses it, rendezvous falls back to copy (reason in stats).
   bool cross_memory_attach = true;
+  // auto: measure the costs at open (collective, tens of milliseconds) and pick each message's
+  // protocol by the cheapest estimate; off: fixed thresholds (eager limit, copy limit).
+  bool measure_costs = true;
   std::chrono::milliseconds peer_timeout{10000};
 };
+
+// What `auto` decides from, measured on this machine by open_channel (docs/bulk.md, "auto").
+struct Costs {
+  bool measured = false;
+  double reg_call_ns = 0;          // registering and deregistering a buffer: per call ...
+  double reg_byte_ns = 0;          // ... and per byte (pinning included when pinning)
+  double memcpy_byte_ns = 0;       // copying a byte (4 MiB memcpy)
+  double round_trip_ns = 0;        // a zero-byte message there and back (ranks 0 and 1)
+  double wire_byte_ns = 0;         // moving a byte by rendezvous, registration taken out
+  bool registration_free = false;  // local: rendezvous by cross-memory attach, nothing registered
+};
+
+// The estimated time of one message of `bytes` by `p` (eager, copy, rndv-write or pipeline;
+// others are not estimated and give infinity) under `c` and the shapes of `o`.
+double estimate_ns(const Costs& c, const ChannelOptions& o, Protocol p, std::size_t bytes);
+// The protocols auto chooses among, in order of preference on a tie.
+inline constexpr Protocol kAutoCandidates[] = {Protocol::eager, Protocol::copy,
+                                               Protocol::rndv_write, Protocol::pipeline};
+// The cheapest candidate for `bytes` (eager only up to the eager limit).
+Protocol cheapest(const Costs& c, const ChannelOptions& o, std::size_t bytes);
 
 // Applies the defaults above; throws UsageError naming the option for a bad combination
 // (eager limit above the bounce size, a fragment below a page, growth below 1, ...).
@@ -157,6 +180,8 @@ class Channel {
 
   // The protocol `auto` picks for a message of `bytes`.
   virtual Protocol choose(std::size_t bytes) const noexcept = 0;
+  // What it picks from (measured is false with measure_costs off: fixed thresholds).
+  virtual const Costs& costs() const noexcept = 0;
   virtual const ChannelOptions& options() const noexcept = 0;
   virtual const Stats& stats() noexcept = 0;  // refreshes the cache counters
   virtual void reset_stats() noexcept = 0;

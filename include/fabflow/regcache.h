@@ -52,7 +52,8 @@ Registrar transport_registrar(Transport& transport, bool pin, RegistrationStats*
 
 // Bytes this process holds locked through fabflow's pinning (pages counted once).
 std::size_t pinned_bytes();
-// The soft RLIMIT_MEMLOCK in bytes (SIZE_MAX when unlimited).
+// The soft RLIMIT_MEMLOCK in bytes: SIZE_MAX when unlimited, and when the calling thread has
+// CAP_IPC_LOCK (the kernel does not apply the limit to it, nor does verbs registration).
 std::size_t memlock_limit();
 
 enum class Invalidation : std::uint8_t {

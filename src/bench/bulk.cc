@@ -303,6 +303,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   co.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
   auto ch = bulk::open_channel(*t, boot, co);
   result.options = ch->options();
+  result.costs = ch->costs();
   {
     const bulk::Stats& st = ch->stats();
     result.rendezvous_path = st.rendezvous_path;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -31,6 +32,41 @@ nlohmann::json stats_json(const bulk::Stats& s) {
 
 }  // namespace
 
+void print_bulk_plan(std::ostream& out, const bulk::Costs& c, const bulk::ChannelOptions& o,
+                     bool comment) {
+  const char* lead = comment ? "# " : "";
+  char line[512];
+  if (!c.measured) {
+    out << lead << "auto: fixed thresholds (costs not measured): eager up to "
+        << report::size_text(o.eager_limit) << ", copy up to " << report::size_text(o.copy_limit)
+        << ", pipeline above\n";
+    return;
+  }
+  std::snprintf(line, sizeof line,
+                "%sauto's costs, measured at open: registration %.2f us + %.3f ns/B%s  memcpy "
+                "%.3f ns/B  round trip %.1f us  rendezvous wire %.3f ns/B\n",
+                lead, c.reg_call_ns / 1e3, c.reg_byte_ns,
+                c.registration_free ? " (none on local: cross-memory attach)" : "",
+                c.memcpy_byte_ns, c.round_trip_ns / 1e3, c.wire_byte_ns);
+  out << line;
+  std::snprintf(line, sizeof line, "%s  %9s  %-10s %12s %12s %12s %12s  (estimated us)\n", lead,
+                "size", "auto", "eager", "copy", "rndv-write", "pipeline");
+  out << line;
+  for (std::size_t s = 1; s <= (std::size_t{1} << 30); s *= 4) {
+    std::string est[4];
+    int k = 0;
+    for (bulk::Protocol p : bulk::kAutoCandidates) {
+      const double e = bulk::estimate_ns(c, o, p, s);
+      est[k++] = std::isfinite(e) ? report::fmt("%.1f", e / 1e3) : "-";
+    }
+    std::snprintf(line, sizeof line, "%s  %9s  %-10s %12s %12s %12s %12s\n", lead,
+                  report::size_text(s).c_str(),
+                  std::string(bulk::to_string(bulk::cheapest(c, o, s))).c_str(), est[0].c_str(),
+                  est[1].c_str(), est[2].c_str(), est[3].c_str());
+    out << line;
+  }
+}
+
 void print_bulk_header(std::ostream& out, const BulkResult& r) {
   const auto& p = r.params;
   const auto& o = r.options;
@@ -45,7 +81,8 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
            report::size_text(o.copy_ahead) + "  auto: copy up to " +
            report::size_text(o.copy_limit) + ", pipeline above",
        std::string("registration pinning (--mr-pin): ") +
-           (p.pin ? "on (mlock at registration, munlock at deregistration)" : "off"),
+           (p.pin ? "on (mlock at registration, munlock at deregistration); " + p.memlock
+                  : std::string("off")),
        "buffer reuse: " + (p.reuse == 0 ? std::string("never replaced")
                                         : "a freshly mapped buffer every " +
                                               std::to_string(p.reuse) + " messages"),
@@ -53,6 +90,7 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
        "ping-pong MB/s: size over half the round trip; stream MB/s: " + std::to_string(p.window) +
            " messages in flight, one way; regs/msg and reg us/msg: both ranks, ping-pong; CPU "
            "ns/B: streaming, each side"});
+  print_bulk_plan(out, r.costs, r.options, true);
   out << "\n  protocol              size  pp MB/s  half-rtt(us)  stream MB/s  regs/msg  reg "
          "us/msg  hits/miss/inval   cpu ns/B s/r";
   if (p.reference) out << "   memcpy MB/s  raw write MB/s";
@@ -95,6 +133,7 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["size"] = row.size;
   j["reuse"] = p.reuse;
   j["mr_pin"] = p.pin;
+  if (p.pin) j["memlock"] = p.memlock;
   j["eager_limit"] = o.eager_limit;
   j["bounce_size"] = o.bounce_size;
   j["frag_size"] = o.frag_size;
@@ -104,6 +143,15 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["window"] = p.window;
   j["rendezvous_path"] = r.rendezvous_path;
   j["cache_state"] = r.cache_state;
+  j["costs"] = {{"measured", r.costs.measured},
+                {"reg_call_ns", r.costs.reg_call_ns},
+                {"reg_byte_ns", r.costs.reg_byte_ns},
+                {"memcpy_byte_ns", r.costs.memcpy_byte_ns},
+                {"round_trip_ns", r.costs.round_trip_ns},
+                {"wire_byte_ns", r.costs.wire_byte_ns},
+                {"registration_free", r.costs.registration_free}};
+  j["auto_choice"] = std::string(bulk::to_string(
+      r.costs.measured ? bulk::cheapest(r.costs, r.options, row.size) : bulk::Protocol::automatic));
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;
     out << j.dump() << "\n" << std::flush;

@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include <fabflow/regcache.h>
+
 #include "bulk/registrar.h"
 #include "bulk/wire.h"
 #include "common/errno_text.h"
@@ -30,7 +32,8 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kMaxOp = std::size_t{64} << 20;  // one RMA / CMA call moves at most this
 constexpr unsigned kTxBuffers = 64;
-constexpr std::size_t kMaxEarly = 1 << 16;  // out-of-order match headers kept per peer
+constexpr std::size_t kMaxEarly = 1 << 16;         // out-of-order match headers kept per peer
+constexpr std::uint32_t kMeasureTag = 0xffffffff;  // open_channel's cost measurement
 
 // Completion contexts: the kind in the top byte, an index below.
 constexpr std::uint64_t kCtxTx = 1ull << 56;
@@ -94,6 +97,46 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> fragments(const ChannelOpti
     len = std::min(len * o.frag_growth, static_cast<double>(o.max_frag));
   }
   return f;
+}
+
+double estimate_ns(const Costs& c, const ChannelOptions& o, Protocol p, std::size_t bytes) {
+  const double s = static_cast<double>(bytes), rt = c.round_trip_ns;
+  auto copy = [&](double n) { return n * c.memcpy_byte_ns; };
+  auto reg = [&](double n) { return c.registration_free ? 0 : c.reg_call_ns + n * c.reg_byte_ns; };
+  const double wire = s * c.wire_byte_ns;
+  const double bounce = static_cast<double>(o.bounce_size);
+  switch (p) {
+    case Protocol::eager:
+      if (bytes > o.eager_limit) return HUGE_VAL;
+      return rt / 2 + 2 * copy(s) + wire;
+    case Protocol::copy:  // pieces overlap: the first and last copies are not hidden
+      return rt / 2 + (s > bounce ? rt : 0) + std::max(wire, copy(s)) +
+             2 * copy(std::min(s, bounce));
+    case Protocol::rndv_write: return 1.5 * rt + 2 * reg(s) + wire;
+    case Protocol::pipeline: {
+      const double head = std::min(s, static_cast<double>(o.eager_limit + o.copy_ahead));
+      if (s <= head) return estimate_ns(c, o, Protocol::copy, bytes);
+      const double f = std::min(s - head, static_cast<double>(o.frag_size));
+      const double n = std::ceil((s - head) / static_cast<double>(o.frag_size));
+      // The first fragment's registrations (both sides) are exposed; the others overlap the
+      // transfer of the ones before.
+      return 1.5 * rt + 2 * reg(f) + std::max(wire, n * reg(f)) + 2 * copy(head);
+    }
+    default: return HUGE_VAL;
+  }
+}
+
+Protocol cheapest(const Costs& c, const ChannelOptions& o, std::size_t bytes) {
+  Protocol best = Protocol::copy;
+  double best_ns = HUGE_VAL;
+  for (Protocol p : kAutoCandidates) {
+    const double e = estimate_ns(c, o, p, bytes);
+    if (e < best_ns) {
+      best_ns = e;
+      best = p;
+    }
+  }
+  return best;
 }
 
 class Request {
@@ -212,6 +255,7 @@ class ChannelImpl final : public Channel {
     peers_.resize(static_cast<std::size_t>(ranks_));
     // Every rank's receives are posted before any rank sends.
     boot_.barrier([this] { t_.progress(); });
+    if (o_.measure_costs && o_.protocol == Protocol::automatic && ranks_ > 1) measure();
   }
 
   ~ChannelImpl() override {
@@ -329,10 +373,12 @@ class ChannelImpl final : public Channel {
   }
 
   Protocol choose(std::size_t bytes) const noexcept override {
+    if (costs_.measured) return cheapest(costs_, o_, bytes);
     if (bytes <= o_.eager_limit) return Protocol::eager;
     if (bytes <= o_.copy_limit) return Protocol::copy;
     return Protocol::pipeline;
   }
+  const Costs& costs() const noexcept override { return costs_; }
 
   const ChannelOptions& options() const noexcept override { return o_; }
   const Stats& stats() noexcept override {
@@ -421,6 +467,83 @@ class ChannelImpl final : public Channel {
   }
 
   // ---- setup ----
+
+  // auto's costs (docs/bulk.md): registration and memcpy on every rank, the round trip and
+  // the rendezvous bandwidth between ranks 0 and 1 (the others take rank 0's). Collective.
+  void measure() {
+    using clock = std::chrono::steady_clock;
+    auto ns_since = [](clock::time_point t0) {
+      return std::chrono::duration<double, std::nano>(clock::now() - t0).count();
+    };
+    constexpr std::size_t kSmall = 4096, kLarge = std::size_t{4} << 20;
+    std::vector<std::byte> a(kLarge, std::byte{1}), b(kLarge, std::byte{2});
+    Costs c;
+    c.registration_free = local_;
+    if (!local_) {
+      auto reg = [&](std::size_t n, int reps) {
+        register_buffer(t_, a.data(), n, kLocalRead | kRemoteWrite, o_.pin);  // warm
+        const auto t0 = clock::now();
+        for (int i = 0; i < reps; ++i)
+          register_buffer(t_, a.data(), n, kLocalRead | kRemoteWrite, o_.pin);
+        return ns_since(t0) / reps;
+      };
+      const double small = reg(kSmall, 20), large = reg(kLarge, 4);
+      c.reg_byte_ns = std::max(0.0, (large - small) / static_cast<double>(kLarge - kSmall));
+      c.reg_call_ns = std::max(0.0, small - c.reg_byte_ns * kSmall);
+    }
+    std::memcpy(b.data(), a.data(), kLarge);
+    auto t0 = clock::now();
+    for (int i = 0; i < 4; ++i) {
+      std::memcpy(b.data(), a.data(), kLarge);
+      asm volatile("" ::: "memory");
+    }
+    c.memcpy_byte_ns = ns_since(t0) / 4 / kLarge;
+    // Ranks 0 and 1: zero-byte round trips, then 4 MiB by rendezvous-write (registration
+    // taken out with the costs just measured).
+    double shared[2] = {0, 0};
+    if (rank_ < 2) {
+      const int peer = 1 - rank_;
+      std::byte none{};
+      auto round = [&] {
+        if (rank_ == 0) {
+          send(peer, kMeasureTag, {&none, 0}, Protocol::eager);
+          recv(peer, kMeasureTag, {&none, 0});
+        } else {
+          recv(peer, kMeasureTag, {&none, 0});
+          send(peer, kMeasureTag, {&none, 0}, Protocol::eager);
+        }
+      };
+      round();
+      t0 = clock::now();
+      for (int i = 0; i < 50; ++i) round();
+      shared[0] = ns_since(t0) / 50;
+      auto big = [&] {
+        if (rank_ == 0) {
+          send(peer, kMeasureTag, a, Protocol::rndv_write);
+          recv(peer, kMeasureTag, {&none, 0});
+        } else {
+          recv(peer, kMeasureTag, b);
+          send(peer, kMeasureTag, {&none, 0}, Protocol::eager);
+        }
+      };
+      big();
+      t0 = clock::now();
+      for (int i = 0; i < 2; ++i) big();
+      const double one = ns_since(t0) / 2 - shared[0] / 2;  // the zero-byte answer's half
+      const double overhead = 1.5 * shared[0] + 2 * (c.reg_call_ns + c.reg_byte_ns * kLarge);
+      shared[1] = std::max(0.0, one - overhead) / kLarge;
+    }
+    auto all = boot_.allgather(std::as_bytes(std::span(shared)));
+    if (all[0].size() != sizeof shared) throw PeerError(0, "bulk: malformed costs from rank 0");
+    std::memcpy(shared, all[0].data(), sizeof shared);
+    c.round_trip_ns = shared[0];
+    c.wire_byte_ns = shared[1];
+    c.measured = true;
+    costs_ = c;
+    registrar_.reset();
+    stats_ = Stats{};
+    boot_.barrier([this] { t_.progress(); });
+  }
 
   void exchange() {
     Agreement mine{};
@@ -1247,6 +1370,7 @@ class ChannelImpl final : public Channel {
   std::uint64_t events_ = 0;
   std::string failed_;
   Stats stats_;
+  Costs costs_;
 };
 
 }  // namespace

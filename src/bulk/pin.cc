@@ -1,6 +1,7 @@
 // Registration pinning (--mr-pin): mlock at registration, munlock at deregistration, with one
 // process-wide page refcount because mlock does not count.
 #include <sys/mman.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -120,7 +121,17 @@ class PinnedRegion final : public MemoryRegion {
 
 }  // namespace
 
+bool may_lock_without_limit() {
+  // CAP_IPC_LOCK in the calling thread's effective set: the kernel lets it lock past the limit,
+  // and verbs registration does not check the limit for it either.
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
+}
+
 std::size_t memlock_limit() {
+  if (may_lock_without_limit()) return SIZE_MAX;
   rlimit rl{};
   if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
   return static_cast<std::size_t>(rl.rlim_cur);

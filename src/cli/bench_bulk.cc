@@ -4,6 +4,9 @@
 #include <fabflow/bulk.h>
 #include <fabflow/launcher.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <iostream>
 
 #include "bench/report.h"
@@ -23,7 +26,40 @@ struct BulkFlags : CommonFlags {
   unsigned window = 8;
   std::string bytes = "256M";
   bool reference = false;
+  bool keep_memlock = false;
 };
+
+std::string bytes_text(rlim_t v) {
+  return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v) + " bytes";
+}
+
+// --mr-pin locks every registered page, as verbs does; RDMA hosts raise RLIMIT_MEMLOCK for it
+// (limits.conf "memlock unlimited"). The soft limit goes up to what the run needs (both ranks'
+// window of the largest message, twice, plus 64 MiB), within the hard limit, or beyond it where
+// the process may (CAP_SYS_RESOURCE); what happened is said in the header.
+std::string raise_memlock(const BulkParams& p) {
+  std::size_t largest = 0;
+  for (std::size_t s : p.sizes) largest = std::max(largest, s);
+  const rlim_t need = static_cast<rlim_t>(2 * (std::size_t{p.window} + 1) * largest) + (64u << 20);
+  rlimit now{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &now) != 0) return "RLIMIT_MEMLOCK unknown";
+  if (now.rlim_cur == RLIM_INFINITY || now.rlim_cur >= need)
+    return "RLIMIT_MEMLOCK " + bytes_text(now.rlim_cur);
+  rlimit want = now;
+  want.rlim_cur = need;
+  if (want.rlim_max != RLIM_INFINITY && want.rlim_max < need) want.rlim_max = need;
+  if (::setrlimit(RLIMIT_MEMLOCK, &want) == 0)
+    return "RLIMIT_MEMLOCK raised from " + bytes_text(now.rlim_cur) + " to " + bytes_text(need);
+  if (now.rlim_max != now.rlim_cur) {
+    want = now;
+    want.rlim_cur = now.rlim_max;
+    if (::setrlimit(RLIMIT_MEMLOCK, &want) == 0)
+      return "RLIMIT_MEMLOCK raised from " + bytes_text(now.rlim_cur) + " to its hard limit " +
+             bytes_text(now.rlim_max) + " (the run may need " + bytes_text(need) + ")";
+  }
+  return "RLIMIT_MEMLOCK " + bytes_text(now.rlim_cur) + " (could not raise it to " +
+         bytes_text(need) + ")";
+}
 
 std::size_t one_size(const std::string& flag, const std::string& text) {
   auto v = parse_sizes(text);
@@ -85,6 +121,13 @@ int run_bulk_rank(const BulkFlags& flags, const Validated& v) {
     params.provider = v.providers.front();
     params.same_host = rank.same_host;
     params.cpu = rank.cpu;
+    if (params.pin) {
+      rlimit now{};
+      ::getrlimit(RLIMIT_MEMLOCK, &now);
+      params.memlock = flags.keep_memlock ? "RLIMIT_MEMLOCK " + bytes_text(now.rlim_cur) +
+                                                " (kept: --keep-memlock)"
+                                          : raise_memlock(params);
+    }
     bool header = false;
     BulkResult last =
         run_bulk(params, rank.boot, [&](const BulkResult& partial, const BulkRow& row) {
@@ -130,6 +173,9 @@ Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
   app->add_option("--bytes", f->bytes,
                   "bytes per size and phase, which sets the message count (default 256M; "
                   "4-1000 messages)");
+  app->add_flag("--keep-memlock", f->keep_memlock,
+                "with --mr-pin, leave RLIMIT_MEMLOCK as it is (by default it is raised to what "
+                "the run needs where allowed)");
   app->add_flag("--reference", f->reference,
                 "also measure memcpy and the raw streaming RMA write of each size");
 

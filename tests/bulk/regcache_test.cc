@@ -6,6 +6,8 @@
 // these tests fails when invalidation is disabled:
 //   FABFLOW_REGCACHE_NO_INVALIDATION=1 fabflow_tests --gtest_filter='RegCacheAdversarial*'
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -464,7 +466,30 @@ TEST(RegCachePin, OverlappingRegistrationsKeepSharedPagesLocked) {
   EXPECT_EQ(fake.deregistrations, 2);
 }
 
+// Drops CAP_IPC_LOCK from this thread's effective set while it lives (root has it, and with it
+// the kernel and verbs ignore RLIMIT_MEMLOCK); restores it after.
+class WithoutIpcLock {
+ public:
+  WithoutIpcLock() {
+    if (::syscall(SYS_capget, &header_, saved_) != 0) return;
+    __user_cap_data_struct less[2] = {saved_[0], saved_[1]};
+    less[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
+    dropped_ = ::syscall(SYS_capset, &header_, less) == 0;
+  }
+  ~WithoutIpcLock() {
+    if (dropped_) ::syscall(SYS_capset, &header_, saved_);
+  }
+  WithoutIpcLock(const WithoutIpcLock&) = delete;
+  WithoutIpcLock& operator=(const WithoutIpcLock&) = delete;
+
+ private:
+  __user_cap_header_struct header_{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved_[2] = {};
+  bool dropped_ = false;
+};
+
 TEST(RegCachePin, MemlockLimitTooSmall) {
+  WithoutIpcLock plain_user;
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_MEMLOCK, &saved), 0);
   rlimit low = saved;
@@ -487,7 +512,21 @@ TEST(RegCachePin, MemlockLimitTooSmall) {
   EXPECT_EQ(pinned_bytes(), 0u);
 }
 
+TEST(RegCachePin, CapIpcLockLiftsTheLimitAsTheKernelDoes) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct caps[2] = {};
+  ASSERT_EQ(::syscall(SYS_capget, &header, caps), 0);
+  if (!(caps[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)))
+    GTEST_SKIP() << "this process has no CAP_IPC_LOCK";
+  EXPECT_EQ(memlock_limit(), SIZE_MAX);
+  WithoutIpcLock plain_user;
+  rlimit rl{};
+  ASSERT_EQ(::getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+  EXPECT_EQ(memlock_limit(), rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX : rl.rlim_cur);
+}
+
 TEST(RegCachePin, CacheBoundsBytesByTheMemlockLimit) {
+  WithoutIpcLock plain_user;
   Mapping m(64 * kPage);
   FakeRegistrar fake;
   CacheOptions o;

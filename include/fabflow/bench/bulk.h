@@ -34,6 +34,7 @@ struct BulkParams {
   std::uint64_t min_messages = 4, max_messages = 1000;
   unsigned window = 8;  // streaming: messages in flight
   bool pin = false;     // --mr-pin
+  std::string memlock;  // what became of RLIMIT_MEMLOCK for --mr-pin (the header says it)
   std::size_t eager_limit = 0, frag_size = 0;
   unsigned depth = 0;
   double frag_growth = 1.0;
@@ -64,6 +65,7 @@ struct BulkResult {
   RunEnvironment env;
   BulkParams params;
   bulk::ChannelOptions options;  // resolved
+  bulk::Costs costs;             // what auto chose from
   std::string rendezvous_path, cache_state;
   std::vector<BulkRow> rows;  // rank 0
 };
@@ -73,6 +75,11 @@ struct BulkResult {
 BulkResult run_bulk(const BulkParams& params, Bootstrap& boot,
                     const std::function<void(const BulkResult&, const BulkRow&)>& on_row = {});
 
+// auto's plan: the costs it was measured from, then size -> the cheapest protocol with every
+// candidate's estimate (powers of 4 from 1 B to 1 GiB). Each line starts with "# " when
+// `comment`.
+void print_bulk_plan(std::ostream& out, const bulk::Costs& costs,
+                     const bulk::ChannelOptions& options, bool comment);
 void print_bulk_header(std::ostream& out, const BulkResult& result);
 void print_bulk_row(std::ostream& out, const BulkResult& result, const BulkRow& row);
 void print_bulk_json(std::ostream& out, const BulkResult& result, const BulkRow& row);
