@@ -17,7 +17,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kBenches[] = {"raw", "queue", "rr", "seq", "inbound", "kv", "lat", "bulk"};
+constexpr const char* kBenches[] = {"raw", "queue", "rr",   "seq", "inbound",
+                                    "kv",  "lat",   "bulk", "beff"};
 constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
 constexpr const char* kCheckKinds[] = {"at_most", "at_least",  "greater", "less",
                                        "trend",   "crossover", "earlier", "all"};

@@ -1,6 +1,6 @@
 // fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
-// bench seq, bench inbound, bench kv, bench lat, bench bulk, experiment list, experiment run,
-// report, model pcie.
+// bench seq, bench inbound, bench kv, bench lat, bench bulk, bench beff, experiment list,
+// experiment run, report, model pcie.
 #include <fabflow/status.h>
 #include <fabflow/version.h>
 
@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   auto kv_run = cli::add_bench_kv(*bench, self);
   auto lat_run = cli::add_bench_lat(*bench, self);
   auto bulk_run = cli::add_bench_bulk(*bench, self);
+  auto beff_run = cli::add_bench_beff(*bench, self);
   info->callback([&] { run = info_run; });
   bench->get_subcommand("raw")->callback([&] { run = raw_run; });
   bench->get_subcommand("queue")->callback([&] { run = queue_run; });
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   bench->get_subcommand("kv")->callback([&] { run = kv_run; });
   bench->get_subcommand("lat")->callback([&] { run = lat_run; });
   bench->get_subcommand("bulk")->callback([&] { run = bulk_run; });
+  bench->get_subcommand("beff")->callback([&] { run = beff_run; });
   cli::add_experiment(app, *bench, run);
   cli::add_report(app, run);
   cli::add_plot(app, run);

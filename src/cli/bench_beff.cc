@@ -1,0 +1,154 @@
+// `fabflow bench beff`: checks ranks, protocols and sizes in the launching process (one clear
+// line per mistake), then starts -n ranks per provider; rank 0 reports.
+#include <fabflow/bench/beff.h>
+#include <fabflow/bulk.h>
+#include <fabflow/launcher.h>
+
+#include <iostream>
+
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace fabflow::cli {
+namespace {
+
+struct BeffFlags : CommonFlags {
+  int ranks = 4;
+  std::string protocols = "all";
+  std::string lmax;
+  std::uint64_t reuse = 0;
+  bool mr_pin = false;
+  std::string bytes = "16M";
+  std::uint64_t max_iterations = 100;
+  unsigned random = 3;
+  std::uint64_t seed = 1;
+  bool no_pingpong = false;
+};
+
+std::size_t one_size(const std::string& flag, const std::string& text) {
+  auto v = parse_sizes(text);
+  if (v.size() != 1) throw UsageError(flag + " takes one size, got '" + text + "'");
+  return v.front();
+}
+
+struct Validated {
+  BeffParams params;
+  std::vector<std::string> providers;
+};
+
+Validated validate(const BeffFlags& f) {
+  Validated v;
+  BeffParams& p = v.params;
+  if (f.protocols == "all" || f.protocols.empty()) {
+    p.protocols.assign(std::begin(bulk::kAllProtocols), std::end(bulk::kAllProtocols));
+  } else {
+    p.protocols.clear();
+    for (bulk::Protocol proto : parse_choice_list<bulk::Protocol>(f.protocols))
+      if (std::find(p.protocols.begin(), p.protocols.end(), proto) == p.protocols.end())
+        p.protocols.push_back(proto);
+  }
+  if (!f.sizes.empty() && !f.lmax.empty())
+    throw UsageError("give -S or --lmax, not both (-S's largest size is Lmax)");
+  if (!f.lmax.empty()) p.lmax = one_size("--lmax", f.lmax);
+  if (!f.sizes.empty()) p.sizes = parse_sizes(f.sizes);
+  for (std::size_t s : p.sizes)
+    if (s > (std::size_t{1} << 30))
+      throw UsageError("-S: size " + std::to_string(s) + " is above 1 GiB");
+  if (p.lmax > (std::size_t{1} << 30))
+    throw UsageError("--lmax " + std::to_string(p.lmax) + " is above 1 GiB");
+  p.reuse = f.reuse;
+  p.pin = f.mr_pin;
+  p.bytes_per_point = one_size("--bytes", f.bytes);
+  if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
+  p.max_iterations = f.max_iterations;
+  p.random_patterns = f.random;
+  p.seed = f.seed;
+  p.pingpong = !f.no_pingpong;
+  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.timeout_ms = f.timeout_ms;
+  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+  if (v.providers.empty()) throw UsageError("no provider given");
+  return v;
+}
+
+int run_beff_rank(const BeffFlags& flags, const Validated& v) {
+  return run_rank(flags, [&](Rank& rank) {
+    BeffParams params = v.params;
+    params.provider = v.providers.front();
+    params.same_host = rank.same_host;
+    params.cpu = rank.cpu;
+    bool header = false;
+    auto head = [&](const BeffResult& partial) {
+      if (header) return;
+      header = true;
+      if (flags.json) return;
+      BeffResult r = partial;
+      finish_environment(r.env);
+      print_beff_header(std::cout, r);
+    };
+    BeffResult last = run_beff(
+        params, rank.boot,
+        [&](const BeffResult& partial, const BeffRow& row) {
+          head(partial);
+          if (flags.json)
+            print_beff_json(std::cout, partial, row);
+          else
+            print_beff_row(std::cout, partial, row);
+        },
+        [&](const BeffResult& partial, const BeffSummary& s) {
+          if (flags.json) {
+            BeffResult r = partial;
+            finish_environment(r.env);
+            print_beff_summary_json(std::cout, r, s);
+          }
+        });
+    if (rank.boot.rank() != 0) return;
+    finish_environment(last.env);
+    if (flags.json)
+      report::warn_stderr(last.env);
+    else
+      print_beff_summary(std::cout, last);
+  });
+}
+
+}  // namespace
+
+Runner add_bench_beff(CLI::App& bench, const Invocation& self) {
+  auto* app = bench.add_subcommand(
+      "beff", "effective bandwidth (b_eff) of the bulk protocols over ring and random patterns");
+  auto f = std::make_shared<BeffFlags>();
+  add_common_flags(*app, *f, "message sizes, e.g. 1K,64K or 1:4M (default 1 doubling to --lmax)",
+                   "not used: the channel drives its own progress");
+  add_number<int>(*app, "-n,--ranks", f->ranks, 2, kBeffMaxRanks, "processes (default 4)");
+  add_choice<bulk::Protocol>(*app, "--protocol", f->protocols,
+                             "protocol(s), comma-separated, or all (auto not included)",
+                             /*list=*/true, {"all"});
+  app->add_option("--lmax", f->lmax,
+                  "largest message, sizes 1 doubling to it (default 4M; b_eff's own rule is "
+                  "memory per process / 128)");
+  add_number<std::uint64_t>(*app, "--reuse", f->reuse, 0, kMaxCount,
+                            "iterations a buffer serves before a freshly mapped one replaces it "
+                            "(1: no reuse; 0: never replaced)");
+  app->add_flag("--mr-pin", f->mr_pin,
+                "pin the pages of every registration (mlock), as verbs registration does");
+  app->add_option("--bytes", f->bytes,
+                  "bytes each rank sends per protocol, pattern and size, which sets the "
+                  "iterations (default 16M; at least 2 iterations)");
+  add_number<std::uint64_t>(*app, "--max-iters", f->max_iterations, 2, kMaxCount,
+                            "most iterations per point (default 100)");
+  add_number<unsigned>(*app, "--random", f->random, 0, 16, "random patterns (default 3)");
+  add_number<std::uint64_t>(*app, "--seed", f->seed, 0, ~std::uint64_t{0},
+                            "seed of the random patterns (default 1)");
+  app->add_flag("--no-pingpong", f->no_pingpong,
+                "skip the ping-pong bandwidth of ranks 0 and 1 at Lmax");
+
+  return [f, self]() -> int {
+    Validated v = validate(*f);
+    if (started_by_launcher()) return run_beff_rank(*f, v);
+    return launch_each_provider(self, *f, v.providers, v.params.endpoint,
+                                [&](LaunchConfig& lc) { lc.nprocs = f->ranks; });
+  };
+}
+
+}  // namespace fabflow::cli
