@@ -89,6 +89,8 @@ void add_report(CLI::App& app, Runner& run);
 void add_plot(CLI::App& app, Runner& run);
 // `model pcie` (the PCIe cost model); its callback sets `run`.
 void add_model(CLI::App& app, Runner& run);
+// `bulk plan` (auto's plan of the bulk channel); its callback sets `run`.
+void add_bulk(CLI::App& app, const Invocation& self, Runner& run);
 
 // Prints "fabflow: error: <msg>" (the launcher shows only the first such line of a run).
 void print_error(const std::string& msg);

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   cli::add_report(app, run);
   cli::add_plot(app, run);
   cli::add_model(app, run);
+  cli::add_bulk(app, self, run);
 
   try {
     app.parse(argc, argv);

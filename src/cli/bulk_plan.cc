@@ -1,0 +1,83 @@
+// `fabflow bulk plan`: what the bulk channel's `auto` would choose on this machine: two ranks
+// open a channel (which measures the costs), rank 0 prints the costs and the size -> protocol
+// table with every candidate's estimate (docs/bulk.md, "auto").
+#include <fabflow/bench/bulk.h>
+#include <fabflow/bulk.h>
+#include <fabflow/launcher.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace fabflow::cli {
+namespace {
+
+struct PlanFlags : CommonFlags {
+  bool mr_pin = false;
+  std::string eager_limit, frag_size;
+  unsigned depth = 0;
+};
+
+std::size_t one_size(const std::string& flag, const std::string& text) {
+  auto v = parse_sizes(text);
+  if (v.size() != 1) throw UsageError(flag + " takes one size, got '" + text + "'");
+  return v.front();
+}
+
+bulk::ChannelOptions channel_options(const PlanFlags& f) {
+  if (!f.sizes.empty()) throw UsageError("bulk plan covers 1 B to 1 GiB: -S does not apply");
+  bulk::ChannelOptions o;
+  if (!f.eager_limit.empty()) o.eager_limit = one_size("--eager-limit", f.eager_limit);
+  if (!f.frag_size.empty()) o.frag_size = one_size("--frag-size", f.frag_size);
+  o.depth = f.depth;
+  o.pin = f.mr_pin;
+  o.peer_timeout = std::chrono::milliseconds(f.timeout_ms);
+  return o;
+}
+
+}  // namespace
+
+void add_bulk(CLI::App& app, const Invocation& self, Runner& run) {
+  auto* bulk = app.add_subcommand("bulk", "large-message transfer tools");
+  bulk->require_subcommand(1);
+  auto* plan = bulk->add_subcommand(
+      "plan", "the protocol auto picks per size on this machine, with the costs measured");
+  auto f = std::make_shared<PlanFlags>();
+  add_common_flags(*plan, *f, "not used: the plan covers 1 B to 1 GiB",
+                   "not used: the channel drives its own progress");
+  plan->add_flag("--mr-pin", f->mr_pin, "registration pins pages (mlock), as verbs does");
+  plan->add_option("--eager-limit", f->eager_limit, "largest eager message (default 16K)");
+  plan->add_option("--frag-size", f->frag_size, "pipeline fragment (default 1M)");
+  add_number<unsigned>(*plan, "--depth", f->depth, 1, 64, "pipeline fragments in flight");
+  plan->callback([f, self, &run] {
+    run = [f, self]() -> int {
+      const bulk::ChannelOptions o = channel_options(*f);
+      const auto providers =
+          split(f->launched_provider.empty() ? f->providers : f->launched_provider, ',');
+      if (providers.empty()) throw UsageError("no provider given");
+      const EndpointType endpoint = parse_name<EndpointType>(f->endpoint).value();
+      if (!started_by_launcher()) return launch_each_provider(self, *f, providers, endpoint);
+      return run_rank(*f, [&](Rank& rank) {
+        TransportOptions to;
+        to.provider = providers.front();
+        to.same_host = rank.same_host;
+        to.endpoint = endpoint;
+        to.ops = {Op::send, Op::write, Op::read};
+        to.node = rank.boot.local_address();
+        auto t = open_transport(to);
+        t->connect(rank.boot);
+        auto ch = bulk::open_channel(*t, rank.boot, o);
+        if (rank.boot.rank() == 0) {
+          std::cout << "# bulk plan on " << t->caps().provider << " ("
+                    << to_string(t->caps().endpoint) << "), registration pinning "
+                    << (o.pin ? "on" : "off") << "\n";
+          print_bulk_plan(std::cout, ch->costs(), ch->options(), false);
+        }
+        rank.boot.barrier([&] { t->progress(); });
+      });
+    };
+  });
+}
+
+}  // namespace fabflow::cli
