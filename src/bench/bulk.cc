@@ -88,27 +88,29 @@ void sync(bulk::Channel& ch, int rank) {
   }
 }
 
-// Mean half round trip in ns (rank 0; 0 elsewhere).
+// Mean half round trip in ns (rank 0; 0 elsewhere). Each rank sends from one buffer and
+// receives into another (the same buffer for both would serve two messages per round trip),
+// both replaced every `reuse` round trips.
 double pingpong(const Point& pt) {
   const int rank = pt.boot.rank();
-  Mapped buf(pt.size, rank + 1);
-  // One untimed exchange: connections, first registrations.
+  Mapped out(pt.size, rank + 1), in(pt.size, rank + 1);
   auto once = [&] {
     if (rank == 0) {
-      pt.ch.send(1, kTag, buf.span(), pt.protocol);
-      pt.ch.recv(1, kTag, buf.span());
+      pt.ch.send(1, kTag, out.span(), pt.protocol);
+      pt.ch.recv(1, kTag, in.span());
     } else {
-      pt.ch.recv(0, kTag, buf.span());
-      pt.ch.send(0, kTag, buf.span(), pt.protocol);
+      pt.ch.recv(0, kTag, in.span());
+      pt.ch.send(0, kTag, out.span(), pt.protocol);
     }
   };
-  once();
+  once();  // untimed: connections, first registrations
   sync(pt.ch, rank);
   pt.ch.reset_stats();
   double ns = 0;
   for (std::uint64_t i = 0; i < pt.messages; ++i) {
     if (due(pt.p, i)) {
-      buf = Mapped(pt.size, rank + 1);
+      out = Mapped(pt.size, rank + 1);
+      in = Mapped(pt.size, rank + 1);
       sync(pt.ch, rank);
     }
     const std::uint64_t t0 = pt.clock.now();

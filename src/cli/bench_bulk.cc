@@ -3,6 +3,7 @@
 #include <fabflow/bench/bulk.h>
 #include <fabflow/bulk.h>
 #include <fabflow/launcher.h>
+#include <fabflow/regcache.h>
 
 #include <sys/resource.h>
 
@@ -43,6 +44,9 @@ std::string raise_memlock(const BulkParams& p) {
   const rlim_t need = static_cast<rlim_t>(2 * (std::size_t{p.window} + 1) * largest) + (64u << 20);
   rlimit now{};
   if (::getrlimit(RLIMIT_MEMLOCK, &now) != 0) return "RLIMIT_MEMLOCK unknown";
+  if (bulk::memlock_limit() == SIZE_MAX && now.rlim_cur != RLIM_INFINITY)
+    return "RLIMIT_MEMLOCK " + bytes_text(now.rlim_cur) +
+           " does not apply: the process has CAP_IPC_LOCK (as for verbs)";
   if (now.rlim_cur == RLIM_INFINITY || now.rlim_cur >= need)
     return "RLIMIT_MEMLOCK " + bytes_text(now.rlim_cur);
   rlimit want = now;
