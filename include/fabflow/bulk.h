@@ -104,6 +104,8 @@ struct ChannelOptions {
   // auto: measure the costs at open (collective, tens of milliseconds) and pick each message's
   // protocol by the cheapest estimate; off: fixed thresholds (eager limit, copy limit).
   bool measure_costs = true;
+  // wait() yields the CPU when a poll found nothing (more ranks than cores on the host).
+  bool yield_when_idle = false;
   std::chrono::milliseconds peer_timeout{10000};
 };
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 namespace fabflow {
 namespace {
@@ -69,7 +70,10 @@ std::vector<T> gather(Bootstrap& boot, const T& mine) {
 }
 
 void barrier(Bootstrap& boot, bulk::Channel& ch) {
-  boot.barrier([&] { ch.progress(); });
+  boot.barrier([&] {
+    ch.progress();
+    if (ch.options().yield_when_idle) std::this_thread::yield();  // more ranks than CPUs
+  });
 }
 
 // Rings over `order` (rank ids): consecutive groups of `ring` ranks, the last group taking the
@@ -152,8 +156,10 @@ double pingpong(bulk::Channel& ch, Bootstrap& boot, Protocol protocol, std::size
     const std::uint64_t t0 = clock.now();
     for (std::uint64_t i = 0; i < iterations; ++i) once();
     s = clock.to_ns(clock.now() - t0) / 1e9 / static_cast<double>(iterations) / 2;
+    barrier(boot, ch);
+  } else {
+    boot.barrier();  // sleeps in the bootstrap: the CPUs are ranks 0 and 1's meanwhile
   }
-  barrier(boot, ch);
   return s;
 }
 
@@ -282,6 +288,8 @@ BeffResult run_beff(const BeffParams& given, Bootstrap& boot,
   result.env.caps = t->caps();
   bulk::ChannelOptions co;
   co.pin = params.pin;
+  // More ranks than this host has CPUs: idle waits give the CPU to the ranks with work.
+  co.yield_when_idle = static_cast<unsigned>(boot.size()) > std::thread::hardware_concurrency();
   co.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
   auto ch = bulk::open_channel(*t, boot, co);
   result.options = ch->options();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <thread>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -328,6 +329,7 @@ class ChannelImpl final : public Channel {
     auto last_check = last;
     std::uint64_t seen = events_;
     while (!test(r)) {
+      if (o_.yield_when_idle && events_ == seen) std::this_thread::yield();
       const auto now = std::chrono::steady_clock::now();
       if (events_ != seen) {
         seen = events_;
