@@ -60,8 +60,14 @@ export FABFLOW_FLOW_ITEMS=300 FABFLOW_FLOW_PRESET_ITEMS=60 FABFLOW_RR_REQUESTS=6
 # and about 2.4x faster to compile than -O2 -g, which is most of a sanitizer tree's time.
 sanitized=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 # The numeric-flag table (every flag's range, one CLI process per value) checks parsing only:
-# the release tree runs it.
-run_tree build-asan "${sanitized[@]}" -DFABFLOW_SANITIZE=address -- -E '^NumericFlags\.'
+# the release tree runs it. Of the tests that run the CLI as a process, the sanitizer tree runs
+# those that feed it hostile or failing input (bad flags and files, malformed or misbehaving
+# peers, peers that die, limits too small); the release tree runs them all. Everything else
+# (the library's tests) runs under ASan in full.
+hostile='Cli.*(BadInput|Bad|PeerDeath|Death|Secret|Memlock|Userfaultfd)|CliPeerDeath|CliBadInput|CliDeath|SecretFileCli|Misbehaving'
+run_tree build-asan "${sanitized[@]}" -DFABFLOW_SANITIZE=address -- -E '^NumericFlags\.|Cli|Misbehaving'
+echo "== build-asan: the CLI's hostile-input tests"
+(cd build-asan && ctest --output-on-failure -j 2 -R "$hostile" -E '^NumericFlags\.')
 
 # TSan covers the concurrent parts; the CLI death tests' time bounds are for unsanitized builds.
 # Request-response: the dispatcher's hand-over between worker and dispatcher threads (on shm,
