@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bench/mapped_buffer.h"
 #include "common/affinity.h"
 #include "common/bounded_wait.h"
 
@@ -20,33 +21,7 @@ using bulk::Protocol;
 constexpr std::uint32_t kTag = 1;
 constexpr std::size_t kPage = 4096;
 
-// A page-aligned buffer of its own mapping (so that replacing it unmaps it), touched.
-class Mapped {
- public:
-  Mapped() = default;
-  explicit Mapped(std::size_t n, int fill) : n_(n) {
-    len_ = std::max<std::size_t>((n + kPage - 1) / kPage * kPage, kPage);
-    void* p = ::mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw Error("bench bulk: cannot map " + std::to_string(len_) + " bytes");
-    p_ = static_cast<std::byte*>(p);
-    std::memset(p_, fill, len_);
-  }
-  Mapped(Mapped&& o) noexcept { *this = std::move(o); }
-  Mapped& operator=(Mapped&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    std::swap(len_, o.len_);
-    return *this;
-  }
-  ~Mapped() {
-    if (p_) ::munmap(p_, len_);
-  }
-  std::span<std::byte> span() const { return {p_, n_}; }
-
- private:
-  std::byte* p_ = nullptr;
-  std::size_t n_ = 0, len_ = 0;
-};
+using Mapped = bench::MappedBuffer;
 
 // What one rank tells rank 0 about one point (plain bytes through the bootstrap).
 struct Summary {

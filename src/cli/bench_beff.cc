@@ -26,12 +26,6 @@ struct BeffFlags : CommonFlags {
   bool no_pingpong = false;
 };
 
-std::size_t one_size(const std::string& flag, const std::string& text) {
-  auto v = parse_sizes(text);
-  if (v.size() != 1) throw UsageError(flag + " takes one size, got '" + text + "'");
-  return v.front();
-}
-
 struct Validated {
   BeffParams params;
   std::vector<std::string> providers;
@@ -50,7 +44,7 @@ Validated validate(const BeffFlags& f) {
   }
   if (!f.sizes.empty() && !f.lmax.empty())
     throw UsageError("give -S or --lmax, not both (-S's largest size is Lmax)");
-  if (!f.lmax.empty()) p.lmax = one_size("--lmax", f.lmax);
+  if (!f.lmax.empty()) p.lmax = parse_one_size("--lmax", f.lmax);
   if (!f.sizes.empty()) p.sizes = parse_sizes(f.sizes);
   for (std::size_t s : p.sizes)
     if (s > (std::size_t{1} << 30))
@@ -59,7 +53,7 @@ Validated validate(const BeffFlags& f) {
     throw UsageError("--lmax " + std::to_string(p.lmax) + " is above 1 GiB");
   p.reuse = f.reuse;
   p.pin = f.mr_pin;
-  p.bytes_per_point = one_size("--bytes", f.bytes);
+  p.bytes_per_point = parse_one_size("--bytes", f.bytes);
   if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
   p.max_iterations = f.max_iterations;
   p.random_patterns = f.random;

@@ -65,12 +65,6 @@ std::string raise_memlock(const BulkParams& p) {
          bytes_text(need) + ")";
 }
 
-std::size_t one_size(const std::string& flag, const std::string& text) {
-  auto v = parse_sizes(text);
-  if (v.size() != 1) throw UsageError(flag + " takes one size, got '" + text + "'");
-  return v.front();
-}
-
 struct Validated {
   BulkParams params;
   std::vector<std::string> providers;
@@ -93,12 +87,12 @@ Validated validate(const BulkFlags& f) {
       throw UsageError("-S: size " + std::to_string(s) + " is above 1 GiB");
   p.reuse = f.reuse;
   p.pin = f.mr_pin;
-  if (!f.eager_limit.empty()) p.eager_limit = one_size("--eager-limit", f.eager_limit);
-  if (!f.frag_size.empty()) p.frag_size = one_size("--frag-size", f.frag_size);
+  if (!f.eager_limit.empty()) p.eager_limit = parse_one_size("--eager-limit", f.eager_limit);
+  if (!f.frag_size.empty()) p.frag_size = parse_one_size("--frag-size", f.frag_size);
   p.depth = f.depth;
   p.frag_growth = f.growth;
   p.window = f.window;
-  p.bytes_per_point = one_size("--bytes", f.bytes);
+  p.bytes_per_point = parse_one_size("--bytes", f.bytes);
   if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
   p.reference = f.reference;
   p.endpoint = parse_name<EndpointType>(f.endpoint).value();

@@ -19,17 +19,11 @@ struct PlanFlags : CommonFlags {
   unsigned depth = 0;
 };
 
-std::size_t one_size(const std::string& flag, const std::string& text) {
-  auto v = parse_sizes(text);
-  if (v.size() != 1) throw UsageError(flag + " takes one size, got '" + text + "'");
-  return v.front();
-}
-
 bulk::ChannelOptions channel_options(const PlanFlags& f) {
   if (!f.sizes.empty()) throw UsageError("bulk plan covers 1 B to 1 GiB: -S does not apply");
   bulk::ChannelOptions o;
-  if (!f.eager_limit.empty()) o.eager_limit = one_size("--eager-limit", f.eager_limit);
-  if (!f.frag_size.empty()) o.frag_size = one_size("--frag-size", f.frag_size);
+  if (!f.eager_limit.empty()) o.eager_limit = parse_one_size("--eager-limit", f.eager_limit);
+  if (!f.frag_size.empty()) o.frag_size = parse_one_size("--frag-size", f.frag_size);
   o.depth = f.depth;
   o.pin = f.mr_pin;
   o.peer_timeout = std::chrono::milliseconds(f.timeout_ms);

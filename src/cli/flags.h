@@ -3,6 +3,7 @@
 // value is one line naming the flag, what it accepts and what it got; the CLI exits with 2.
 #pragma once
 
+#include <fabflow/bench/common.h>
 #include <fabflow/names.h>
 #include <fabflow/status.h>
 
@@ -82,6 +83,13 @@ CLI::Option* add_choice(CLI::App& app, const std::string& names, std::string& va
   opt->check(
       choice_validator(accept, valid, list).description("{" + shown + "}" + (list ? "[,..]" : "")));
   return opt;
+}
+
+// One size ("64K", "1M") for `flag`; throws UsageError for a list, a sweep or malformed text.
+inline std::size_t parse_one_size(const std::string& flag, const std::string& text) {
+  auto v = parse_sizes(text);
+  if (v.size() != 1) throw UsageError(flag + " takes one size, got '" + text + "'");
+  return v.front();
 }
 
 // The values of a comma-separated list of E's names (as add_choice(..., list=true) checked
