@@ -12,6 +12,7 @@
 #include <deque>
 #include <thread>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -260,8 +261,23 @@ class ChannelImpl final : public Channel {
   }
 
   ~ChannelImpl() override {
-    // Release what requests still hold; the transport's buffers go with their regions.
+    // Release what requests still hold.
     requests_.clear();
+    // The receive buffers stay posted in the transport, which cannot take a posted receive
+    // back, and a peer may still send (a late FIN, a message for a channel that failed): the
+    // transport would write into freed memory. The buffers are parked for the life of the
+    // process instead of freed (docs/bulk.md, "Lifetime"), and so are the transmit buffers of
+    // sends that may still be in flight.
+    park(std::move(rx_mr_));
+    park(std::move(tx_mr_));
+  }
+
+  static void park(std::unique_ptr<MemoryRegion> mr) {
+    if (!mr) return;
+    static std::mutex m;
+    static auto* parked = new std::vector<std::unique_ptr<MemoryRegion>>;  // never freed
+    std::lock_guard<std::mutex> lock(m);
+    parked->push_back(std::move(mr));
   }
 
   RequestPtr isend(int peer, std::uint32_t tag, std::span<const std::byte> buf,
@@ -1008,7 +1024,7 @@ class ChannelImpl final : public Channel {
       return;
     }
     stats_.bytes_received += h.size;
-    std::memcpy(r.dst, inline_bytes.data(), inline_bytes.size());
+    if (!inline_bytes.empty()) std::memcpy(r.dst, inline_bytes.data(), inline_bytes.size());
     // On local every rendezvous goes by cross-memory attach (all ranks agreed it works at
     // open; without it senders turn rendezvous into copy).
     r.cma = local_ && rendezvous(h.protocol);

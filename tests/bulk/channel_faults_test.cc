@@ -398,7 +398,7 @@ class Tap final : public Transport {
     ++forged_;
     const std::size_t len = std::min(cap, wire::kHeader + body.size());
     std::memcpy(buf, &h, wire::kHeader);
-    std::memcpy(buf + wire::kHeader, body.data(), len - wire::kHeader);
+    if (len > wire::kHeader) std::memcpy(buf + wire::kHeader, body.data(), len - wire::kHeader);
     c.length = static_cast<std::uint32_t>(len);
   }
 
