@@ -757,10 +757,12 @@ TEST_P(BulkFaultsPeerDeath, ReceiverSeesTheSenderDieMidTransfer) {
         o.measure_costs = false;  // kill_after_posts counts the transfer's posts only
         o.cross_memory_attach = c.cma;
         o.frag_size = 256 << 10;  // many fragments, so the death lands among them
-        auto ch = open_channel(*t, *boot, o);
+        // The buffer is ready before the channel opens (a collective): filling 64 MiB under a
+        // sanitizer on a loaded machine took longer than the receiver's peer timeout.
         std::vector<std::byte> buf(kSize);
+        if (rank == 1) fill(buf, 1);
+        auto ch = open_channel(*t, *boot, o);
         if (rank == 1) {
-          fill(buf, 1);
           ch->send(0, 1, buf, Protocol::pipeline);
           io.say("the send completed");
           return 1;
