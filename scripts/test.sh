@@ -78,6 +78,6 @@ echo "== build-asan: the CLI's hostile-input tests"
 TARGETS=fabflow_tests run_tree build-tsan "${sanitized[@]}" -DFABFLOW_SANITIZE=thread \
   -DFABFLOW_CLI_TESTS=OFF -- \
   -R 'Bootstrap|Launcher|Progress|LocalTransport|LocalConcurrent|SeqConformance.*local|RrConformance.*dispatcher_.*_shm|FlowConformance.*local_rdm|FlowSeparateNotify.*local_rdm'
-echo "== fuzz targets (clang, ASan + UBSan), ${FABFLOW_FUZZ_SECONDS:-10} s each"
-scripts/fuzz.sh all "${FABFLOW_FUZZ_SECONDS:-10}"
+echo "== fuzz targets (clang, ASan + UBSan), ${FABFLOW_FUZZ_SECONDS:-5} s each"
+scripts/fuzz.sh all "${FABFLOW_FUZZ_SECONDS:-5}"
 echo "== all test trees passed"
