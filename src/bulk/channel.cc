@@ -808,7 +808,8 @@ class ChannelImpl final : public Channel {
       }
       flush();
     }
-    if (r.protocol == Protocol::pipeline_read && r.matched && !r.cma) advertise_source(r);
+    if (r.protocol == Protocol::pipeline_read && r.matched && !r.cma)
+      advertise_fragments(r, const_cast<std::byte*>(r.src), kRemoteRead, false);
     // Complete?
     bool done = r.sends == 0 && r.rma == 0;
     switch (r.protocol) {
@@ -838,11 +839,12 @@ class ChannelImpl final : public Channel {
     requests_.erase(r.id);  // the caller's RequestPtr keeps it
   }
 
-  // pipeline-read sender: registers source fragments and advertises them, depth at a time.
-  void advertise_source(Request& r) {
+  // Registers the request's next fragments of `buf` and advertises each in a READY, until
+  // `depth` are active: the pipeline-read sender's sources, the pipeline receiver's targets.
+  void advertise_fragments(Request& r, std::byte* buf, unsigned access, bool cached) {
     while (r.next_frag < r.frags.size() && r.frags_active < o_.depth) {
       Request::Frag& f = r.frags[r.next_frag];
-      f.reg = registrar_.acquire(const_cast<std::byte*>(r.src) + f.off, f.len, kRemoteRead, false);
+      f.reg = registrar_.acquire(buf + f.off, f.len, access, cached, frag_align());
       Header h = header(Type::ready, r);
       h.seq = r.next_frag;
       h.base = f.reg.offset;
@@ -1305,24 +1307,10 @@ class ChannelImpl final : public Channel {
 
   void pump_recv(Request& r) {
     if (!r.matched) return;
-    // pipeline (write): register target fragments and advertise them, depth at a time.
-    if ((r.protocol == Protocol::pipeline || r.protocol == Protocol::caching_pipeline) && !r.cma) {
-      while (r.next_frag < r.frags.size() && r.frags_active < o_.depth) {
-        Request::Frag& f = r.frags[r.next_frag];
-        f.reg = registrar_.acquire(r.dst + f.off, f.len, kRemoteWrite | kLocalWrite,
-                                   r.protocol == Protocol::caching_pipeline, frag_align());
-        Header h = header(Type::ready, r);
-        h.seq = r.next_frag;
-        h.base = f.reg.offset;
-        std::vector<std::byte> key = t_.export_key(*f.reg.mr);
-        h.key_len = static_cast<std::uint16_t>(key.size());
-        queue(r, h, nullptr, 0, std::move(key));
-        f.advertised = true;
-        ++r.frags_active;
-        ++r.next_frag;
-      }
-      flush();
-    }
+    // pipeline (write): target fragments registered and advertised, depth at a time.
+    if ((r.protocol == Protocol::pipeline || r.protocol == Protocol::caching_pipeline) && !r.cma)
+      advertise_fragments(r, r.dst, kRemoteWrite | kLocalWrite,
+                          r.protocol == Protocol::caching_pipeline);
     bool done = r.sends == 0 && r.rma == 0 && r.data_got == r.data_end - r.data_begin;
     switch (r.protocol) {
       case Protocol::eager:
