@@ -319,11 +319,15 @@ std::vector<SocketRow> run_socket_pingpong(const SocketParams& params, Bootstrap
         e.send_all(buf.data(), size);
       }
     }
+    // Each socket stays open until both ranks are done: the pinger leaves at the first of the
+    // echo's three end acknowledgements, and a socket closed before the last one lands makes
+    // the echo's next send fail with ECONNREFUSED (ICMP port unreachable).
+    boot.barrier();
   } else {
     Endpoint e = open_pinger(params, boot);
     for (std::size_t size : params.sizes) rows.push_back(ping_size(e, params, size, clock));
+    boot.barrier();
   }
-  boot.barrier();
   return rows;
 }
 
