@@ -4,9 +4,11 @@
 // checked against the help text, so a numeric flag added without a row here fails the test.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/run_cli.h"
@@ -135,26 +137,48 @@ TEST(NumericFlags, TableCoversEveryNumericFlagInTheHelp) {
   }
 }
 
+// Each CLI process here only parses its flags, but any process that loads libfabric spends about
+// 0.2 s asleep at start (Debian's libfabric loads PSM's libinfinipath, whose constructor times
+// the CPU clock with usleep): the runs go four at a time so those sleeps overlap.
 TEST(NumericFlags, OutOfRangeValuesAreRefusedWithOneLine) {
+  struct Case {
+    const Subcommand* sub;
+    const NumericFlag* flag;
+    std::string value;
+    CliResult result;
+  };
+  std::vector<Case> cases;
   for (const auto& sub : table())
     for (const auto& f : sub.flags) {
       std::vector<std::string> bad = {"-1", f.past_max, "many"};
       if (std::string(f.min) != "0") bad.push_back("0");
-      for (const auto& value : bad) {
-        CliResult r = run_cli({"fabflow", "bench", sub.name, f.name, value}, 5s);
-        const std::string what = std::string("bench ") + sub.name + " " + f.name + " " + value;
-        ASSERT_FALSE(r.timed_out) << what;
-        EXPECT_EQ(r.status, 2) << what << ": " << r.err;
-        EXPECT_LT(r.seconds, 1.0) << what;
-        auto err = lines(r.err);
-        ASSERT_EQ(err.size(), 1u) << what << ": " << r.err;
-        const std::string& line = err[0];
-        EXPECT_EQ(line.rfind("fabflow: error: ", 0), 0u) << line;
-        EXPECT_NE(line.find(f.name), std::string::npos) << line;
-        EXPECT_NE(line.find(std::string(f.min) + ".." + f.max), std::string::npos) << line;
-        EXPECT_NE(line.find("'" + value + "'"), std::string::npos) << line;
-      }
+      for (auto& value : bad) cases.push_back({&sub, &f, std::move(value), {}});
     }
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> runners;
+  for (int t = 0; t < 4; ++t)
+    runners.emplace_back([&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < cases.size();) {
+        Case& c = cases[i];
+        c.result = run_cli({"fabflow", "bench", c.sub->name, c.flag->name, c.value}, 5s);
+      }
+    });
+  for (auto& t : runners) t.join();
+  for (const Case& c : cases) {
+    const CliResult& r = c.result;
+    const std::string what =
+        std::string("bench ") + c.sub->name + " " + c.flag->name + " " + c.value;
+    ASSERT_FALSE(r.timed_out) << what;
+    EXPECT_EQ(r.status, 2) << what << ": " << r.err;
+    EXPECT_LT(r.seconds, 1.0) << what;
+    auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << what << ": " << r.err;
+    const std::string& line = err[0];
+    EXPECT_EQ(line.rfind("fabflow: error: ", 0), 0u) << line;
+    EXPECT_NE(line.find(c.flag->name), std::string::npos) << line;
+    EXPECT_NE(line.find(std::string(c.flag->min) + ".." + c.flag->max), std::string::npos) << line;
+    EXPECT_NE(line.find("'" + c.value + "'"), std::string::npos) << line;
+  }
 }
 
 // The text flags that carry numbers are checked by their subcommand with the same one line.
