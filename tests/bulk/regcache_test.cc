@@ -68,11 +68,25 @@ struct FakeRegistrar {
   }
 };
 
-// An address far below where the kernel places mappings of its own choosing (top-down from
-// below the stack) and above ASan's shadow: a hole left there by munmap is not taken by another
-// allocation (ASan's allocator mmaps at any time) before the test maps it again.
+// An address where a hole left by munmap is not taken by another mapping before the test maps
+// it again. Under ASan: far below where the kernel places mappings of its own choosing (top-down
+// from below the stack) and above ASan's shadow (its allocator mmaps at any time). TSan keeps
+// that range for its own metadata, and its allocator has a heap range of its own: there the
+// addresses come from the bottom of a 64 GiB range the kernel chose, reserved and released once
+// (the kernel fills such a gap from its top).
 char* far_address() {
+#if defined(__SANITIZE_THREAD__)
+  static std::uintptr_t next = [] {
+    constexpr std::size_t reserve = std::size_t{64} << 30;
+    void* p = ::mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (p == MAP_FAILED) return std::uintptr_t{0};
+    ::munmap(p, reserve);
+    return reinterpret_cast<std::uintptr_t>(p);
+  }();
+#else
   static std::uintptr_t next = 0x300000000000;
+#endif
   next += 64u << 20;
   return reinterpret_cast<char*>(next);
 }
