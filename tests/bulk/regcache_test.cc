@@ -78,8 +78,8 @@ char* far_address() {
 #if defined(__SANITIZE_THREAD__)
   static std::uintptr_t next = [] {
     constexpr std::size_t reserve = std::size_t{64} << 30;
-    void* p = ::mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+    void* p =
+        ::mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return std::uintptr_t{0};
     ::munmap(p, reserve);
     return reinterpret_cast<std::uintptr_t>(p);
