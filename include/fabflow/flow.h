@@ -54,6 +54,19 @@ struct Design {
   friend bool operator==(const Design&, const Design&) = default;
 };
 
+// How a slot carries its item (docs/flow-queues.md, "Slot formats").
+//   framed   a 16-byte header (sequence number, length, flags) before the payload and the same
+//            16 bytes again after it: the consumer accepts the slot only when both agree, so a
+//            write whose bytes land in any order is never taken half-written;
+//   compact  the payload, then one 8-byte word (sequence number, length, flags) stored last,
+//            slots on their own cache lines (a 56-byte item and its word fill one line). Needs a
+//            transport whose writes become visible in order, the last aligned word last
+//            (Capabilities::in_order_data: local, or a provider advertising FI_ORDER_DATA), and
+//            data the producer writes (push1): the consumer polls that one word;
+//   automatic  compact where it is allowed, else framed.
+enum class SlotFormat : std::uint8_t { automatic, framed, compact };
+std::string_view to_string(SlotFormat f) noexcept;
+
 struct QueueOptions {
   Design design;
   bool socket = false;          // the TCP socket baseline instead of a design point
@@ -72,7 +85,8 @@ struct QueueOptions {
   // behind data operations (thesis section 6.1). Needs the two-transport make_producer /
   // make_consumer; the data transport then carries only the data.
   bool separate_notify_endpoint = false;
-  std::chrono::milliseconds peer_timeout{2000};  // a vanished peer is reported within this
+  std::chrono::milliseconds peer_timeout{2000};    // a vanished peer is reported within this
+  SlotFormat slot_format = SlotFormat::automatic;  // both ends must resolve to the same one
 
   // "basic", "batching", "datamover": the thesis' three queues (section 6.4), with `design`.
   static QueueOptions preset(std::string_view name, Design design);
@@ -154,5 +168,10 @@ std::vector<Op> required_notify_ops(const QueueOptions& options);
 std::string why_unsupported(const Capabilities& caps, const QueueOptions& options);
 std::string why_unsupported(const Capabilities& data, const Capabilities& notify,
                             const QueueOptions& options);
+
+// The slot format a queue with `options` uses on a data transport with `caps`: options'
+// slot_format, or for automatic, compact where it is allowed. Call why_unsupported first (a
+// compact slot_format that is not allowed is refused there).
+SlotFormat slot_format(const Capabilities& caps, const QueueOptions& options) noexcept;
 
 }  // namespace fabflow::flow

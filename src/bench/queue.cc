@@ -63,6 +63,7 @@ QueueOptions queue_options(const QueueParams& params, const QueueDesign& d,
     o = QueueOptions::preset(d.preset, *design);
     o.active_consumer = params.active_consumer;
     o.separate_notify_endpoint = params.separate_notify;
+    o.slot_format = params.slot_format;
   }
   o.capacity = queue_capacity(params, item_bytes);
   o.item_bytes = item_bytes;
@@ -494,6 +495,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       } catch (const UsageError& e) {
         why = e.what();
       }
+      if (why.empty() && !o.socket) row.slot_format = flow::to_string(flow::slot_format(caps, o));
       if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
       row.provider = caps.provider.empty() ? params.provider : caps.provider;
       if (!why.empty()) {

@@ -29,6 +29,11 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
            (p.active_consumer ? "  active consumer" : "") + "  api " +
            (p.zero_copy ? "zero-copy (reserve/commit, peek/release)"
                         : "copy (try_enqueue/try_dequeue)"),
+       "slots " + std::string(name_of(p.slot_format)) +
+           (p.slot_format == flow::SlotFormat::automatic
+                ? " (compact where the transport places writes in order and the producer writes "
+                  "the data, else framed)"
+                : ""),
        std::string("notifications ") + (p.separate_notify ? "separate (a second endpoint per queue)"
                                                           : "shared (the data endpoint)"),
        p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
@@ -130,6 +135,8 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
       {"api", r.params.zero_copy ? "zero-copy" : "copy"},
       {"active_consumer", r.params.active_consumer && row.design.design != "socket"},
       {"notify_endpoint", r.params.separate_notify ? "separate" : "shared"},
+      {"slot_format",
+       row.slot_format.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.slot_format)},
   });
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;

@@ -34,6 +34,7 @@ struct QueueFlags : CommonFlags {
   std::string api = "zero-copy";
   bool active_consumer = false;
   std::string notify_endpoint = "shared";
+  std::string slot_format = "auto";
 };
 
 bool is_preset(const std::string& s) { return parse_name<QueuePreset>(s).has_value(); }
@@ -100,6 +101,7 @@ Validated validate(const QueueFlags& f) {
   p.zero_copy = parse_name<QueueApi>(f.api) == QueueApi::zero_copy;
   p.active_consumer = f.active_consumer;
   p.separate_notify = parse_name<NotifyEndpoint>(f.notify_endpoint) == NotifyEndpoint::separate;
+  p.slot_format = *parse_name<flow::SlotFormat>(f.slot_format);
   p.reference = f.reference;
   p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -162,6 +164,11 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
       *app, "--notify-endpoint", f->notify_endpoint,
       "shared (default): notifications share the data endpoint; separate: each queue "
       "opens a second endpoint for its counter writes, reads and sends");
+  add_choice<flow::SlotFormat>(
+      *app, "--slot-format", f->slot_format,
+      "auto (default): compact slots where the transport places writes in order and the "
+      "producer writes the data (push1), else framed; framed: header and trailer; compact: "
+      "one word after the payload (refused where not allowed)");
   app->add_flag("--reference", f->reference,
                 "also measure, per size and on the same CPUs: throughput: the provider's raw "
                 "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong: a "

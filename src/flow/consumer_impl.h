@@ -119,7 +119,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (!active_) notify_head(HeadNotice::now);
       return failed() ? Status::failed : Status::closed;
     }
-    *item = std::span<const std::byte>(B::slot(head_) + kSlotHeader, cur_len_);
+    *item = std::span<const std::byte>(B::slot(head_) + L_.payload_at(cur_len_), cur_len_);
     return Status::ok;
   }
 
@@ -149,16 +149,23 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (head_ == ready_pub_.load(std::memory_order_acquire)) return Status::empty;
     }
     // Validated by the pump, and nothing writes the slot before we release it: read its
-    // length and flags from the header.
+    // length and flags from the header (compact: the word).
     const std::byte* sl = B::slot(head_);
-    if (load_acquire(sl) != head_ + 1) {
+    bool same;
+    if (L_.compact) {
+      same = check_compact(sl, L_.stride, head_, L_.item_bytes, &cur_len_, &cur_flags_) ==
+             SlotState::valid;
+    } else {
+      same = load_acquire(sl) == head_ + 1;
+      std::uint64_t m;
+      std::memcpy(&m, sl + 8, 8);
+      cur_len_ = static_cast<std::uint32_t>(m);
+      cur_flags_ = static_cast<std::uint32_t>(m >> 32);
+    }
+    if (!same) {
       fail("flow: slot " + std::to_string(head_) + " changed after it was validated");
       return Status::failed;
     }
-    std::uint64_t m;
-    std::memcpy(&m, sl + 8, 8);
-    cur_len_ = static_cast<std::uint32_t>(m);
-    cur_flags_ = static_cast<std::uint32_t>(m >> 32);
     return Status::ok;
   }
 
@@ -313,6 +320,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (st == SlotState::absent) {
         t_.progress();
         st = local_state();
+        if (st == SlotState::absent && L_.compact)
+          __builtin_prefetch(B::slot(next_) + L_.stride - 2 * kCellBytes);
       } else if ((++valid_polls_ & 15u) == 0) {
         t_.progress();
       }
@@ -341,6 +350,9 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   SlotState local_state() noexcept {
+    if (L_.compact)
+      return check_compact(B::slot(next_), L_.stride, next_, L_.item_bytes, &pump_len_,
+                           &pump_flags_);
     return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, kSum);
   }
 
@@ -390,7 +402,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // Reaps the read in flight: ok once it completed (a tail value taken in and range-checked),
   // empty while it is pending, failed after peer_timeout or on a transport error.
   Status reap_read() noexcept {
-    Completion c[kPollBatch];
+    auto& c = B::polled_;
     bool done = false;
     const bool tail = pending_ == Read::tail;
     for (;;) {
@@ -424,7 +436,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // Reaps receive completions: push2 data receives (counted as items for event), writes with
   // immediate data (their value is an item count) and the receives imm may consume.
   bool drain_rx() noexcept {
-    Completion c[kPollBatch];
+    auto& c = B::polled_;
     for (;;) {
       int n = t_.poll_rx(c);
       if (n < 0) return fail_transport();

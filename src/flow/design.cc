@@ -83,6 +83,15 @@ std::string why_unsupported_on(const Capabilities& data, const Capabilities& not
   if (o.signal_every == 0) return "flow: signal_every must be at least 1";
   if (!(o.lazy_refresh >= 0.0 && o.lazy_refresh <= 1.0))
     return "flow: lazy_refresh must be in [0, 1]";
+  if (o.slot_format == SlotFormat::compact) {
+    if (d.data != DataFlow::push1)
+      return "flow: " + name +
+             ": compact slots need push1 data (the consumer polls the word the producer's write "
+             "stores last)";
+    if (!data.in_order_data)
+      return "flow: " + name + ": compact slots need writes placed in order (in_order_data), " +
+             data.provider + " does not advertise it";
+  }
   if (o.batching && d.data == DataFlow::push2)
     return "flow: " + name +
            " cannot batch: push2 moves one item per message into one posted receive";
@@ -139,6 +148,21 @@ std::string why_unsupported(const Capabilities& data, const Capabilities& notify
   return why_unsupported_on(data, notify, o);
 }
 
+std::string_view to_string(SlotFormat f) noexcept {
+  switch (f) {
+    case SlotFormat::automatic: return "automatic";
+    case SlotFormat::framed: return "framed";
+    case SlotFormat::compact: return "compact";
+  }
+  return "?";
+}
+
+SlotFormat slot_format(const Capabilities& caps, const QueueOptions& o) noexcept {
+  if (o.slot_format != SlotFormat::automatic) return o.slot_format;
+  const bool compact = !o.socket && o.design.data == DataFlow::push1 && caps.in_order_data;
+  return compact ? SlotFormat::compact : SlotFormat::framed;
+}
+
 namespace detail {
 
 std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int peer,
@@ -174,6 +198,10 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
               (expect.data == static_cast<std::uint8_t>(DataFlow::push2)
                    ? "; push2 rings hold min(capacity, recv_pool) slots)"
                    : ")"));
+  if (h.format != expect.format)
+    throw bad(std::string("uses ") + std::string(to_string(static_cast<SlotFormat>(h.format))) +
+              " slots, this end " + std::string(to_string(static_cast<SlotFormat>(expect.format))) +
+              " ones");
   if (h.separate != expect.separate)
     throw bad(std::string("uses ") + (h.separate ? "a separate" : "a shared") +
               " notification endpoint, this end " + (expect.separate ? "a separate" : "a shared") +

@@ -254,6 +254,9 @@ class EndBase {
   std::atomic<bool> failed_{false};
   unsigned calls_ = 0;
   Counter data_ops_, transfer_ops_, space_ops_;  // written by the pump
+  // The pump's completions, polled into a member: a local array of them would be
+  // value-initialized on every poll, most of which find nothing.
+  Completion polled_[kPollBatch];
   mutable QueueStats snapshot_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> pumping_{false};  // active: a thread is in a pump round

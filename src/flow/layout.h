@@ -32,6 +32,22 @@ constexpr std::size_t slot_used(std::size_t len) noexcept {
   return kSlotHeader + round8(len) + kSlotTrailer;
 }
 
+// Compact slots (SlotFormat::compact): [padding][payload, padded to 8][word], the word the last 8
+// bytes of the slot, the payload right before it. The word packs the low 32 bits of the
+// sequence number (index + 1: a stale slot of an earlier lap differs, as capacity < 2^32), the
+// length (31 bits: item_bytes <= 1 GiB) and the close flag (bit 63). Each slot starts on its own
+// cache line.
+inline constexpr std::size_t kCompactWord = 8;
+inline constexpr std::uint64_t kCompactClose = std::uint64_t{1} << 63;
+constexpr std::size_t compact_stride(std::size_t item_bytes) noexcept {
+  return (round8(item_bytes) + kCompactWord + kCellBytes - 1) / kCellBytes * kCellBytes;
+}
+constexpr std::uint64_t compact_word(std::uint64_t index, std::uint32_t len,
+                                     std::uint32_t flags) noexcept {
+  return ((index + 1) & 0xffff'ffffu) | (std::uint64_t{len & 0x7fff'ffffu} << 32) |
+         ((flags & kFlagClose) ? kCompactClose : 0);
+}
+
 inline std::uint64_t load_acquire(const std::byte* p) noexcept {
   return std::atomic_ref<std::uint64_t>(
              *reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
@@ -52,6 +68,7 @@ inline std::uint64_t meta(std::uint32_t len, std::uint32_t flags) noexcept {
 // data-path receives: imm on the consumer), notify region [cells] (+ [pool] when it holds
 // pushed head counters: push2 space on the producer).
 struct Layout {
+  bool compact = false;  // SlotFormat::compact (else framed)
   std::size_t capacity = 0;
   std::size_t item_bytes = 0;
   std::size_t stride = 0;
@@ -63,11 +80,13 @@ struct Layout {
   std::size_t pool_base = 0;     // offset of pool cell 0 in the region that holds the pool
 
   static Layout make(std::size_t capacity, std::size_t item_bytes, std::size_t pool,
-                     bool separate = false, bool pool_notify = false) noexcept {
+                     bool separate = false, bool pool_notify = false,
+                     SlotFormat format = SlotFormat::framed) noexcept {
     Layout l;
     l.capacity = capacity;
     l.item_bytes = item_bytes;
-    l.stride = slot_used(item_bytes);
+    l.compact = format == SlotFormat::compact;
+    l.stride = l.compact ? compact_stride(item_bytes) : slot_used(item_bytes);
     l.ring_bytes = (capacity * l.stride + kCellBytes - 1) / kCellBytes * kCellBytes;
     l.pool = pool;
     constexpr std::size_t cells = kCells * kCellBytes;
@@ -88,6 +107,14 @@ struct Layout {
   }
   bool separate() const noexcept { return notify_bytes != 0; }
   std::size_t slot(std::uint64_t index) const noexcept { return (index % capacity) * stride; }
+  // Where the payload of a `len`-byte item starts within its slot.
+  std::size_t payload_at(std::size_t len) const noexcept {
+    return compact ? stride - kCompactWord - round8(len) : kSlotHeader;
+  }
+  // The bytes of a slot that carry a `len`-byte item: [wire_begin, wire_end) within the slot.
+  // A write of them ends with the word that publishes the item (compact) or the trailer.
+  std::size_t wire_begin(std::size_t len) const noexcept { return compact ? payload_at(len) : 0; }
+  std::size_t wire_end(std::size_t len) const noexcept { return compact ? stride : slot_used(len); }
   std::size_t cell(int i) const noexcept {
     return cells_base + static_cast<std::size_t>(i) * kCellBytes;
   }
@@ -174,16 +201,46 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
   return SlotState::valid;
 }
 
+// Writes item `index` into the compact slot at `slot` (`stride` bytes): the payload (unless it
+// is already in place, at stride - 8 - round8(len)), then the word with a release store. A
+// reader that sees the word sees the payload, in this memory and at a peer whose transport
+// places writes in order (the word is the last 8 bytes of the write that carries the slot).
+inline void write_compact(std::byte* slot, std::size_t stride, std::uint64_t index,
+                          const void* data, std::uint32_t len, std::uint32_t flags) noexcept {
+  std::byte* payload = slot + stride - kCompactWord - round8(len);
+  if (len && data != payload) std::memcpy(payload, data, len);
+  store_release(slot + stride - kCompactWord, compact_word(index, len, flags));
+}
+
+// Checks compact slot `index`: valid when its word carries the sequence number (low 32 bits)
+// and a possible length and flag; `bad` when the sequence matches but the length or flag is
+// impossible. There is no torn state: the format relies on the transport's ordering (the
+// payload is complete once the word is visible), which is why only in-order transports use it.
+inline SlotState check_compact(const std::byte* slot, std::size_t stride, std::uint64_t index,
+                               std::size_t item_bytes, std::uint32_t* len,
+                               std::uint32_t* flags) noexcept {
+  const std::uint64_t w = load_acquire(slot + stride - kCompactWord);
+  if (static_cast<std::uint32_t>(w) != static_cast<std::uint32_t>(index + 1))
+    return SlotState::absent;
+  const auto l = static_cast<std::uint32_t>((w >> 32) & 0x7fff'ffffu);
+  const std::uint32_t f = (w & kCompactClose) ? kFlagClose : 0;
+  *len = l;
+  *flags = f;
+  if (l > item_bytes || (f && l != 0)) return SlotState::bad;
+  return SlotState::valid;
+}
+
 // The blob each queue end contributes to the bootstrap all-gather: the header, the data
 // region's key, then (separate_notify_endpoint) the notify region's key.
 struct Hello {
   static constexpr std::uint32_t kMagic = 0x48514646;  // 'FFQH'
   std::uint32_t magic = kMagic;
-  std::uint16_t version = 2;
+  std::uint16_t version = 3;
   std::uint8_t role = 0;  // 0 producer, 1 consumer
   std::uint8_t data = 0, transfer = 0, space = 0;
   std::uint8_t refused = 0;   // 1: this end cannot run the queue; the key bytes are the reason
   std::uint8_t separate = 0;  // 1: notifications on a second endpoint (a second key follows)
+  std::uint8_t format = 0;    // SlotFormat the end resolved (framed or compact)
   std::uint64_t capacity = 0, item_bytes = 0, region_bytes = 0;
   std::uint32_t key_len = 0;
   std::uint32_t notify_key_len = 0;

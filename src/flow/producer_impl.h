@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "flow/end_base.h"
+#include "transport/local/local_transport.h"
 
 namespace fabflow::flow::detail {
 
@@ -39,6 +40,16 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (refresh_below_ == 0) refresh_below_ = 1;
     refresh_gap_ = std::max<std::uint64_t>(1, refresh_below_ / 4);
     active_ = s_.options.active_producer;
+    // Direct stores: on local, a compact-slot producer that moves each item itself (no data
+    // mover, no batching, no write with immediate data) builds items in the consumer's ring,
+    // where its write would have copied them; the word's release store publishes them.
+    if constexpr (std::is_same_v<Tr, local::LocalTransport> && D == DataFlow::push1 &&
+                  T != TransferNotify::imm) {
+      if (L_.compact && !active_ && !s_.options.batching) {
+        peer_ring_ = t.mapped(s_.peer, s_.remote, 0, L_.ring_bytes);
+        if (!peer_ring_) throw PeerError(s_.peer, "flow: " + t.last_error());
+      }
+    }
     // The data mover's whole job is moving batches: it keeps several coalesced writes in
     // flight so the fabric never idles between one write's completion and the next post.
     if (active_) max_inflight_ = kMoverWrites;
@@ -93,16 +104,15 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
     reserved_len_ = static_cast<std::uint32_t>(len);
     reserved_ = true;
-    *out = std::span<std::byte>(B::slot(staged_) + kSlotHeader, len);
+    *out = std::span<std::byte>(staging(staged_) + L_.payload_at(len), len);
     return Status::ok;
   }
 
   Status commit() noexcept override {
     if (!reserved_) return fail("flow: commit() without reserve()");
     reserved_ = false;
-    std::byte* sl = B::slot(staged_);
     mark_visible();
-    write_slot(sl, staged_, sl + kSlotHeader, reserved_len_, 0, kSum);
+    publish(staging(staged_) + L_.payload_at(reserved_len_), reserved_len_, 0);
     stage_done();
     stats_.items++;
     if (!active_) pump(HeadRefresh::lazy);
@@ -123,7 +133,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       Status st = wait_until(timeout, HeadRefresh::now, [&] { return room(); });
       if (st != Status::ok) return st;
       mark_visible();
-      write_slot(B::slot(staged_), staged_, nullptr, 0, kFlagClose, kSum);
+      publish(nullptr, 0, kFlagClose);
       stage_done();
       closing_ = true;
       closing_pub_.store(true, std::memory_order_release);
@@ -141,6 +151,19 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return active_ ? head_pub_.load(std::memory_order_acquire) : head_known_;
   }
   bool room() const noexcept { return staged_ - head_view() < L_.capacity; }
+  // Where item `index` is built: this end's ring, or with direct stores the consumer's.
+  std::byte* staging(std::uint64_t index) const noexcept {
+    return peer_ring_ ? peer_ring_ + L_.slot(index) : B::slot(index);
+  }
+  // Writes the staged slot's sequence number, length and flags around its payload (at `data`,
+  // or copied there): the slot is then complete in this end's ring.
+  void publish(const std::byte* data, std::uint32_t len, std::uint32_t flags) noexcept {
+    std::byte* sl = staging(staged_);
+    if (L_.compact)
+      write_compact(sl, L_.stride, staged_, data, len, flags);
+    else
+      write_slot(sl, staged_, data, len, flags, kSum);
+  }
   void stage_done() noexcept {
     ++staged_;
     if (active_) staged_pub_.store(staged_, std::memory_order_release);
@@ -156,12 +179,12 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
   }
   // The most slots the consumer can have seen (read by the pump): pull data, every slot
-  // written or being written; otherwise what was sent.
+  // written or being written; direct stores, every slot staged; otherwise what was sent.
   std::uint64_t visible() const noexcept {
     if constexpr (D == DataFlow::pull)
       return active_ ? visible_pub_.load(std::memory_order_acquire) : staged_;
-    else
-      return sent_;
+    else  // direct stores: an item is visible from its word's store on (owner thread only)
+      return peer_ring_ ? staged_ : sent_;
   }
 
   template <class Try>
@@ -239,7 +262,12 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       t_.progress();
       if constexpr (T == TransferNotify::pull) B::progress_notify();  // tail reads
     } else {
-      if (!move_data(staged)) return false;
+      if (peer_ring_) {
+        data_ops_.inc(staged - sent_);  // each item's stores were its write
+        sent_ = staged;
+      } else if (!move_data(staged)) {
+        return false;
+      }
       if constexpr (T == TransferNotify::pull) store_release(B::cell(kOwnCell), sent_);
     }
     if constexpr (T == TransferNotify::push) {
@@ -277,24 +305,36 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       if (s_.options.batching) {
         if (inflight_ >= max_inflight_) return true;
         const std::uint64_t wrap = L_.capacity - sent_ % L_.capacity;
-        const std::uint64_t n = std::min<std::uint64_t>(staged - sent_, wrap);
-        const std::size_t bytes = (n - 1) * L_.stride + slot_used(slot_len(sent_ + n - 1));
+        std::uint64_t n = std::min<std::uint64_t>(staged - sent_, wrap);
+        // Compact slots polled by the consumer (watermark): a write publishes only the slot
+        // whose word is its last 8 bytes (memcpy stores the rest in no set order), so each
+        // slot goes in a write of its own.
+        if (L_.compact && T == TransferNotify::watermark) n = 1;
+        const std::size_t begin = L_.wire_begin(slot_len(sent_));
+        const std::size_t bytes =
+            (n - 1) * L_.stride + L_.wire_end(slot_len(sent_ + n - 1)) - begin;
         // Every write costs the provider a fixed overhead (about 40 us on tcp here), so a write
         // joins one already in flight only when it is big enough to be worth it; small items
         // keep coalescing meanwhile.
         if (inflight_ > 0 && bytes < kMoverPipelineBytes) return true;
-        Status st = post_data(sent_, bytes, kSignal, n);
+        Status st = post_data(sent_, begin, bytes, kSignal, n);
         if (st == Status::again) return true;
         if (st != Status::ok) return fail_transport();
         ++inflight_;
         sent_ += n;
       } else {
-        const std::size_t bytes = slot_used(slot_len(sent_));
-        unsigned flags = (++ops_ % s_.options.signal_every == 0) ? kSignal : 0u;
+        const std::uint32_t len = slot_len(sent_);
+        const std::size_t begin = L_.wire_begin(len);
+        const std::size_t bytes = L_.wire_end(len) - begin;
+        unsigned flags = 0;
+        if (++ops_ == s_.options.signal_every) {  // a completion every signal_every writes
+          ops_ = 0;
+          flags = kSignal;
+        }
         if (s_.options.inline_small && bytes <= t_.caps().inject_size) flags |= kInject;
-        Status st = post_data(sent_, bytes, flags, 1);
+        Status st = post_data(sent_, begin, bytes, flags, 1);
         if (st == Status::again) {
-          --ops_;
+          ops_ = flags ? s_.options.signal_every - 1 : ops_ - 1;
           reap_tx();
           return true;
         }
@@ -306,9 +346,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return true;
   }
 
-  Status post_data(std::uint64_t index, std::size_t bytes, unsigned flags,
+  // Writes (or sends) `bytes` from `begin` within slot `index` onwards: one slot, or n in a row.
+  Status post_data(std::uint64_t index, std::size_t begin, std::size_t bytes, unsigned flags,
                    std::uint64_t n) noexcept {
-    const std::size_t off = L_.slot(index);
+    const std::size_t off = L_.slot(index) + begin;
     if constexpr (D == DataFlow::push2) {
       return t_.post_send(s_.peer, base_ + off, bytes, desc_, kCtxData, flags);
     } else if constexpr (T == TransferNotify::imm) {
@@ -318,8 +359,13 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
   }
 
+  // The length of staged item `index` (this end wrote it).
   std::uint32_t slot_len(std::uint64_t index) const noexcept {
     std::uint64_t m;
+    if (L_.compact) {
+      std::memcpy(&m, B::slot(index) + L_.stride - kCompactWord, 8);
+      return static_cast<std::uint32_t>((m >> 32) & 0x7fff'ffffu);
+    }
     std::memcpy(&m, B::slot(index) + 8, 8);
     return static_cast<std::uint32_t>(m);
   }
@@ -378,7 +424,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   }
 
   bool reap_tx_of(Tr& tr) noexcept {
-    Completion c[kPollBatch];
+    auto& c = B::polled_;
     for (;;) {
       int n = tr.poll_tx(c);
       if (n < 0) return &tr == &t_ ? fail_transport() : B::fail_notify();
@@ -395,7 +441,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
 
   // Pushed head counters (space push2): receives on the notify transport, in its region.
   bool reap_rx() noexcept {
-    Completion c[kPollBatch];
+    auto& c = B::polled_;
     for (;;) {
       int n = n_.poll_rx(c);
       if (n < 0) return B::fail_notify();
@@ -422,6 +468,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::uint64_t refresh_gap_ = 1;
   std::uint64_t refreshed_at_ = 0;  // staged count at the last head refresh (pump's thread)
   bool active_ = false;
+  std::byte* peer_ring_ = nullptr;  // direct stores: the consumer's ring, mapped here
   // Owner thread.
   std::uint64_t staged_ = 0;
   bool reserved_ = false;

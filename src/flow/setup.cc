@@ -14,8 +14,9 @@ std::size_t effective_capacity(const QueueOptions& o) noexcept {
 Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const QueueOptions& o,
                  EndRole role, RecvPool pool, const std::function<void(Shared&)>& before_exchange) {
   const bool separate = o.separate_notify_endpoint;
+  const SlotFormat format = slot_format(t.caps(), o);
   const Layout layout = Layout::make(effective_capacity(o), o.item_bytes, pool.cells, separate,
-                                     pool.on == RecvOn::notify);
+                                     pool.on == RecvOn::notify, format);
   Shared s{t, n, boot, peer, o, layout, {}, {}, {}, {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);
   if (separate) s.nmr = n.allocate(s.layout.notify_bytes, kAllAccess);
@@ -35,6 +36,7 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   h.transfer = static_cast<std::uint8_t>(o.design.transfer);
   h.space = static_cast<std::uint8_t>(o.design.space);
   h.separate = separate ? 1 : 0;
+  h.format = static_cast<std::uint8_t>(format);
   h.capacity = s.layout.capacity;  // push2: bounded by recv_pool, which must agree as well
   h.item_bytes = o.item_bytes;
   h.region_bytes = s.layout.region_bytes;

@@ -153,6 +153,93 @@ TEST(FlowSlot, LayoutGeometry) {
   EXPECT_EQ(detail::slot_used(1), 40u);
 }
 
+// Compact slots: each on its own cache lines, the payload right before the word that ends it.
+TEST(FlowSlot, CompactGeometry) {
+  using detail::Layout;
+  auto l = Layout::make(8, 56, 4, false, false, SlotFormat::compact);
+  EXPECT_TRUE(l.compact);
+  EXPECT_EQ(l.stride, 64u);  // a 56-byte item and its word: one line
+  EXPECT_EQ(l.payload_at(56), 0u);
+  EXPECT_EQ(l.payload_at(5), 64u - 8u - 8u);
+  EXPECT_EQ(Layout::make(8, 64, 4, false, false, SlotFormat::compact).stride, 128u);
+  auto b = Layout::make(8, 100, 4, false, false, SlotFormat::compact);
+  EXPECT_EQ(b.stride, 128u);
+  EXPECT_EQ(b.wire_begin(100), 128u - 8u - 104u);
+  EXPECT_EQ(b.wire_end(100), 128u);  // a write of the item ends with the word
+  EXPECT_EQ(b.wire_begin(0), 120u);
+  EXPECT_EQ(b.ring_bytes, 8 * 128u);
+  // Framed keeps the header at 0 and ends at the trailer.
+  auto f = Layout::make(8, 100, 4);
+  EXPECT_FALSE(f.compact);
+  EXPECT_EQ(f.payload_at(7), detail::kSlotHeader);
+  EXPECT_EQ(f.wire_begin(7), 0u);
+  EXPECT_EQ(f.wire_end(7), detail::slot_used(7));
+}
+
+// The forced-torn case of compact slots: the payload of the new lap is in place but the word is
+// still the previous lap's (the producer's write stopped before its last 8 bytes). Only the word
+// publishes a slot, so it is absent; a wrong sequence, an impossible length or flag is refused.
+TEST(FlowSlot, CompactWordIsTheOnlyPublisher) {
+  constexpr std::size_t kStride = detail::compact_stride(100);
+  alignas(64) std::byte slot[kStride] = {};
+  std::byte old_item[100], new_item[100];
+  for (std::size_t i = 0; i < sizeof old_item; ++i) {
+    old_item[i] = std::byte(i + 1);
+    new_item[i] = std::byte(200 - i);
+  }
+  std::uint32_t len = 0, flags = 0;
+  EXPECT_EQ(detail::check_compact(slot, kStride, 0, 100, &len, &flags), detail::SlotState::absent);
+  detail::write_compact(slot, kStride, 3, old_item, 100, 0);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 3, 100, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(len, 100u);
+  EXPECT_EQ(std::memcmp(slot + kStride - 8 - 104, old_item, 100), 0);
+  // One lap later (capacity 8): the new payload lands, the word does not (yet).
+  std::memcpy(slot + kStride - 8 - 104, new_item, 100);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 11, 100, &len, &flags), detail::SlotState::absent);
+  detail::write_compact(slot, kStride, 11, new_item, 100, 0);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 11, 100, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 3, 100, &len, &flags), detail::SlotState::absent);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 12, 100, &len, &flags), detail::SlotState::absent);
+  // A length beyond item_bytes, or a close marker with a length: a protocol violation.
+  EXPECT_EQ(detail::check_compact(slot, kStride, 11, 64, &len, &flags), detail::SlotState::bad);
+  std::uint64_t w = detail::compact_word(12, 4, detail::kFlagClose);
+  std::memcpy(slot + kStride - 8, &w, 8);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 12, 100, &len, &flags), detail::SlotState::bad);
+  detail::write_compact(slot, kStride, 13, nullptr, 0, detail::kFlagClose);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 13, 100, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(flags, detail::kFlagClose);
+  EXPECT_EQ(len, 0u);
+  // Any other flag bit cannot be expressed: the word has one.
+  w = detail::compact_word(14, 1u << 30, 0);
+  std::memcpy(slot + kStride - 8, &w, 8);
+  EXPECT_EQ(detail::check_compact(slot, kStride, 14, std::size_t{1} << 30, &len, &flags),
+            detail::SlotState::valid);
+  EXPECT_EQ(len, 1u << 30);
+}
+
+// Which transports and designs get compact slots, and what refuses them.
+TEST(FlowSlot, CompactOnlyWhereWritesArePlacedInOrder) {
+  Capabilities ordered, unordered;
+  ordered.provider = "local";
+  ordered.rma = true;
+  ordered.in_order_data = true;
+  unordered.provider = "tcp";
+  unordered.rma = true;
+  QueueOptions o;
+  o.design = *Design::parse("push1-watermark-pull");
+  EXPECT_EQ(slot_format(ordered, o), SlotFormat::compact);
+  EXPECT_EQ(slot_format(unordered, o), SlotFormat::framed);
+  o.design = *Design::parse("pull-watermark-pull");
+  EXPECT_EQ(slot_format(ordered, o), SlotFormat::framed);
+  o.slot_format = SlotFormat::compact;
+  EXPECT_NE(why_unsupported(ordered, o).find("compact slots need push1 data"), std::string::npos);
+  o.design = *Design::parse("push1-watermark-pull");
+  EXPECT_NE(why_unsupported(unordered, o).find("compact slots need writes placed in order"),
+            std::string::npos);
+  o.slot_format = SlotFormat::framed;
+  EXPECT_EQ(slot_format(ordered, o), SlotFormat::framed);
+}
+
 TEST(FlowSlot, HeaderAndTrailerMustBothMatch) {
   alignas(8) std::byte buf[256] = {};
   const char msg[] = "hello flow";
@@ -248,6 +335,10 @@ TEST(FlowSlot, HelloMismatchIsAPeerError) {
   theirs.capacity = 16;
   EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
   theirs.capacity = 8;
+  // Ends that resolved different slot formats (one compact, one framed) never meet.
+  theirs.format = static_cast<std::uint8_t>(SlotFormat::compact);
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
+  theirs.format = mine.format;
   theirs.role = 0;
   EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
   EXPECT_THROW(detail::decode_hello(std::span<const std::byte>(blob.data(), 10), 1, mine),

@@ -95,7 +95,7 @@ TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
 }
 
 void full_empty_and_end_of_stream_body(const Point& pt, bool active) {
-  auto o = conformance_options(pt.design);
+  auto o = on(pt.provider, conformance_options(pt.design));
   o.active_consumer = active;
   auto err = run_pair(transport_options(pt.provider, o), [&](int rank, Transport& t,
                                                              Bootstrap& boot) {
@@ -150,7 +150,8 @@ void FlowConformance::full_empty_and_end_of_stream(bool active) {
   full_empty_and_end_of_stream_body(GetParam(), active);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FlowConformance, ::testing::ValuesIn(points(kAll)), point_name);
+INSTANTIATE_TEST_SUITE_P(All, FlowConformance, ::testing::ValuesIn(points(kAllFormats)),
+                         point_name);
 
 class FlowStress : public ::testing::TestWithParam<Point> {};
 
@@ -164,7 +165,7 @@ TEST_P(FlowStress, TenMillionItems) {
       "");
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FlowStress, ::testing::ValuesIn(points(kAll)), point_name);
+INSTANTIATE_TEST_SUITE_P(All, FlowStress, ::testing::ValuesIn(points(kAllFormats)), point_name);
 
 // ---- misbehaving peers ----
 
@@ -209,7 +210,7 @@ std::function<void(Transport&, Bootstrap&)> consumer_must_fail(const QueueOption
 class FlowMisbehaving : public ::testing::TestWithParam<Provider> {};
 
 TEST_P(FlowMisbehaving, TailCounterOutOfRange) {
-  QueueOptions o = conformance_options(*Design::parse("push1-push-push"));
+  QueueOptions o = on(GetParam(), conformance_options(*Design::parse("push1-push-push")));
   std::string seen;
   auto err = misbehave(
       GetParam(), o, consumer_must_fail(o, 5s, &seen),
@@ -238,7 +239,7 @@ TEST_P(FlowMisbehaving, HeadCounterOutOfRange) {
 }
 
 void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
-  QueueOptions o = conformance_options(d);
+  QueueOptions o = on(p, conformance_options(d));
   o.active_producer = mover;
   std::string seen;
   auto err = misbehave(
@@ -266,6 +267,7 @@ void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
 // A pull-watermark producer whose slot never matches its payload sum: the consumer re-reads it
 // a bounded number of times, then fails; it never hands out the item.
 TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
+  if (GetParam().slots != SlotFormat::automatic) GTEST_SKIP() << "pull data has framed slots";
   QueueOptions o = conformance_options(*Design::parse("pull-watermark-pull"));
   std::string seen;
   auto err = misbehave(
@@ -285,19 +287,30 @@ TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
   EXPECT_NE(seen.find("payload sum"), std::string::npos) << seen;
 }
 
+// In both slot formats (local runs compact and, forced, framed; libfabric providers framed).
 TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
-  QueueOptions o = conformance_options(*Design::parse("push1-watermark-pull"));
+  QueueOptions o = on(GetParam(), conformance_options(*Design::parse("push1-watermark-pull")));
   std::string seen;
   auto err = misbehave(
       GetParam(), o, consumer_must_fail(o, 5s, &seen),
       [&](Transport& t, FakeEnd& fake) {
-        // Slot 0 with a valid sequence number and a length far past item_bytes.
+        // Slot 0 with a valid sequence number and a length far past item_bytes: the framed
+        // header, or the compact word at the end of the slot.
         std::byte* s = fake.mr->data();
-        std::uint64_t seq = 1, meta = 1u << 20;
-        std::memcpy(s, &seq, 8);
-        std::memcpy(s + 8, &meta, 8);
-        post_ok(
-            t, [&] { return t.post_write(0, s, 16, fake.mr->desc(), fake.remote, 0, 0, kSignal); });
+        std::size_t at = 0, len = 16;
+        if (fake.layout.compact) {
+          at = fake.layout.stride - detail::kCompactWord;
+          len = detail::kCompactWord;
+          const std::uint64_t word = detail::compact_word(0, 1u << 20, 0);
+          std::memcpy(s + at, &word, 8);
+        } else {
+          std::uint64_t seq = 1, meta = 1u << 20;
+          std::memcpy(s, &seq, 8);
+          std::memcpy(s + 8, &meta, 8);
+        }
+        post_ok(t, [&] {
+          return t.post_write(0, s + at, len, fake.mr->desc(), fake.remote, at, 0, kSignal);
+        });
         Completion c[1];
         auto deadline = std::chrono::steady_clock::now() + 5s;
         while (t.poll_tx(c) == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -308,7 +321,7 @@ TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
   EXPECT_NE(seen.find("protocol violation"), std::string::npos) << seen;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FlowMisbehaving, ::testing::ValuesIn(kAll),
+INSTANTIATE_TEST_SUITE_P(All, FlowMisbehaving, ::testing::ValuesIn(kAllFormats),
                          [](const auto& info) { return label_of(info.param); });
 
 // ---- vanishing peers ----

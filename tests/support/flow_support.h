@@ -28,6 +28,7 @@ namespace fabflow::flow::test {
 struct Provider {
   const char* name;
   EndpointType endpoint;
+  SlotFormat slots = SlotFormat::automatic;  // forced on every queue of the tests that run on it
 };
 
 inline const Provider kShm{"shm", EndpointType::rdm};
@@ -36,6 +37,16 @@ inline const Provider kRxm{"tcp", EndpointType::rdm};  // tcp;ofi_rxm
 inline const Provider kLocal{"local", EndpointType::rdm};
 // Every transport a flow queue must run on.
 inline const std::vector<Provider> kAll{kShm, kTcp, kRxm, kLocal};
+// local with framed slots where it would use compact ones (push1 data): with kAll, both slot
+// formats on a transport that places writes in order, and framed on those that do not.
+inline const Provider kLocalFramed{"local", EndpointType::rdm, SlotFormat::framed};
+inline const std::vector<Provider> kAllFormats{kShm, kTcp, kRxm, kLocal, kLocalFramed};
+
+// `o` as the tests run it on `p` (its forced slot format).
+inline QueueOptions on(const Provider& p, QueueOptions o) {
+  if (p.slots != SlotFormat::automatic) o.slot_format = p.slots;
+  return o;
+}
 
 inline TransportOptions transport_options(const Provider& p, const QueueOptions& o) {
   TransportOptions t;
@@ -83,7 +94,9 @@ inline std::string safe_name(std::string s) {
   return s;
 }
 inline std::string label_of(const Provider& p) {
-  return safe_name(std::string(p.name) + "_" + std::string(to_string(p.endpoint)));
+  std::string s = std::string(p.name) + "_" + std::string(to_string(p.endpoint));
+  if (p.slots != SlotFormat::automatic) s += "_" + std::string(to_string(p.slots));
+  return safe_name(s);
 }
 inline std::string label(const Design& d, const Provider& p) {
   return safe_name(d.name() + "_") + label_of(p);
@@ -98,7 +111,9 @@ struct Point {
 inline std::vector<Point> points(const std::vector<Provider>& providers) {
   std::vector<Point> out;
   for (const auto& p : providers)
-    for (const auto& d : Design::all()) out.push_back({d, p});
+    for (const auto& d : Design::all())
+      // A forced format is a variant of the points that would use the other one: push1 data.
+      if (p.slots == SlotFormat::automatic || d.data == DataFlow::push1) out.push_back({d, p});
   return out;
 }
 
@@ -141,7 +156,8 @@ struct FakeEnd {
   FakeEnd(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o, int role,
           Transport* notify = nullptr) {
     const bool separate = o.separate_notify_endpoint;
-    layout = detail::Layout::make(o.capacity, o.item_bytes, 0, separate);
+    const SlotFormat format = slot_format(t.caps(), o);
+    layout = detail::Layout::make(o.capacity, o.item_bytes, 0, separate, false, format);
     mr = t.allocate(layout.region_bytes, kAllAccess);
     if (separate) nmr = notify->allocate(layout.notify_bytes, kAllAccess);
     detail::Hello h;
@@ -150,6 +166,7 @@ struct FakeEnd {
     h.transfer = static_cast<std::uint8_t>(o.design.transfer);
     h.space = static_cast<std::uint8_t>(o.design.space);
     h.separate = separate ? 1 : 0;
+    h.format = static_cast<std::uint8_t>(format);
     h.capacity = o.capacity;
     h.item_bytes = o.item_bytes;
     h.region_bytes = layout.region_bytes;
@@ -191,9 +208,10 @@ struct Result {
 
 // Streams `s.items` items from rank 0 to rank 1 and checks every one; then close / closed.
 // With separate_notify_endpoint each rank opens its notify transport too.
-inline std::string stream(const Provider& p, const QueueOptions& o, const Stream& s,
+inline std::string stream(const Provider& p, const QueueOptions& options, const Stream& s,
                           Result* res = nullptr) {
   using namespace std::chrono_literals;
+  const QueueOptions o = on(p, options);
   // The notify transports outlive both ranks, as run_pair's do: a rank that fails must not
   // close an shm endpoint its peer (same process) still reads.
   std::unique_ptr<Transport> notify[2];

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fabflow/bench/common.h>
+#include <fabflow/flow.h>
 
 #include <cstdint>
 #include <functional>
@@ -27,6 +28,12 @@ inline constexpr NameTable<QueueApi, 2> kQueueApiNames{
 inline constexpr NameTable<NotifyEndpoint, 2> kNotifyEndpointNames{
     {{{"shared", NotifyEndpoint::shared}, {"separate", NotifyEndpoint::separate}}}};
 constexpr const auto& name_table(QueuePreset) noexcept { return kQueuePresetNames; }
+namespace flow {  // found by argument-dependent lookup, beside the enum
+inline constexpr NameTable<SlotFormat, 3> kSlotFormatNames{{{{"auto", SlotFormat::automatic},
+                                                             {"framed", SlotFormat::framed},
+                                                             {"compact", SlotFormat::compact}}}};
+constexpr const auto& name_table(SlotFormat) noexcept { return kSlotFormatNames; }
+}  // namespace flow
 constexpr const auto& name_table(QueueApi) noexcept { return kQueueApiNames; }
 constexpr const auto& name_table(NotifyEndpoint) noexcept { return kNotifyEndpointNames; }
 
@@ -62,6 +69,7 @@ struct QueueParams {
   // Design points: notifications on a second transport per queue (separate_notify_endpoint)
   // instead of the data transport. The socket baseline has none and ignores it.
   bool separate_notify = false;
+  flow::SlotFormat slot_format = flow::SlotFormat::automatic;  // QueueOptions::slot_format
   int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
   std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
 };
@@ -72,6 +80,7 @@ struct QueueRow {
   std::size_t item_bytes = 0;
   std::size_t capacity = 0;  // S used for this row
   std::string unsupported;   // non-empty: refused, nothing measured
+  std::string slot_format;   // the slots the queue used: "framed", "compact" (socket: empty)
   std::uint64_t items = 0;   // items (throughput) or round trips (ping-pong)
   double seconds = 0;        // consumer: first to last item
   double items_per_s = 0;

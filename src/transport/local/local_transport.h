@@ -322,6 +322,15 @@ class LocalTransport final : public Transport {
   // Nothing to drive: data lands with the stores that write it.
   void progress() noexcept override {}
 
+  // Where [offset, offset + len) of a peer's region, imported through `m`, is mapped in this
+  // process, or nullptr (last_error set) for a key or range that is not valid: for a user that
+  // stores into the peer's memory itself (a flow producer with compact slots, which then needs
+  // no write). The stores follow the ordering rules of docs/local-transport.md as a write's do.
+  std::byte* mapped(int peer, const RemoteMemory& m, std::uint64_t offset,
+                    std::size_t len) noexcept {
+    return resolve(peer, m, offset, len, "direct access");
+  }
+
   // Test hooks: play a peer that scribbles on the rings it produces into: the tail of the
   // notice ring, or the header of the next message slot.
   void test_corrupt_inbound_tail(int peer, std::uint64_t tail) noexcept {
