@@ -1,6 +1,7 @@
 // Fuzz target: what a flow-queue consumer reads from a peer. Mode 0: the queue hello a peer
 // contributes to the setup all-gather (decode_hello). Mode 1: a slot's header, payload and
-// trailer as the consumer checks them (check_slot), with and without the payload sum.
+// trailer as the consumer checks them (check_slot), with and without the payload sum, and the
+// same bytes as a compact slot (check_compact).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -51,6 +52,16 @@ void slot(const std::uint8_t* data, std::size_t size) {
                                 &len, &flags, sum);
   // A valid slot's length fits the item and its flags are known.
   if (st == d::SlotState::valid && (len > item_bytes || (flags & ~d::kFlagClose))) __builtin_trap();
+  // The same bytes as a compact slot (the word at its end): the same promises, and the payload
+  // the consumer would hand out lies inside the slot.
+  const std::size_t stride = d::compact_stride(item_bytes);
+  std::vector<std::uint64_t> compact(stride / 8);
+  std::memcpy(compact.data(), data + 11, std::min(size - 11, compact.size() * 8));
+  const auto cs = d::check_compact(reinterpret_cast<const std::byte*>(compact.data()), stride,
+                                   index, item_bytes, &len, &flags);
+  if (cs == d::SlotState::valid &&
+      (len > item_bytes || (flags & ~d::kFlagClose) || d::round8(len) + d::kCompactWord > stride))
+    __builtin_trap();
 }
 
 }  // namespace

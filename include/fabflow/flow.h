@@ -63,7 +63,10 @@ struct Design {
 //            transport whose writes become visible in order, the last aligned word last
 //            (Capabilities::in_order_data: local, or a provider advertising FI_ORDER_DATA), and
 //            data the producer writes (push1): the consumer polls that one word;
-//   automatic  compact where it is allowed, else framed.
+//   automatic  compact where it is allowed and the producer does not coalesce writes polled by
+//            the consumer (watermark transfer with batching or a data mover: a coalesced write
+//            publishes only its last slot in order, so compact would cost a write per item
+//            there), else framed.
 enum class SlotFormat : std::uint8_t { automatic, framed, compact };
 std::string_view to_string(SlotFormat f) noexcept;
 

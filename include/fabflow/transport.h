@@ -76,8 +76,12 @@ struct Capabilities {
   bool atomics_u64 = false;  // fetch-add and compare-swap on u64
   bool shared_rx = false;    // shared receive context available
   bool multi_recv = false;   // FI_MULTI_RECV: one posted buffer takes many messages (if asked)
-  bool rx_cq_data_consumes_recv = false;         // FI_RX_CQ_DATA mode: writedata eats a posted recv
-  bool in_order_data = false;                    // FI_ORDER_DATA: bytes of a write land in order
+  bool rx_cq_data_consumes_recv = false;  // FI_RX_CQ_DATA mode: writedata eats a posted recv
+  // FI_ORDER_DATA: the bytes of a write land in order. fabflow relies on it as: a target that
+  // sees a write's last aligned 8-byte word (acquire load) sees every earlier byte of that write
+  // and of the initiator's earlier writes to it; local guarantees it (its writes store their
+  // last 8 bytes last, with release). Compact flow slots need it (flow.h, SlotFormat).
+  bool in_order_data = false;
   bool write_after_write = false;                // FI_ORDER_WAW (RMA writes complete in order)
   bool data_progress_manual = false;             // target must drive progress for data to land
   bool data_progress_advertised_manual = false;  // what the provider itself says

@@ -229,6 +229,15 @@ TEST(FlowSlot, CompactOnlyWhereWritesArePlacedInOrder) {
   o.design = *Design::parse("push1-watermark-pull");
   EXPECT_EQ(slot_format(ordered, o), SlotFormat::compact);
   EXPECT_EQ(slot_format(unordered, o), SlotFormat::framed);
+  // Coalesced writes that the consumer polls stay framed; with a tail counter they need not.
+  o.batching = true;
+  EXPECT_EQ(slot_format(ordered, o), SlotFormat::framed);
+  o.design = *Design::parse("push1-push-pull");
+  EXPECT_EQ(slot_format(ordered, o), SlotFormat::compact);
+  o.batching = false;
+  o.active_producer = true;
+  EXPECT_EQ(slot_format(ordered, o), SlotFormat::compact);
+  o.active_producer = false;
   o.design = *Design::parse("pull-watermark-pull");
   EXPECT_EQ(slot_format(ordered, o), SlotFormat::framed);
   o.slot_format = SlotFormat::compact;

@@ -153,6 +153,21 @@ void FlowConformance::full_empty_and_end_of_stream(bool active) {
 INSTANTIATE_TEST_SUITE_P(All, FlowConformance, ::testing::ValuesIn(points(kAllFormats)),
                          point_name);
 
+// Compact slots asked for with writes the consumer polls and a producer that would coalesce
+// them (batching, data mover): one write per slot, each published by its own last word.
+TEST(FlowCompactSlots, CoalescingProducersWriteOneSlotPerWrite) {
+  for (const char* preset : {"batching", "datamover"}) {
+    auto o = QueueOptions::preset(preset, *Design::parse("push1-watermark-pull"));
+    o.slot_format = SlotFormat::compact;
+    o.capacity = 16;
+    o.item_bytes = 48;
+    const std::size_t n = env_count("FABFLOW_FLOW_PRESET_ITEMS", 2000);
+    Result r;
+    ASSERT_EQ(stream(kLocal, o, {n, 23, true}, &r), "") << preset;
+    EXPECT_EQ(r.producer.data_ops, n + 1) << preset;  // the end-of-stream marker included
+  }
+}
+
 class FlowStress : public ::testing::TestWithParam<Point> {};
 
 // The separate stress target (`ninja stress`, scripts/stress.sh): 10^7 items per point.
