@@ -202,14 +202,17 @@ bool LocalTransport::check_peers() noexcept {
 int LocalTransport::poll_rx(std::span<Completion> out) noexcept {
   int n = 0;
   if (!peers_.empty()) {
+    // Round robin from next_peer_ (no division on this path: it runs on every poll).
+    int p = next_peer_;
     for (int k = 0; k < size_ && static_cast<std::size_t>(n) < out.size(); ++k) {
-      int p = (next_peer_ + k) % size_;
-      if (p == rank_) continue;
-      int r = deliver(peers_[static_cast<std::size_t>(p)], p, out, n);
-      if (r < 0) return n > 0 ? n : -1;
-      n = r;
+      if (p != rank_) {
+        int r = deliver(peers_[static_cast<std::size_t>(p)], p, out, n);
+        if (r < 0) return n > 0 ? n : -1;
+        n = r;
+      }
+      if (++p == size_) p = 0;
     }
-    next_peer_ = (next_peer_ + 1) % size_;
+    if (++next_peer_ == size_) next_peer_ = 0;
   }
   if (n == 0) return liveness_tick() ? 0 : -1;
   return n;

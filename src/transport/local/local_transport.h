@@ -72,7 +72,11 @@ class LocalMemoryRegion final : public MemoryRegion {
 // Ring geometry (shared by both ends; the segment layout is documented in the .cc file).
 inline constexpr std::size_t kChunk = 4096;     // payload bytes per message slot
 inline constexpr std::size_t kSlotHeader = 16;  // SlotHeader: a small message shares its line
-inline constexpr std::size_t kSlotStride = kSlotHeader + kChunk;
+// Every slot starts on a cache line (the ring header is whole lines too): a message of up to
+// 48 bytes touches one line, up to 112 bytes two, wherever it falls in the ring (with a stride
+// of kSlotHeader + kChunk, slots started 16 bytes further into a line each time and a 64-byte
+// request frame touched three lines in half of them).
+inline constexpr std::size_t kSlotStride = (kSlotHeader + kChunk + 63) / 64 * 64;
 inline constexpr std::uint64_t kMsgSlots = 512;       // per direction per peer
 inline constexpr std::size_t kMaxMsg = 256 * kChunk;  // 1 MiB: at most half the ring
 inline constexpr std::uint64_t kNoteSlots = 1024;     // writedata notices per direction
@@ -83,6 +87,7 @@ inline constexpr std::size_t kNoteRingBytes = kRingHeader + kNoteSlots * kNoteSt
 inline constexpr std::size_t kChannelBytes = kMsgRingBytes + kNoteRingBytes;
 static_assert(std::has_single_bit(kMsgSlots) && std::has_single_bit(kNoteSlots),
               "ring indices wrap with a mask");
+static_assert(kSlotStride % 64 == 0 && kRingHeader % 64 == 0, "slots start on a cache line");
 
 // One single-producer single-consumer ring view over shared memory: tail at offset 0 (written
 // by the producer, release), head at 128 (written by the consumer, release). Both indices are
