@@ -160,12 +160,15 @@ void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, 
 // Reaping, signalling and retrying shared by both ends.
 class Endpoint {
  public:
-  Endpoint(Transport& t, const ChannelOptions& o) : t_(t), o_(o), framing_(framing_of(t.caps())) {}
+  Endpoint(Transport& t, const ChannelOptions& o)
+      : t_(t),
+        o_(o),
+        framing_(framing_of(t.caps())),
+        per_endpoint_(per_endpoint(t.caps())),
+        inject_max_(o.inject ? t.caps().inject_size : 0) {}
 
  protected:
-  bool inject_ok(std::size_t len) const noexcept {
-    return o_.inject && len <= t_.caps().inject_size;
-  }
+  bool inject_ok(std::size_t len) const noexcept { return len <= inject_max_ && o_.inject; }
 
   // Flags for the next post of `len` bytes: inject when it fits, else a completion every
   // signal_every posts so the transmit queue drains (unsignalled posts retire with it).
@@ -234,6 +237,8 @@ class Endpoint {
   Transport& t_;
   ChannelOptions o_;
   Framing framing_;
+  bool per_endpoint_;        // per_endpoint(t_.caps()), asked once
+  std::size_t inject_max_;   // the inject size when injecting, else 0
   void* mr_desc_ = nullptr;  // the channel region's descriptor, set by the derived class
   ChannelStats stats_;
   std::string error_;
@@ -258,6 +263,7 @@ class RequesterImpl final : public Requester, Endpoint {
     exchange(t, boot, o, peers_, hello_of(o, 0, slots, layout_.bytes), *mr_);
     responder_layout_.emplace(o, request_rx_buffers(o, peers_.total_slots), peers_.total_slots);
     state_.resize(slots);
+    rx_buffers_ = response_rx_buffers(o, t.caps(), slots, peers_.responders);
     if (!response_by_write(o.pattern)) post_all_receives();
   }
 
@@ -340,12 +346,10 @@ class RequesterImpl final : public Requester, Endpoint {
   std::byte* rx_buffer(std::size_t i) const noexcept {
     return mr_->data() + layout_.rx_off + i * layout_.resp_slot;
   }
-  std::size_t rx_buffers() const noexcept {
-    return response_rx_buffers(o_, t_.caps(), slots_, peers_.responders);
-  }
+  std::size_t rx_buffers() const noexcept { return rx_buffers_; }
   int rank_of(int responder) const noexcept { return peers_.requesters + responder; }
   int queue_peer(std::uint32_t q) const noexcept {
-    return per_endpoint(t_.caps()) ? rank_of(static_cast<int>(q)) : rank_of(0);
+    return per_endpoint_ ? rank_of(static_cast<int>(q)) : rank_of(0);
   }
 
   void post_all_receives() {
@@ -400,8 +404,9 @@ class RequesterImpl final : public Requester, Endpoint {
   }
 
   Status poll_mailboxes(Response* out) noexcept {
-    for (unsigned i = 0; i < slots_; ++i) {
-      unsigned slot = (next_ + i) % slots_;
+    // Round robin from next_ (no division: this runs on every poll).
+    unsigned slot = next_ < slots_ ? next_ : 0;
+    for (unsigned i = 0; i < slots_; ++i, slot = slot + 1 == slots_ ? 0 : slot + 1) {
       const SlotState& st = state_[slot];
       if (!st.outstanding) continue;
       const std::byte* frame = rx_buffer(slot);
@@ -453,6 +458,7 @@ class RequesterImpl final : public Requester, Endpoint {
   std::vector<SlotState> state_;
   unsigned outstanding_ = 0;
   unsigned next_ = 0;
+  std::size_t rx_buffers_ = 0;
 };
 
 // ---- responder ----
@@ -582,7 +588,7 @@ class ResponderImpl final : public Responder, Endpoint {
   // next round). ok when something was taken, empty when nothing, failed.
   Status collect(bool one_per_requester, std::size_t limit) noexcept {
     round_.clear();
-    in_round_.assign(static_cast<std::size_t>(peers_.requesters), false);
+    if (one_per_requester) in_round_.assign(static_cast<std::size_t>(peers_.requesters), false);
     std::size_t requests = 0;
     auto admit = [&](const Arrival& a) {
       const auto ri = static_cast<std::size_t>(a.requester);
@@ -678,7 +684,7 @@ class ResponderImpl final : public Responder, Endpoint {
     if (r >= static_cast<std::uint32_t>(peers_.requesters) || slot >= peers_.slots[r])
       return failed("received a request with ids out of range (requester " + std::to_string(r) +
                     ", slot " + std::to_string(slot) + ")");
-    if (per_endpoint(t_.caps()) && static_cast<int>(r) != owner_of(b))
+    if (per_endpoint_ && static_cast<int>(r) != owner_of(b))
       return failed("requester " + std::to_string(owner_of(b)) + " sent a request as requester " +
                     std::to_string(r));
     Stamp s;
@@ -697,9 +703,7 @@ class ResponderImpl final : public Responder, Endpoint {
     return a.buffer == SIZE_MAX ? Status::ok : repost(a.buffer);
   }
 
-  int queue_peer(std::size_t buffer) const noexcept {
-    return per_endpoint(t_.caps()) ? owner_of(buffer) : 0;
-  }
+  int queue_peer(std::size_t buffer) const noexcept { return per_endpoint_ ? owner_of(buffer) : 0; }
   Status repost(std::size_t b) noexcept {
     return post(
         [&] { return t_.post_recv(queue_peer(b), mailbox(b), layout_->req_slot, mr_desc_, b); });

@@ -168,6 +168,33 @@ LocalTransport::LocalTransport(const TransportOptions& options)
 
 LocalTransport::~LocalTransport() = default;
 
+PeerChannel* LocalTransport::not_usable(int peer) noexcept {
+  if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty())
+    fail("local: no connected rank " + std::to_string(peer));
+  else
+    fail(peers_[static_cast<std::size_t>(peer)].why);
+  return nullptr;
+}
+
+Status LocalTransport::too_long(std::size_t len) noexcept {
+  return fail("local: send of " + std::to_string(len) + " bytes is above max_msg_size " +
+              std::to_string(kMaxMsg));
+}
+
+std::byte* LocalTransport::unresolved(int peer, const RemoteMemory& m, std::uint64_t offset,
+                                      std::size_t len, const char* what) noexcept {
+  if (m.key >= imports_.size() || imports_[m.key].peer != peer || m.peer != peer ||
+      m.length > imports_[m.key].length) {
+    fail(std::string("local: ") + what + " to rank " + std::to_string(peer) +
+         " through a key not imported from it");
+    return nullptr;
+  }
+  fail(std::string("local: ") + what + " of " + std::to_string(len) + " bytes at offset " +
+       std::to_string(offset) + " is outside rank " + std::to_string(peer) + "'s region of " +
+       std::to_string(m.length) + " bytes");
+  return nullptr;
+}
+
 void LocalTransport::broken(PeerChannel& ch, const char* what) noexcept {
   const auto peer = &ch - peers_.data();
   fail("local: rank " + std::to_string(peer) + " corrupted " + what);

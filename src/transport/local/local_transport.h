@@ -209,9 +209,8 @@ class LocalTransport final : public Transport {
                    std::uint64_t context, unsigned flags) noexcept override {
     PeerChannel* ch = usable(peer);
     if (!ch) return Status::failed;
-    if (len > kMaxMsg)
-      return fail("local: send of " + std::to_string(len) + " bytes is above max_msg_size " +
-                  std::to_string(kMaxMsg));
+    if (len > kMaxMsg) [[unlikely]]
+      return too_long(len);
     if ((flags & kSignal) && tx_full()) return Status::again;
     const std::uint64_t chunks = len == 0 ? 1 : (len + kChunk - 1) / kChunk;
     Ring& r = ch->out_msg;
@@ -427,35 +426,31 @@ class LocalTransport final : public Transport {
     return Status::failed;
   }
   // The channel to `peer` when posts to it may proceed, else nullptr with last_error set.
+  // The checks run on every post; the messages are built out of line.
   PeerChannel* usable(int peer) noexcept {
-    if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty()) {
-      fail("local: no connected rank " + std::to_string(peer));
-      return nullptr;
-    }
+    if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty()) [[unlikely]]
+      return not_usable(peer);
     PeerChannel& ch = peers_[static_cast<std::size_t>(peer)];
-    if (ch.dead) {
-      fail(ch.why);
-      return nullptr;
-    }
+    if (ch.dead) [[unlikely]]
+      return not_usable(peer);
     return &ch;
   }
+  [[gnu::cold, gnu::noinline]] PeerChannel* not_usable(int peer) noexcept;
+  [[gnu::cold, gnu::noinline]] Status too_long(std::size_t len) noexcept;
   // The mapped address of [offset, offset+len) of `m`, or nullptr (last_error set).
   std::byte* resolve(int peer, const RemoteMemory& m, std::uint64_t offset, std::size_t len,
                      const char* what) noexcept {
-    if (m.key >= imports_.size() || imports_[m.key].peer != peer || m.peer != peer ||
-        m.length > imports_[m.key].length) {
-      fail(std::string("local: ") + what + " to rank " + std::to_string(peer) +
-           " through a key not imported from it");
-      return nullptr;
+    if (m.key < imports_.size()) [[likely]] {
+      const Import& imp = imports_[m.key];
+      if (imp.peer == peer && m.peer == peer && m.length <= imp.length && m.contains(offset, len))
+          [[likely]]
+        return imp.map.data() + offset;
     }
-    if (!m.contains(offset, len)) {
-      fail(std::string("local: ") + what + " of " + std::to_string(len) + " bytes at offset " +
-           std::to_string(offset) + " is outside rank " + std::to_string(peer) + "'s region of " +
-           std::to_string(m.length) + " bytes");
-      return nullptr;
-    }
-    return imports_[m.key].map.data() + offset;
+    return unresolved(peer, m, offset, len, what);
   }
+  [[gnu::cold, gnu::noinline]] std::byte* unresolved(int peer, const RemoteMemory& m,
+                                                     std::uint64_t offset, std::size_t len,
+                                                     const char* what) noexcept;
   // Re-reads the consumer's index of an outbound ring; false (peer marked broken) when it is
   // impossible (ahead of what we produced or more than a ring behind).
   bool refresh_head(PeerChannel& ch, const Ring& r, std::uint64_t tail,
