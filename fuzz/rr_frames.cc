@@ -1,7 +1,8 @@
 // Fuzz target: request-response frames as their readers check them (src/rr/frame.h): a mailbox
 // a peer writes into (read_mailbox, as the responder scans request mailboxes and the requester
 // its response mailboxes, sparse or dense alike) and a frame that arrived by SEND
-// (read_received). The buffer is exactly one slot, so a read past it is an ASan report.
+// (read_received), with either framing. The buffer is exactly one slot, so a read past it is an
+// ASan report.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,17 +23,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::byte> slot(rd::slot_bytes(max_len));
   std::memcpy(slot.data(), data + kHead, std::min(size - kHead, slot.size()));
   rd::Stamp s;
-  // Requester: only the outstanding sequence is fresh. Responder: anything newer than the last.
-  for (bool exact : {true, false}) {
-    const auto got = rd::read_mailbox(
-        slot.data(), max_len,
-        [&](std::uint64_t seq) { return exact ? seq == awaited : seq > awaited; }, &s);
-    if (got == rd::MailboxState::complete &&
-        (s.len > max_len || rd::frame_bytes(s.len) > slot.size()))
+  for (rd::Framing f : {rd::Framing::trailer, rd::Framing::ordered}) {
+    // Requester: only the outstanding sequence is fresh. Responder: anything newer than the last.
+    for (bool exact : {true, false}) {
+      const auto got = rd::read_mailbox(
+          slot.data(), max_len,
+          [&](std::uint64_t seq) { return exact ? seq == awaited : seq > awaited; }, &s, f);
+      if (got == rd::MailboxState::complete &&
+          (s.len > max_len || rd::frame_bytes(s.len, f) > slot.size()))
+        __builtin_trap();
+    }
+    if (rd::read_received(slot.data(), length % (slot.size() + 1), max_len, &s, f) &&
+        (s.len > max_len || rd::frame_bytes(s.len, f) != length % (slot.size() + 1)))
       __builtin_trap();
   }
-  if (rd::read_received(slot.data(), length % (slot.size() + 1), max_len, &s) &&
-      (s.len > max_len || rd::frame_bytes(s.len) != length % (slot.size() + 1)))
-    __builtin_trap();
   return 0;
 }

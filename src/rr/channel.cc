@@ -55,6 +55,12 @@ namespace {
 
 bool per_endpoint(const Capabilities& caps) { return caps.endpoint == EndpointType::msg; }
 
+// Frames without a trailer where the transport places a write's bytes in order and writes in
+// posting order (frame.h).
+Framing framing_of(const Capabilities& caps) {
+  return caps.in_order_data && caps.write_after_write ? Framing::ordered : Framing::trailer;
+}
+
 // What setup learnt about the other ranks of one channel.
 struct Peers {
   int requesters = 0, responders = 0;
@@ -154,12 +160,15 @@ void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, 
 // Reaping, signalling and retrying shared by both ends.
 class Endpoint {
  public:
-  Endpoint(Transport& t, const ChannelOptions& o) : t_(t), o_(o) {}
+  Endpoint(Transport& t, const ChannelOptions& o)
+      : t_(t),
+        o_(o),
+        framing_(framing_of(t.caps())),
+        per_endpoint_(per_endpoint(t.caps())),
+        inject_max_(o.inject ? t.caps().inject_size : 0) {}
 
  protected:
-  bool inject_ok(std::size_t len) const noexcept {
-    return o_.inject && len <= t_.caps().inject_size;
-  }
+  bool inject_ok(std::size_t len) const noexcept { return len <= inject_max_ && o_.inject; }
 
   // Flags for the next post of `len` bytes: inject when it fits, else a completion every
   // signal_every posts so the transmit queue drains (unsignalled posts retire with it).
@@ -173,10 +182,26 @@ class Endpoint {
   }
 
   bool reap_tx() noexcept {
-    Completion c[16];
-    int n = t_.poll_tx(c);
+    int n = t_.poll_tx(scratch_);  // scratch: no 16 completions to construct per poll
     if (n < 0) return fail("transmit failed: " + t_.last_error());
     return true;
+  }
+
+  // WRITEs frame [0, bytes) to `off` in `dst`. Framing::ordered: the stamp word goes last, by
+  // a second write, so that a reader that sees it sees the frame.
+  Status write_frame(int peer, std::byte* frame, std::size_t bytes, const RemoteMemory& dst,
+                     std::size_t off, unsigned more) noexcept {
+    if (framing_ == Framing::trailer)
+      return post([&] {
+        return t_.post_write(peer, frame, bytes, mr_desc_, dst, off, 1, next_flags(bytes) | more);
+      });
+    Status s = post([&] {
+      return t_.post_write(peer, frame + 8, bytes - 8, mr_desc_, dst, off + 8, 1,
+                           next_flags(bytes - 8) | kMore);
+    });
+    if (s != Status::ok) return s;
+    return post(
+        [&] { return t_.post_write(peer, frame, 8, mr_desc_, dst, off, 1, next_flags(8) | more); });
   }
 
   // Posts with retries while the transmit queue is full, for at most peer_timeout.
@@ -211,9 +236,14 @@ class Endpoint {
 
   Transport& t_;
   ChannelOptions o_;
+  Framing framing_;
+  bool per_endpoint_;        // per_endpoint(t_.caps()), asked once
+  std::size_t inject_max_;   // the inject size when injecting, else 0
+  void* mr_desc_ = nullptr;  // the channel region's descriptor, set by the derived class
   ChannelStats stats_;
   std::string error_;
   unsigned unsignalled_ = 0;
+  Completion scratch_[16];
 };
 
 // ---- requester ----
@@ -229,9 +259,11 @@ class RequesterImpl final : public Requester, Endpoint {
     if (me_ >= requesters) throw UsageError("rr: rank " + std::to_string(me_) + " is a responder");
     peers_ = gather_slots(boot, requesters, slots);
     mr_ = t.allocate(layout_.bytes, kAllAccess);
+    mr_desc_ = mr_->desc();
     exchange(t, boot, o, peers_, hello_of(o, 0, slots, layout_.bytes), *mr_);
     responder_layout_.emplace(o, request_rx_buffers(o, peers_.total_slots), peers_.total_slots);
     state_.resize(slots);
+    rx_buffers_ = response_rx_buffers(o, t.caps(), slots, peers_.responders);
     if (!response_by_write(o.pattern)) post_all_receives();
   }
 
@@ -282,7 +314,7 @@ class RequesterImpl final : public Requester, Endpoint {
     // The buffer goes back to the queue it came from.
     std::uint32_t q = r.buffer / slots_;
     Status s = post([&] {
-      return t_.post_recv(queue_peer(q), rx_buffer(r.buffer), layout_.resp_slot, mr_->desc(),
+      return t_.post_recv(queue_peer(q), rx_buffer(r.buffer), layout_.resp_slot, mr_desc_,
                           r.buffer);
     });
     if (s != Status::ok) fail("could not repost a receive: " + t_.last_error());
@@ -314,19 +346,17 @@ class RequesterImpl final : public Requester, Endpoint {
   std::byte* rx_buffer(std::size_t i) const noexcept {
     return mr_->data() + layout_.rx_off + i * layout_.resp_slot;
   }
-  std::size_t rx_buffers() const noexcept {
-    return response_rx_buffers(o_, t_.caps(), slots_, peers_.responders);
-  }
+  std::size_t rx_buffers() const noexcept { return rx_buffers_; }
   int rank_of(int responder) const noexcept { return peers_.requesters + responder; }
   int queue_peer(std::uint32_t q) const noexcept {
-    return per_endpoint(t_.caps()) ? rank_of(static_cast<int>(q)) : rank_of(0);
+    return per_endpoint_ ? rank_of(static_cast<int>(q)) : rank_of(0);
   }
 
   void post_all_receives() {
     for (std::size_t i = 0; i < rx_buffers(); ++i) {
       Status s = post([&] {
         return t_.post_recv(queue_peer(static_cast<std::uint32_t>(i / slots_)), rx_buffer(i),
-                            layout_.resp_slot, mr_->desc(), i);
+                            layout_.resp_slot, mr_desc_, i);
       });
       if (s != Status::ok) throw Error(error_);
     }
@@ -334,26 +364,22 @@ class RequesterImpl final : public Requester, Endpoint {
 
   Status send_frame(unsigned slot, int responder, const Stamp& stamp) noexcept {
     std::byte* frame = tx_frame(slot);
-    seal(frame, stamp, static_cast<std::uint32_t>(me_), slot);
-    const std::size_t len = frame_bytes(stamp.len);
+    seal(frame, stamp, static_cast<std::uint32_t>(me_), slot, framing_);
+    const std::size_t len = frame_bytes(stamp.len, framing_);
     const int peer = rank_of(responder);
     if (!request_by_write(o_.pattern))
-      return post([&] { return t_.post_send(peer, frame, len, mr_->desc(), 1, next_flags(len)); });
+      return post([&] { return t_.post_send(peer, frame, len, mr_desc_, 1, next_flags(len)); });
     const RemoteMemory& dst = peers_.remote[static_cast<std::size_t>(peer)];
     const std::size_t mailbox = peers_.base[static_cast<std::size_t>(me_)] + slot;
     const ResponderLayout& rl = *responder_layout_;
-    Status s = post([&] {
-      return t_.post_write(peer, frame, len, mr_->desc(), dst,
-                           rl.mailbox_off + mailbox * rl.req_slot, 1, next_flags(len));
-    });
+    Status s = write_frame(peer, frame, len, dst, rl.mailbox_off + mailbox * rl.req_slot, 0);
     if (s != Status::ok || o_.mailbox == Mailbox::sparse) return s;
     // Dense: the doorbell byte goes by a second write after the frame; the responder still
     // checks the frame's stamps, since no provider here promises write-after-write order.
     std::byte* flag = mr_->data() + layout_.flag_off + slot;
     *flag = static_cast<std::byte>(stamp.seq % 255 + 1);
     return post([&] {
-      return t_.post_write(peer, flag, 1, mr_->desc(), dst, rl.flag_off + mailbox, 1,
-                           next_flags(1));
+      return t_.post_write(peer, flag, 1, mr_desc_, dst, rl.flag_off + mailbox, 1, next_flags(1));
     });
   }
 
@@ -378,15 +404,16 @@ class RequesterImpl final : public Requester, Endpoint {
   }
 
   Status poll_mailboxes(Response* out) noexcept {
-    for (unsigned i = 0; i < slots_; ++i) {
-      unsigned slot = (next_ + i) % slots_;
+    // Round robin from next_ (no division: this runs on every poll).
+    unsigned slot = next_ < slots_ ? next_ : 0;
+    for (unsigned i = 0; i < slots_; ++i, slot = slot + 1 == slots_ ? 0 : slot + 1) {
       const SlotState& st = state_[slot];
       if (!st.outstanding) continue;
       const std::byte* frame = rx_buffer(slot);
       Stamp s;
       // An older answer may still be in the mailbox: only this slot's sequence is fresh.
       const auto got = read_mailbox(
-          frame, o_.response_bytes, [&](std::uint64_t seq) { return seq == st.seq; }, &s);
+          frame, o_.response_bytes, [&](std::uint64_t seq) { return seq == st.seq; }, &s, framing_);
       if (got == MailboxState::nothing) continue;  // older, or still arriving
       if (got == MailboxState::oversized)
         return failed("responder " + std::to_string(st.responder) +
@@ -410,12 +437,12 @@ class RequesterImpl final : public Requester, Endpoint {
     if (c[0].context >= rx_buffers()) return failed("receive completion with unknown context");
     const auto buffer = static_cast<std::uint32_t>(c[0].context);
     const std::byte* frame = rx_buffer(buffer);
-    if (c[0].length < kFrameOverhead) return failed("received a truncated response");
+    if (c[0].length < frame_bytes(0, framing_)) return failed("received a truncated response");
     std::uint32_t from = source_of(frame);
     if (from >= static_cast<std::uint32_t>(peers_.responders))
       return failed("received a response from unknown responder " + std::to_string(from));
     Stamp s;
-    if (!read_received(frame, c[0].length, o_.response_bytes, &s))
+    if (!read_received(frame, c[0].length, o_.response_bytes, &s, framing_))
       return failed("responder " + std::to_string(from) +
                     " sent a malformed or oversized response (" + std::to_string(c[0].length) +
                     " bytes)");
@@ -431,6 +458,7 @@ class RequesterImpl final : public Requester, Endpoint {
   std::vector<SlotState> state_;
   unsigned outstanding_ = 0;
   unsigned next_ = 0;
+  std::size_t rx_buffers_ = 0;
 };
 
 // ---- responder ----
@@ -444,6 +472,7 @@ class ResponderImpl final : public Responder, Endpoint {
     const std::size_t rx = request_rx_buffers(o, peers_.total_slots);
     layout_.emplace(o, rx, peers_.total_slots);
     mr_ = t.allocate(layout_->bytes, kAllAccess);
+    mr_desc_ = mr_->desc();
     exchange(t, boot, o, peers_, hello_of(o, 1, 0, layout_->bytes), *mr_);
     mailboxes_ = request_by_write(o.pattern) ? rx : 0;
     last_seq_.assign(rx, 0);
@@ -559,7 +588,7 @@ class ResponderImpl final : public Responder, Endpoint {
   // next round). ok when something was taken, empty when nothing, failed.
   Status collect(bool one_per_requester, std::size_t limit) noexcept {
     round_.clear();
-    in_round_.assign(static_cast<std::size_t>(peers_.requesters), false);
+    if (one_per_requester) in_round_.assign(static_cast<std::size_t>(peers_.requesters), false);
     std::size_t requests = 0;
     auto admit = [&](const Arrival& a) {
       const auto ri = static_cast<std::size_t>(a.requester);
@@ -597,7 +626,8 @@ class ResponderImpl final : public Responder, Endpoint {
       }
       Stamp s;
       const auto got = read_mailbox(
-          frame, o_.request_bytes, [&](std::uint64_t seq) { return seq > last_seq_[i]; }, &s);
+          frame, o_.request_bytes, [&](std::uint64_t seq) { return seq > last_seq_[i]; }, &s,
+          framing_);
       if (got == MailboxState::nothing) continue;  // older, or still arriving
       const int r = owner_of(i);
       if (got == MailboxState::oversized)
@@ -622,7 +652,7 @@ class ResponderImpl final : public Responder, Endpoint {
     for (const Completion& c : deferred_)
       if (!admit_completion(c, admit)) deferred_[kept++] = c;
     deferred_.resize(kept);
-    Completion c[16];
+    auto& c = rx_scratch_;
     int n = t_.poll_rx(c);
     if (n < 0) return failed("receive failed: " + t_.last_error());
     for (int k = 0; k < n; ++k) {
@@ -649,16 +679,16 @@ class ResponderImpl final : public Responder, Endpoint {
     if (c.context >= peers_.total_slots) return failed("receive completion with unknown context");
     const std::size_t b = c.context;
     const std::byte* frame = mailbox(b);
-    if (c.length < kFrameOverhead) return failed("received a truncated request");
+    if (c.length < frame_bytes(0, framing_)) return failed("received a truncated request");
     std::uint32_t r = source_of(frame), slot = slot_of(frame);
     if (r >= static_cast<std::uint32_t>(peers_.requesters) || slot >= peers_.slots[r])
       return failed("received a request with ids out of range (requester " + std::to_string(r) +
                     ", slot " + std::to_string(slot) + ")");
-    if (per_endpoint(t_.caps()) && static_cast<int>(r) != owner_of(b))
+    if (per_endpoint_ && static_cast<int>(r) != owner_of(b))
       return failed("requester " + std::to_string(owner_of(b)) + " sent a request as requester " +
                     std::to_string(r));
     Stamp s;
-    if (!read_received(frame, c.length, o_.request_bytes, &s))
+    if (!read_received(frame, c.length, o_.request_bytes, &s, framing_))
       return failed("requester " + std::to_string(r) + " sent a malformed or oversized request (" +
                     std::to_string(c.length) + " bytes)");
     if (s.seq <= last_seq_[peers_.base[r] + slot])
@@ -673,27 +703,25 @@ class ResponderImpl final : public Responder, Endpoint {
     return a.buffer == SIZE_MAX ? Status::ok : repost(a.buffer);
   }
 
-  int queue_peer(std::size_t buffer) const noexcept {
-    return per_endpoint(t_.caps()) ? owner_of(buffer) : 0;
-  }
+  int queue_peer(std::size_t buffer) const noexcept { return per_endpoint_ ? owner_of(buffer) : 0; }
   Status repost(std::size_t b) noexcept {
     return post(
-        [&] { return t_.post_recv(queue_peer(b), mailbox(b), layout_->req_slot, mr_->desc(), b); });
+        [&] { return t_.post_recv(queue_peer(b), mailbox(b), layout_->req_slot, mr_desc_, b); });
   }
 
   // Takes arrival `a`: a close, or a request whose response it builds in the slot's
   // transmit frame with `handler` when given (*len: its payload length).
   Status take(const Handler* handler, const Arrival& a, bool* answer, std::size_t* len) noexcept {
     const auto ri = static_cast<std::size_t>(a.requester);
-    const std::string who = "requester " + std::to_string(a.requester);
+    auto who = [&] { return "requester " + std::to_string(a.requester); };  // errors only
     *answer = false;
     if (a.bye) {
-      if (a.len != 0 || closed_by_[ri]) return failed(who + " sent a malformed close");
+      if (a.len != 0 || closed_by_[ri]) return failed(who() + " sent a malformed close");
       closed_by_[ri] = true;
       ++closed_;
       return Status::ok;
     }
-    if (closed_by_[ri]) return failed(who + " sent a request after closing");
+    if (closed_by_[ri]) return failed(who() + " sent a request after closing");
     *len = o_.response_bytes;
     if (handler && *handler) {
       std::byte* out = tx_frame(peers_.base[ri] + a.slot);
@@ -713,17 +741,15 @@ class ResponderImpl final : public Responder, Endpoint {
                  unsigned more) noexcept {
     const auto ri = static_cast<std::size_t>(r);
     std::byte* out = tx_frame(peers_.base[ri] + slot);
-    seal(out, Stamp{seq, len, false}, static_cast<std::uint32_t>(me_), slot);
-    const std::size_t bytes = frame_bytes(len);
+    seal(out, Stamp{seq, len, false}, static_cast<std::uint32_t>(me_), slot, framing_);
+    const std::size_t bytes = frame_bytes(len, framing_);
     ++stats_.requests;
     if (!response_by_write(o_.pattern))
       return post(
-          [&] { return t_.post_send(r, out, bytes, mr_->desc(), 1, next_flags(bytes) | more); });
+          [&] { return t_.post_send(r, out, bytes, mr_desc_, 1, next_flags(bytes) | more); });
     const RemoteMemory& dst = peers_.remote[ri];
     const std::size_t off = requester_rx_off_[ri] + slot * layout_->resp_slot;
-    return post([&] {
-      return t_.post_write(r, out, bytes, mr_->desc(), dst, off, 1, next_flags(bytes) | more);
-    });
+    return write_frame(r, out, bytes, dst, off, more);
   }
 
   int me_;
@@ -740,6 +766,7 @@ class ResponderImpl final : public Responder, Endpoint {
   std::vector<bool> in_round_;        // per requester: already in this round
   std::vector<Completion> deferred_;  // receive completions left for the next round
   std::vector<BatchRequest> batch_;   // serve_batch's requests
+  Completion rx_scratch_[16];         // poll_rx's output, not constructed per poll
 };
 
 }  // namespace

@@ -149,9 +149,12 @@ struct FakeRequester {
   std::unique_ptr<MemoryRegion> mr;
   RemoteMemory responder;
   detail::ResponderLayout layout;
+  detail::Framing framing;  // as the channel frames on this transport
 
   FakeRequester(Transport& t, Bootstrap& boot, const ChannelOptions& o)
-      : layout(o, 1 + (request_by_write(o.pattern) ? o.empty_mailboxes : 0), 1) {
+      : layout(o, 1 + (request_by_write(o.pattern) ? o.empty_mailboxes : 0), 1),
+        framing(t.caps().in_order_data && t.caps().write_after_write ? detail::Framing::ordered
+                                                                     : detail::Framing::trailer) {
     std::uint32_t slots = 1;
     boot.allgather({reinterpret_cast<const std::byte*>(&slots), 4});
     detail::RequesterLayout mine(o, 1, 1);
@@ -179,21 +182,40 @@ struct FakeRequester {
   // A frame claiming `source` and `slot` with a payload of `len` bytes.
   std::size_t frame(std::uint64_t seq, std::size_t len, std::uint32_t source, std::uint32_t slot) {
     std::memset(mr->data() + detail::kHeader, 0x42, len);
-    detail::seal(mr->data(), {seq, len, false}, source, slot);
-    return detail::frame_bytes(len);
+    detail::seal(mr->data(), {seq, len, false}, source, slot, framing);
+    return detail::frame_bytes(len, framing);
+  }
+
+  // WRITEs the first `n` bytes of the frame into the responder's first mailbox the way the
+  // channel does: in one write, or (ordered framing) the stamp word last.
+  template <class MustPost>
+  void write(Transport& t, std::size_t n, MustPost&& must_post) {
+    auto w = [&](std::size_t from, std::size_t len) {
+      must_post(t, [&] {
+        return t.post_write(1, mr->data() + from, len, mr->desc(), responder,
+                            layout.mailbox_off + from, 0, kInject);
+      });
+    };
+    if (framing == detail::Framing::ordered && n > 8) {
+      w(8, n - 8);
+      w(0, 8);
+    } else {
+      w(0, n);
+    }
   }
 };
 
 // Sends one crafted request to a real responder and returns the responder's error.
 std::string responder_error(Pattern pattern,
-                            const std::function<void(FakeRequester&, Transport&)>& send) {
+                            const std::function<void(FakeRequester&, Transport&)>& send,
+                            const char* provider = "shm") {
   ChannelOptions o;
   o.pattern = pattern;
   o.request_bytes = 64;
   o.response_bytes = 64;
   std::atomic<bool> done{false};
   std::string error;
-  run_ranks(2, topts("shm", o), [&](int rank, Transport& t, Bootstrap& boot) {
+  run_ranks(2, topts(provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
     if (rank == 0) {
       FakeRequester fake(t, boot, o);
       send(fake, t);
@@ -217,55 +239,126 @@ void must_post(Transport& t, Post&& post) {
   ASSERT_EQ(s, Status::ok) << t.last_error();
 }
 
-TEST(RrMalformed, SendWithIdsOutOfRange) {
-  std::string e = responder_error(Pattern::send_send, [](FakeRequester& f, Transport& t) {
-    std::size_t n = f.frame(1, 8, 7, 0);  // requester 7 does not exist
-    must_post(t, [&] { return t.post_send(1, f.mr->data(), n, f.mr->desc(), 0, kInject); });
-  });
+// Every malformed-request case on a provider with the trailer framing (shm) and one with the
+// ordered framing (local).
+class RrMalformed : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RrMalformed, SendWithIdsOutOfRange) {
+  std::string e = responder_error(
+      Pattern::send_send,
+      [](FakeRequester& f, Transport& t) {
+        std::size_t n = f.frame(1, 8, 7, 0);  // requester 7 does not exist
+        must_post(t, [&] { return t.post_send(1, f.mr->data(), n, f.mr->desc(), 0, kInject); });
+      },
+      GetParam());
   EXPECT_NE(e.find("out of range"), std::string::npos) << e;
 }
 
-TEST(RrMalformed, OversizedSendRequest) {
-  std::string e = responder_error(Pattern::send_write, [](FakeRequester& f, Transport& t) {
-    // Fits the receive buffer (64-byte payload slot rounded up) but claims more than allowed.
-    std::size_t n = f.frame(1, 72, 0, 0);
-    must_post(t, [&] { return t.post_send(1, f.mr->data(), n, f.mr->desc(), 0, 0 | kSignal); });
-  });
+TEST_P(RrMalformed, OversizedSendRequest) {
+  std::string e = responder_error(
+      Pattern::send_write,
+      [](FakeRequester& f, Transport& t) {
+        // Fits the receive buffer (64-byte payload slot rounded up) but claims more than allowed.
+        std::size_t n = f.frame(1, 72, 0, 0);
+        must_post(t, [&] { return t.post_send(1, f.mr->data(), n, f.mr->desc(), 0, 0 | kSignal); });
+      },
+      GetParam());
   EXPECT_NE(e.find("oversized"), std::string::npos) << e;
 }
 
-TEST(RrMalformed, SendWhoseLengthDisagreesWithItsFrame) {
-  std::string e = responder_error(Pattern::send_send, [](FakeRequester& f, Transport& t) {
-    std::size_t n = f.frame(1, 16, 0, 0);
-    must_post(t, [&] {
-      return t.post_send(1, f.mr->data(), n - 8, f.mr->desc(), 0, kInject);
-    });  // trailer cut
-  });
-  EXPECT_NE(e.find("malformed"), std::string::npos) << e;
+TEST_P(RrMalformed, SendWhoseLengthDisagreesWithItsFrame) {
+  for (std::size_t cut : {1, 8}) {
+    std::string e = responder_error(
+        Pattern::send_send,
+        [cut](FakeRequester& f, Transport& t) {
+          std::size_t n = f.frame(1, 16, 0, 0);
+          must_post(t, [&] {
+            return t.post_send(1, f.mr->data(), n - cut, f.mr->desc(), 0, kInject);
+          });  // the end cut off (the trailer, or with the ordered framing the payload)
+        },
+        GetParam());
+    EXPECT_NE(e.find("malformed"), std::string::npos) << e << " (cut " << cut << ")";
+  }
 }
 
-TEST(RrMalformed, OversizedWriteIntoAMailbox) {
-  std::string e = responder_error(Pattern::write_write, [](FakeRequester& f, Transport& t) {
-    // A stamp announcing 1000 bytes in a mailbox for 64.
-    std::uint64_t w = detail::pack({1, 1000, false});
-    std::memcpy(f.mr->data(), &w, 8);
-    must_post(t, [&] {
-      return t.post_write(1, f.mr->data(), 8, f.mr->desc(), f.responder, f.layout.mailbox_off, 0,
-                          kInject);
-    });
-  });
+TEST_P(RrMalformed, TruncatedSendRequest) {
+  std::string e = responder_error(
+      Pattern::send_send,
+      [](FakeRequester& f, Transport& t) {
+        f.frame(1, 0, 0, 0);
+        must_post(t, [&] { return t.post_send(1, f.mr->data(), 12, f.mr->desc(), 0, kInject); });
+      },
+      GetParam());
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+}
+
+TEST_P(RrMalformed, OversizedWriteIntoAMailbox) {
+  std::string e = responder_error(
+      Pattern::write_write,
+      [](FakeRequester& f, Transport& t) {
+        // A stamp announcing 1000 bytes in a mailbox for 64.
+        std::uint64_t w = detail::pack({1, 1000, false});
+        std::memcpy(f.mr->data(), &w, 8);
+        f.write(t, 8, must_post<std::function<Status()>>);
+      },
+      GetParam());
   EXPECT_NE(e.find("oversized"), std::string::npos) << e;
 }
 
-TEST(RrMalformed, WriteWithForeignIds) {
-  std::string e = responder_error(Pattern::write_send, [](FakeRequester& f, Transport& t) {
-    std::size_t n = f.frame(1, 8, 0, 3);  // slot 3 of requester 0 does not exist
-    must_post(t, [&] {
-      return t.post_write(1, f.mr->data(), n, f.mr->desc(), f.responder, f.layout.mailbox_off, 0,
-                          kInject);
-    });
-  });
+TEST_P(RrMalformed, WriteWithForeignIds) {
+  std::string e = responder_error(
+      Pattern::write_send,
+      [](FakeRequester& f, Transport& t) {
+        std::size_t n = f.frame(1, 8, 0, 3);  // slot 3 of requester 0 does not exist
+        f.write(t, n, must_post<std::function<Status()>>);
+      },
+      GetParam());
   EXPECT_NE(e.find("foreign ids"), std::string::npos) << e;
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, RrMalformed, ::testing::Values("shm", "local"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// Frames as their readers check them (frame.h), for both framings.
+TEST(RrFrame, ATornFrameIsNotAcceptedWithTheTrailerFraming) {
+  alignas(64) std::byte buf[detail::slot_bytes(64)] = {};
+  detail::seal(buf, {5, 40, false}, 0, 0, detail::Framing::trailer);
+  auto fresh = [](std::uint64_t seq) { return seq > 4; };
+  detail::Stamp s;
+  ASSERT_EQ(detail::read_mailbox(buf, 64, fresh, &s, detail::Framing::trailer),
+            detail::MailboxState::complete);
+  ASSERT_TRUE(detail::read_received(buf, detail::frame_bytes(40), 64, &s));
+  // The header of the new frame has landed, its trailer not yet (a stale one is there).
+  std::uint64_t stale = detail::pack({4, 40, false});
+  std::memcpy(buf + detail::kHeader + 40, &stale, 8);
+  EXPECT_EQ(detail::read_mailbox(buf, 64, fresh, &s, detail::Framing::trailer),
+            detail::MailboxState::nothing);
+  EXPECT_FALSE(detail::read_received(buf, detail::frame_bytes(40), 64, &s));
+}
+
+TEST(RrFrame, TheOrderedFramingChecksLengthsButNeedsNoTrailer) {
+  using detail::Framing;
+  alignas(64) std::byte buf[detail::slot_bytes(64)] = {};
+  auto fresh = [](std::uint64_t seq) { return seq > 4; };
+  detail::Stamp s;
+  detail::seal(buf, {5, 40, false}, 0, 0, Framing::ordered);
+  EXPECT_EQ(detail::frame_bytes(40, Framing::ordered), detail::kHeader + 40);
+  EXPECT_EQ(detail::read_mailbox(buf, 64, fresh, &s, Framing::ordered),
+            detail::MailboxState::complete);
+  EXPECT_EQ(s.len, 40u);
+  EXPECT_TRUE(detail::read_received(buf, detail::kHeader + 40, 64, &s, Framing::ordered));
+  // A length that disagrees with the stamp, a frame shorter than a header, a stale stamp.
+  EXPECT_FALSE(detail::read_received(buf, detail::kHeader + 39, 64, &s, Framing::ordered));
+  EXPECT_FALSE(detail::read_received(buf, detail::kHeader + 48, 64, &s, Framing::ordered));
+  EXPECT_FALSE(detail::read_received(buf, 8, 64, &s, Framing::ordered));
+  detail::seal(buf, {4, 40, false}, 0, 0, Framing::ordered);
+  EXPECT_EQ(detail::read_mailbox(buf, 64, fresh, &s, Framing::ordered),
+            detail::MailboxState::nothing);
+  // A length above the maximum: oversized, and never accepted by SEND.
+  detail::seal(buf, {6, 65, false}, 0, 0, Framing::ordered);
+  EXPECT_EQ(detail::read_mailbox(buf, 64, fresh, &s, Framing::ordered),
+            detail::MailboxState::oversized);
+  EXPECT_FALSE(detail::read_received(buf, detail::kHeader + 65, 64, &s, Framing::ordered));
 }
 
 // The responder stops answering and its rank vanishes: the requester's call fails within the

@@ -168,6 +168,33 @@ LocalTransport::LocalTransport(const TransportOptions& options)
 
 LocalTransport::~LocalTransport() = default;
 
+PeerChannel* LocalTransport::not_usable(int peer) noexcept {
+  if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty())
+    fail("local: no connected rank " + std::to_string(peer));
+  else
+    fail(peers_[static_cast<std::size_t>(peer)].why);
+  return nullptr;
+}
+
+Status LocalTransport::too_long(std::size_t len) noexcept {
+  return fail("local: send of " + std::to_string(len) + " bytes is above max_msg_size " +
+              std::to_string(kMaxMsg));
+}
+
+std::byte* LocalTransport::unresolved(int peer, const RemoteMemory& m, std::uint64_t offset,
+                                      std::size_t len, const char* what) noexcept {
+  if (m.key >= imports_.size() || imports_[m.key].peer != peer || m.peer != peer ||
+      m.length > imports_[m.key].length) {
+    fail(std::string("local: ") + what + " to rank " + std::to_string(peer) +
+         " through a key not imported from it");
+    return nullptr;
+  }
+  fail(std::string("local: ") + what + " of " + std::to_string(len) + " bytes at offset " +
+       std::to_string(offset) + " is outside rank " + std::to_string(peer) + "'s region of " +
+       std::to_string(m.length) + " bytes");
+  return nullptr;
+}
+
 void LocalTransport::broken(PeerChannel& ch, const char* what) noexcept {
   const auto peer = &ch - peers_.data();
   fail("local: rank " + std::to_string(peer) + " corrupted " + what);
@@ -202,14 +229,17 @@ bool LocalTransport::check_peers() noexcept {
 int LocalTransport::poll_rx(std::span<Completion> out) noexcept {
   int n = 0;
   if (!peers_.empty()) {
+    // Round robin from next_peer_ (no division on this path: it runs on every poll).
+    int p = next_peer_;
     for (int k = 0; k < size_ && static_cast<std::size_t>(n) < out.size(); ++k) {
-      int p = (next_peer_ + k) % size_;
-      if (p == rank_) continue;
-      int r = deliver(peers_[static_cast<std::size_t>(p)], p, out, n);
-      if (r < 0) return n > 0 ? n : -1;
-      n = r;
+      if (p != rank_) {
+        int r = deliver(peers_[static_cast<std::size_t>(p)], p, out, n);
+        if (r < 0) return n > 0 ? n : -1;
+        n = r;
+      }
+      if (++p == size_) p = 0;
     }
-    next_peer_ = (next_peer_ + 1) % size_;
+    if (++next_peer_ == size_) next_peer_ = 0;
   }
   if (n == 0) return liveness_tick() ? 0 : -1;
   return n;

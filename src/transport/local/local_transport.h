@@ -72,7 +72,11 @@ class LocalMemoryRegion final : public MemoryRegion {
 // Ring geometry (shared by both ends; the segment layout is documented in the .cc file).
 inline constexpr std::size_t kChunk = 4096;     // payload bytes per message slot
 inline constexpr std::size_t kSlotHeader = 16;  // SlotHeader: a small message shares its line
-inline constexpr std::size_t kSlotStride = kSlotHeader + kChunk;
+// Every slot starts on a cache line (the ring header is whole lines too): a message of up to
+// 48 bytes touches one line, up to 112 bytes two, wherever it falls in the ring (with a stride
+// of kSlotHeader + kChunk, slots started 16 bytes further into a line each time and a 64-byte
+// request frame touched three lines in half of them).
+inline constexpr std::size_t kSlotStride = (kSlotHeader + kChunk + 63) / 64 * 64;
 inline constexpr std::uint64_t kMsgSlots = 512;       // per direction per peer
 inline constexpr std::size_t kMaxMsg = 256 * kChunk;  // 1 MiB: at most half the ring
 inline constexpr std::uint64_t kNoteSlots = 1024;     // writedata notices per direction
@@ -83,6 +87,7 @@ inline constexpr std::size_t kNoteRingBytes = kRingHeader + kNoteSlots * kNoteSt
 inline constexpr std::size_t kChannelBytes = kMsgRingBytes + kNoteRingBytes;
 static_assert(std::has_single_bit(kMsgSlots) && std::has_single_bit(kNoteSlots),
               "ring indices wrap with a mask");
+static_assert(kSlotStride % 64 == 0 && kRingHeader % 64 == 0, "slots start on a cache line");
 
 // One single-producer single-consumer ring view over shared memory: tail at offset 0 (written
 // by the producer, release), head at 128 (written by the consumer, release). Both indices are
@@ -204,9 +209,8 @@ class LocalTransport final : public Transport {
                    std::uint64_t context, unsigned flags) noexcept override {
     PeerChannel* ch = usable(peer);
     if (!ch) return Status::failed;
-    if (len > kMaxMsg)
-      return fail("local: send of " + std::to_string(len) + " bytes is above max_msg_size " +
-                  std::to_string(kMaxMsg));
+    if (len > kMaxMsg) [[unlikely]]
+      return too_long(len);
     if ((flags & kSignal) && tx_full()) return Status::again;
     const std::uint64_t chunks = len == 0 ? 1 : (len + kChunk - 1) / kChunk;
     Ring& r = ch->out_msg;
@@ -431,35 +435,31 @@ class LocalTransport final : public Transport {
     return Status::failed;
   }
   // The channel to `peer` when posts to it may proceed, else nullptr with last_error set.
+  // The checks run on every post; the messages are built out of line.
   PeerChannel* usable(int peer) noexcept {
-    if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty()) {
-      fail("local: no connected rank " + std::to_string(peer));
-      return nullptr;
-    }
+    if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty()) [[unlikely]]
+      return not_usable(peer);
     PeerChannel& ch = peers_[static_cast<std::size_t>(peer)];
-    if (ch.dead) {
-      fail(ch.why);
-      return nullptr;
-    }
+    if (ch.dead) [[unlikely]]
+      return not_usable(peer);
     return &ch;
   }
+  [[gnu::cold, gnu::noinline]] PeerChannel* not_usable(int peer) noexcept;
+  [[gnu::cold, gnu::noinline]] Status too_long(std::size_t len) noexcept;
   // The mapped address of [offset, offset+len) of `m`, or nullptr (last_error set).
   std::byte* resolve(int peer, const RemoteMemory& m, std::uint64_t offset, std::size_t len,
                      const char* what) noexcept {
-    if (m.key >= imports_.size() || imports_[m.key].peer != peer || m.peer != peer ||
-        m.length > imports_[m.key].length) {
-      fail(std::string("local: ") + what + " to rank " + std::to_string(peer) +
-           " through a key not imported from it");
-      return nullptr;
+    if (m.key < imports_.size()) [[likely]] {
+      const Import& imp = imports_[m.key];
+      if (imp.peer == peer && m.peer == peer && m.length <= imp.length && m.contains(offset, len))
+          [[likely]]
+        return imp.map.data() + offset;
     }
-    if (!m.contains(offset, len)) {
-      fail(std::string("local: ") + what + " of " + std::to_string(len) + " bytes at offset " +
-           std::to_string(offset) + " is outside rank " + std::to_string(peer) + "'s region of " +
-           std::to_string(m.length) + " bytes");
-      return nullptr;
-    }
-    return imports_[m.key].map.data() + offset;
+    return unresolved(peer, m, offset, len, what);
   }
+  [[gnu::cold, gnu::noinline]] std::byte* unresolved(int peer, const RemoteMemory& m,
+                                                     std::uint64_t offset, std::size_t len,
+                                                     const char* what) noexcept;
   // Re-reads the consumer's index of an outbound ring; false (peer marked broken) when it is
   // impossible (ahead of what we produced or more than a ring behind).
   bool refresh_head(PeerChannel& ch, const Ring& r, std::uint64_t tail,
