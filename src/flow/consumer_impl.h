@@ -44,6 +44,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (notify_every_ == 0) notify_every_ = 1;
     if (notify_every_ > L_.capacity) notify_every_ = L_.capacity;
     active_ = s_.options.active_consumer;
+    in_place_ = L_.compact && !active_ && D == DataFlow::push1 && T == TransferNotify::watermark;
     if (active_)
       B::start_helper(
           [this](bool* moved, bool* outstanding) { return try_pump(moved, outstanding); });
@@ -59,12 +60,16 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   Status try_dequeue(std::span<std::byte> out, std::size_t* len) noexcept override {
+    if (const std::byte* p = ready_in_place(); p && out.size() >= cur_len_) {
+      if (cur_len_) std::memcpy(out.data(), p, cur_len_);
+      *len = cur_len_;
+      return finish_release();
+    }
     std::span<const std::byte> item;
     Status st = peek(&item);
     if (st != Status::ok) return st;
-    if (out.size() < item.size())
-      return fail("flow: dequeue buffer of " + std::to_string(out.size()) +
-                  " bytes is smaller than the item (" + std::to_string(item.size()) + ")");
+    if (out.size() < item.size()) [[unlikely]]
+      return too_small(out.size(), item.size());
     if (!item.empty()) std::memcpy(out.data(), item.data(), item.size());
     *len = item.size();
     return release();
@@ -83,6 +88,11 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   Status peek(std::span<const std::byte>* item) noexcept override {
+    if (const std::byte* p = ready_in_place()) {
+      peeked_ = true;
+      *item = std::span<const std::byte>(p, cur_len_);
+      return Status::ok;
+    }
     if (failed()) return Status::failed;
     if (closed_) {
       // Keep serving the producer's last head update (the helper does that when active).
@@ -125,12 +135,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 
   Status release() noexcept override {
     if (failed()) return Status::failed;
-    if (!peeked_) return fail("flow: release() without a peeked item");
+    if (!peeked_) [[unlikely]]
+      return B::fail_with("flow: release() without a peeked item");
     peeked_ = false;
-    consume_slot();
-    stats_.items++;
-    if (!active_) notify_head(HeadNotice::when_due);
-    return failed() ? Status::failed : Status::ok;
+    return finish_release();
   }
 
   const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
@@ -138,6 +146,39 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 
  private:
   enum class Read : std::uint8_t { none, tail, slots };
+
+  [[gnu::cold, gnu::noinline]] Status too_small(std::size_t have, std::size_t need) noexcept {
+    return fail("flow: dequeue buffer of " + std::to_string(have) +
+                " bytes is smaller than the item (" + std::to_string(need) + ")");
+  }
+
+  [[gnu::always_inline]] Status finish_release() noexcept {
+    consume_slot();
+    stats_.items++;
+    if (!active_) notify_head(HeadNotice::when_due);
+    return failed() ? Status::failed : Status::ok;
+  }
+
+  // The common case of compact slots polled in place (push1, watermark transfer, no helper
+  // thread): the slot at head_ holds an item. One check of its word decides, and the item's
+  // payload is returned (its length in cur_len_) without a pump round. A consumer that runs
+  // right behind its producer is bound by its instructions per item, not by the cache lines
+  // (docs/flow-queues.md, "Intra-host figures"). Everything else (empty, end of stream, a bad
+  // word, a failed queue, a peeked item) returns nullptr and takes the generic path, which
+  // repeats the checks and reports.
+  [[gnu::always_inline]] const std::byte* ready_in_place() noexcept {
+    if (!in_place_ || peeked_ || closed_ || failed()) return nullptr;
+    const std::byte* sl = B::slot(head_);
+    std::uint32_t len, flags;
+    if (check_compact(sl, L_.stride, head_, L_.item_bytes, &len, &flags) != SlotState::valid ||
+        flags != 0)
+      return nullptr;
+    if (B::check_peer_sometimes() != Status::ok) return nullptr;
+    if ((++valid_polls_ & 15u) == 0) t_.progress();  // as advance() does for a valid slot
+    cur_len_ = pump_len_ = len;
+    cur_flags_ = pump_flags_ = 0;
+    return sl + L_.payload_at(len);
+  }
 
   // Active: the slot at head_ is ready once the helper has validated it; if not yet, run one
   // pump round here when the helper is not in one, else give it the core.
@@ -170,7 +211,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   // The owner is done with the slot at head_.
-  void consume_slot() noexcept {
+  [[gnu::always_inline]] void consume_slot() noexcept {
     ++head_;
     if (active_) {
       head_pub_.store(head_, std::memory_order_release);
@@ -187,11 +228,11 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // Pump: slot `index` was consumed. push2: re-post its receive; space pull: publish the
   // head for the producer's reads. False when the transport did not take the receive (the
   // caller retries; passive ends retry here, bounded by peer_timeout).
-  bool retire(std::uint64_t index) noexcept {
+  [[gnu::always_inline]] bool retire(std::uint64_t index) noexcept {
     if constexpr (D == DataFlow::push2) {
       auto post = [&] {
         return t_.post_recv(s_.peer, base_ + L_.slot(index), L_.stride, desc_,
-                            kCtxRecv + index % L_.capacity);
+                            kCtxRecv + L_.ring_pos(index));
       };
       // The helper thread must not ask the bootstrap (one thread only): it retries next round.
       Status st = active_ ? post() : B::post_retry(post);
@@ -241,7 +282,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   // Space notification of the pump's head: push / push2 every notify_every_ items, or now.
-  void notify_head(HeadNotice when) noexcept {
+  [[gnu::always_inline]] void notify_head(HeadNotice when) noexcept {
     if constexpr (S == SpaceNotify::pull) {
       return;
     } else {
@@ -304,7 +345,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
           n = T == TransferNotify::watermark ? std::min<std::uint64_t>(kBatchRead, L_.capacity)
                                              : tail_known_ - next_;
         // Within the ring's end and within the slots the owner has released.
-        const std::uint64_t wrap = L_.capacity - next_ % L_.capacity;
+        const std::uint64_t wrap = L_.capacity - L_.ring_pos(next_);
         const std::uint64_t room = L_.capacity - (next_ - seen_);
         n = std::max<std::uint64_t>(1, std::min({n, wrap, room}));
         const std::size_t off = L_.slot(next_);
@@ -349,7 +390,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     return false;
   }
 
-  SlotState local_state() noexcept {
+  [[gnu::always_inline]] SlotState local_state() noexcept {
     if (L_.compact)
       return check_compact(B::slot(next_), L_.stride, next_, L_.item_bytes, &pump_len_,
                            &pump_flags_);
@@ -467,6 +508,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   static constexpr std::uint64_t kBatchRead = 16;
   static constexpr unsigned kMaxTorn = 16;
   bool active_ = false;
+  bool in_place_ = false;  // ready_in_place() applies
   // Owner thread.
   std::uint64_t head_ = 0;     // slots released
   std::uint32_t cur_len_ = 0;  // the peeked slot's length and flags

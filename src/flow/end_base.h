@@ -79,7 +79,7 @@ inline constexpr std::size_t kMoverPipelineBytes = 64 * 1024;  // ... when each 
 // Single writer: the increment is a plain load and store.
 struct Counter {
   std::atomic<std::uint64_t> v{0};
-  void inc(std::uint64_t n = 1) noexcept {
+  [[gnu::always_inline]] void inc(std::uint64_t n = 1) noexcept {
     v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
@@ -106,7 +106,8 @@ class EndBase {
   EndBase& operator=(const EndBase&) = delete;
 
  protected:
-  Status fail(const std::string& why) noexcept {
+  // Out of line (cold): the data path's callers stay small.
+  [[gnu::cold, gnu::noinline]] Status fail(const std::string& why) noexcept {
     bool expected = false;
     if (failing_.compare_exchange_strong(expected, true)) {
       error_ = why;
@@ -114,13 +115,18 @@ class EndBase {
     }
     return Status::failed;
   }
-  bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  // fail() with a fixed message, built out of line too (a caller building the std::string
+  // itself would carry its construction).
+  [[gnu::cold, gnu::noinline]] Status fail_with(const char* why) noexcept { return fail(why); }
+  [[gnu::always_inline]] bool failed() const noexcept {
+    return failed_.load(std::memory_order_acquire);
+  }
   // Asks the bootstrap whether the peer is gone: every 256 calls of a try_* operation.
-  Status check_peer_sometimes() noexcept {
+  [[gnu::always_inline]] Status check_peer_sometimes() noexcept {
     if ((++calls_ & 255u) != 0) return Status::ok;
     return check_peer();
   }
-  Status check_peer() noexcept {
+  [[gnu::noinline]] Status check_peer() noexcept {
     bool gone = false;
     try {
       gone = s_.boot.peer_failed();
@@ -163,8 +169,10 @@ class EndBase {
     }
     return st;
   }
-  std::byte* slot(std::uint64_t index) const noexcept { return base_ + L_.slot(index); }
-  std::byte* cell(int i) const noexcept { return nbase_ + L_.cell(i); }
+  [[gnu::always_inline]] std::byte* slot(std::uint64_t index) const noexcept {
+    return base_ + L_.slot(index);
+  }
+  [[gnu::always_inline]] std::byte* cell(int i) const noexcept { return nbase_ + L_.cell(i); }
 
   // The notify endpoint's share of progress where it is its own endpoint (software providers
   // place inbound RMA only while the target drives progress, and send queued operations only
@@ -172,13 +180,13 @@ class EndBase {
   void progress_notify() noexcept {
     if (separate_) n_.progress();
   }
-  void progress_notify_sometimes() noexcept {
+  [[gnu::always_inline]] void progress_notify_sometimes() noexcept {
     if (separate_ && (++notify_polls_ & 15u) == 0) n_.progress();
   }
   // An end with nothing to do drives both endpoints where they are two: each may carry what the
   // other waits for (a push1 consumer waiting for a tail counter on n_ must still progress t_,
   // or rdm providers never finish connecting the producer's first data write: no data, no tail).
-  void progress_idle() noexcept {
+  [[gnu::always_inline]] void progress_idle() noexcept {
     if (separate_) {
       t_.progress();
       n_.progress();
@@ -242,7 +250,7 @@ class EndBase {
   Tr& t_;
   Tr& n_;
   Shared s_;
-  const Layout& L_;
+  const Layout L_;  // a copy of s_.layout: the data path reads it without an indirection
   std::byte* base_;
   void* desc_;
   std::byte* nbase_;  // the region holding the counter cells (base_ unless separate)

@@ -70,6 +70,7 @@ inline std::uint64_t meta(std::uint32_t len, std::uint32_t flags) noexcept {
 struct Layout {
   bool compact = false;  // SlotFormat::compact (else framed)
   std::size_t capacity = 0;
+  std::size_t mask = 0;  // capacity - 1 when capacity is a power of two, else 0 (slot divides)
   std::size_t item_bytes = 0;
   std::size_t stride = 0;
   std::size_t ring_bytes = 0;
@@ -84,6 +85,7 @@ struct Layout {
                      SlotFormat format = SlotFormat::framed) noexcept {
     Layout l;
     l.capacity = capacity;
+    l.mask = capacity && (capacity & (capacity - 1)) == 0 ? capacity - 1 : 0;
     l.item_bytes = item_bytes;
     l.compact = format == SlotFormat::compact;
     l.stride = l.compact ? compact_stride(item_bytes) : slot_used(item_bytes);
@@ -106,16 +108,27 @@ struct Layout {
     return l;
   }
   bool separate() const noexcept { return notify_bytes != 0; }
-  std::size_t slot(std::uint64_t index) const noexcept { return (index % capacity) * stride; }
+  // Offset of slot `index`: a mask where capacity is a power of two (the default, 1024), so
+  // the data path pays no 64-bit division per item.
+  [[gnu::always_inline]] std::size_t ring_pos(std::uint64_t index) const noexcept {
+    return mask ? index & mask : index % capacity;
+  }
+  [[gnu::always_inline]] std::size_t slot(std::uint64_t index) const noexcept {
+    return ring_pos(index) * stride;
+  }
   // Where the payload of a `len`-byte item starts within its slot.
-  std::size_t payload_at(std::size_t len) const noexcept {
+  [[gnu::always_inline]] std::size_t payload_at(std::size_t len) const noexcept {
     return compact ? stride - kCompactWord - round8(len) : kSlotHeader;
   }
   // The bytes of a slot that carry a `len`-byte item: [wire_begin, wire_end) within the slot.
   // A write of them ends with the word that publishes the item (compact) or the trailer.
-  std::size_t wire_begin(std::size_t len) const noexcept { return compact ? payload_at(len) : 0; }
-  std::size_t wire_end(std::size_t len) const noexcept { return compact ? stride : slot_used(len); }
-  std::size_t cell(int i) const noexcept {
+  [[gnu::always_inline]] std::size_t wire_begin(std::size_t len) const noexcept {
+    return compact ? payload_at(len) : 0;
+  }
+  [[gnu::always_inline]] std::size_t wire_end(std::size_t len) const noexcept {
+    return compact ? stride : slot_used(len);
+  }
+  [[gnu::always_inline]] std::size_t cell(int i) const noexcept {
     return cells_base + static_cast<std::size_t>(i) * kCellBytes;
   }
   std::size_t pool_cell(std::size_t i) const noexcept { return pool_base + i * 8; }
@@ -205,8 +218,9 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
 // is already in place, at stride - 8 - round8(len)), then the word with a release store. A
 // reader that sees the word sees the payload, in this memory and at a peer whose transport
 // places writes in order (the word is the last 8 bytes of the write that carries the slot).
-inline void write_compact(std::byte* slot, std::size_t stride, std::uint64_t index,
-                          const void* data, std::uint32_t len, std::uint32_t flags) noexcept {
+[[gnu::always_inline]] inline void write_compact(std::byte* slot, std::size_t stride,
+                                                 std::uint64_t index, const void* data,
+                                                 std::uint32_t len, std::uint32_t flags) noexcept {
   std::byte* payload = slot + stride - kCompactWord - round8(len);
   if (len && data != payload) std::memcpy(payload, data, len);
   store_release(slot + stride - kCompactWord, compact_word(index, len, flags));
@@ -216,9 +230,10 @@ inline void write_compact(std::byte* slot, std::size_t stride, std::uint64_t ind
 // and a possible length and flag; `bad` when the sequence matches but the length or flag is
 // impossible. There is no torn state: the format relies on the transport's ordering (the
 // payload is complete once the word is visible), which is why only in-order transports use it.
-inline SlotState check_compact(const std::byte* slot, std::size_t stride, std::uint64_t index,
-                               std::size_t item_bytes, std::uint32_t* len,
-                               std::uint32_t* flags) noexcept {
+[[gnu::always_inline]] inline SlotState check_compact(const std::byte* slot, std::size_t stride,
+                                                      std::uint64_t index, std::size_t item_bytes,
+                                                      std::uint32_t* len,
+                                                      std::uint32_t* flags) noexcept {
   const std::uint64_t w = load_acquire(slot + stride - kCompactWord);
   if (static_cast<std::uint32_t>(w) != static_cast<std::uint32_t>(index + 1))
     return SlotState::absent;

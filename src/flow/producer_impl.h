@@ -48,6 +48,12 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       if (L_.compact && !active_ && !s_.options.batching) {
         peer_ring_ = t.mapped(s_.peer, s_.remote, 0, L_.ring_bytes);
         if (!peer_ring_) throw PeerError(s_.peer, "flow: " + t.last_error());
+        // ... and with watermark transfer and space pull it reads the consumer's head cell
+        // with a load where it would have posted a read of it (pump_direct).
+        if constexpr (T == TransferNotify::watermark && S == SpaceNotify::pull) {
+          peer_head_ = n.mapped(s_.peer, s_.nremote, L_.cell(kOwnCell), 8);
+          if (!peer_head_) throw PeerError(s_.peer, "flow: " + n.last_error());
+        }
       }
     }
     // The data mover's whole job is moving batches: it keeps several coalesced writes in
@@ -86,21 +92,11 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   Status reserve(std::size_t len, std::span<std::byte>* out) noexcept override {
     if (failed()) return Status::failed;
     if (closed_ || closing_) return Status::closed;
-    if (len > L_.item_bytes)
-      return fail("flow: item of " + std::to_string(len) + " bytes exceeds item_bytes " +
-                  std::to_string(L_.item_bytes));
+    if (len > L_.item_bytes) [[unlikely]]
+      return too_big(len);
     if (B::check_peer_sometimes() != Status::ok) return Status::failed;
-    if (!room()) {
-      // Try to make room now. Active: the owner helps the data mover (one pump round when
-      // the mover is not in one), so a mover that the scheduler keeps off the core, which it
-      // usually shares with this thread, does not stall the stream; if the mover is busy,
-      // give it the core before saying full.
-      help(HeadRefresh::now);
-      if (failed()) return Status::failed;
-      if (!room()) {
-        stats_.full++;
-        return Status::full;
-      }
+    if (!room()) [[unlikely]] {
+      if (Status st = make_room(); st != Status::ok) return st;
     }
     reserved_len_ = static_cast<std::uint32_t>(len);
     reserved_ = true;
@@ -109,13 +105,17 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   }
 
   Status commit() noexcept override {
-    if (!reserved_) return fail("flow: commit() without reserve()");
+    if (!reserved_) [[unlikely]]
+      return B::fail_with("flow: commit() without reserve()");
     reserved_ = false;
     mark_visible();
     publish(staging(staged_) + L_.payload_at(reserved_len_), reserved_len_, 0);
     stage_done();
     stats_.items++;
-    if (!active_) pump(HeadRefresh::lazy);
+    if (direct_pump())
+      pump_direct(HeadRefresh::lazy);
+    else if (!active_)
+      pump(HeadRefresh::lazy);
     return failed() ? Status::failed : Status::ok;
   }
 
@@ -147,24 +147,48 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
-  std::uint64_t head_view() const noexcept {
+  [[gnu::always_inline]] std::uint64_t head_view() const noexcept {
     return active_ ? head_pub_.load(std::memory_order_acquire) : head_known_;
   }
-  bool room() const noexcept { return staged_ - head_view() < L_.capacity; }
+  [[gnu::always_inline]] bool room() const noexcept { return staged_ - head_view() < L_.capacity; }
+  // Out of room: try to make some now. Active: the owner helps the data mover (one pump round
+  // when the mover is not in one), so a mover that the scheduler keeps off the core, which it
+  // usually shares with this thread, does not stall the stream; if the mover is busy, give it
+  // the core before saying full.
+  [[gnu::noinline]] Status make_room() noexcept {
+    help(HeadRefresh::now);
+    if (failed()) return Status::failed;
+    if (room()) return Status::ok;
+    stats_.full++;
+    return Status::full;
+  }
+  [[gnu::cold, gnu::noinline]] Status too_big(std::size_t len) noexcept {
+    return fail("flow: item of " + std::to_string(len) + " bytes exceeds item_bytes " +
+                std::to_string(L_.item_bytes));
+  }
+  // Whether pump rounds are pump_direct's (known at construction; a compile-time false for
+  // the design points it does not serve).
+  [[gnu::always_inline]] bool direct_pump() const noexcept {
+    if constexpr (T == TransferNotify::watermark && S == SpaceNotify::pull)
+      return peer_head_ != nullptr;
+    else
+      return false;
+  }
   // Where item `index` is built: this end's ring, or with direct stores the consumer's.
-  std::byte* staging(std::uint64_t index) const noexcept {
+  [[gnu::always_inline]] std::byte* staging(std::uint64_t index) const noexcept {
     return peer_ring_ ? peer_ring_ + L_.slot(index) : B::slot(index);
   }
   // Writes the staged slot's sequence number, length and flags around its payload (at `data`,
   // or copied there): the slot is then complete in this end's ring.
-  void publish(const std::byte* data, std::uint32_t len, std::uint32_t flags) noexcept {
+  [[gnu::always_inline]] void publish(const std::byte* data, std::uint32_t len,
+                                      std::uint32_t flags) noexcept {
     std::byte* sl = staging(staged_);
     if (L_.compact)
       write_compact(sl, L_.stride, staged_, data, len, flags);
     else
       write_slot(sl, staged_, data, len, flags, kSum);
   }
-  void stage_done() noexcept {
+  [[gnu::always_inline]] void stage_done() noexcept {
     ++staged_;
     if (active_) staged_pub_.store(staged_, std::memory_order_release);
   }
@@ -173,14 +197,14 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   // Active producers publish that bound first, for the mover's range check of the head:
   // write_slot's release store of the header orders this store before it, so whoever saw the
   // header (and then the consumer's head) finds the bound here.
-  void mark_visible() noexcept {
+  [[gnu::always_inline]] void mark_visible() noexcept {
     if constexpr (D == DataFlow::pull) {
       if (active_) visible_pub_.store(staged_ + 1, std::memory_order_release);
     }
   }
   // The most slots the consumer can have seen (read by the pump): pull data, every slot
   // written or being written; direct stores, every slot staged; otherwise what was sent.
-  std::uint64_t visible() const noexcept {
+  [[gnu::always_inline]] std::uint64_t visible() const noexcept {
     if constexpr (D == DataFlow::pull)
       return active_ ? visible_pub_.load(std::memory_order_acquire) : staged_;
     else  // direct stores: an item is visible from its word's store on (owner thread only)
@@ -244,6 +268,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   // slots, notify the consumer, refresh the consumer's head when space runs low (or `need`,
   // says the caller is out of room). Returns whether anything moved.
   bool pump(HeadRefresh need) noexcept {
+    if (direct_pump()) return pump_direct(need);
     if (failed()) return false;
     const std::uint64_t before_sent = sent_, before_head = head_known_;
     if (!reap_tx()) return false;
@@ -300,11 +325,36 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return sent_ != before_sent || head_known_ != before_head;
   }
 
+  // The pump of direct stores with watermark transfer and space pull (local; owner thread
+  // only): every staged item is already in the consumer's ring, the consumer polls it, and the
+  // head refresh is a load of the consumer's head cell, taken in under the same lazy rule and
+  // range check as a read's result. Nothing completes, so the transport is polled only every
+  // 256 rounds, for its check that the peer is alive.
+  [[gnu::always_inline]] bool pump_direct(HeadRefresh need) noexcept {
+    if (failed()) return false;
+    if ((++direct_rounds_ & 255u) == 0 && !reap_tx()) return false;
+    bool moved = sent_ != staged_;
+    data_ops_.inc(staged_ - sent_);  // each item's stores were its write
+    sent_ = staged_;
+    const std::uint64_t free_slots = L_.capacity - (staged_ - head_known_);
+    const bool early = free_slots < refresh_below_ && staged_ - refreshed_at_ >= refresh_gap_;
+    if (need == HeadRefresh::now || free_slots == 0 || early || (closing_ && head_known_ < staged_))
+        [[unlikely]] {
+      const std::uint64_t before = head_known_;
+      refreshed_at_ = staged_;
+      space_ops_.inc();
+      if (!take_head(load_acquire(peer_head_))) return false;
+      moved = moved || head_known_ != before;
+    }
+    done_pub_.store(sent_, std::memory_order_release);
+    return moved;
+  }
+
   bool move_data(std::uint64_t staged) noexcept {
     while (sent_ < staged) {
       if (s_.options.batching) {
         if (inflight_ >= max_inflight_) return true;
-        const std::uint64_t wrap = L_.capacity - sent_ % L_.capacity;
+        const std::uint64_t wrap = L_.capacity - L_.ring_pos(sent_);
         std::uint64_t n = std::min<std::uint64_t>(staged - sent_, wrap);
         // Compact slots polled by the consumer (watermark): a write publishes only the slot
         // whose word is its last 8 bytes (memcpy stores the rest in no set order), so each
@@ -405,16 +455,18 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
 
   // Range-checks a head value the consumer wrote or sent: it can never pass what it could
   // see (what was sent; pull data: what was written into the ring).
-  bool take_head(std::uint64_t v) noexcept {
+  [[gnu::always_inline]] bool take_head(std::uint64_t v) noexcept {
     if (v <= head_known_) return true;
-    if (const std::uint64_t limit = visible(); v > limit) {
-      fail("flow: the consumer's head counter " + std::to_string(v) + " is beyond the " +
-           std::to_string(limit) + " items " + (D == DataFlow::pull ? "written" : "sent") +
-           " (protocol violation)");
-      return false;
-    }
+    if (const std::uint64_t limit = visible(); v > limit) [[unlikely]]
+      return head_beyond(v, limit);
     head_known_ = v;
     return true;
+  }
+  [[gnu::cold, gnu::noinline]] bool head_beyond(std::uint64_t v, std::uint64_t limit) noexcept {
+    fail("flow: the consumer's head counter " + std::to_string(v) + " is beyond the " +
+         std::to_string(limit) + " items " + (D == DataFlow::pull ? "written" : "sent") +
+         " (protocol violation)");
+    return false;
   }
 
   // Data completions come from t_, the head read's from n_ (the same CQ unless separate).
@@ -468,7 +520,9 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::uint64_t refresh_gap_ = 1;
   std::uint64_t refreshed_at_ = 0;  // staged count at the last head refresh (pump's thread)
   bool active_ = false;
-  std::byte* peer_ring_ = nullptr;  // direct stores: the consumer's ring, mapped here
+  std::byte* peer_ring_ = nullptr;        // direct stores: the consumer's ring, mapped here
+  const std::byte* peer_head_ = nullptr;  // ... and its head cell (watermark, space pull)
+  unsigned direct_rounds_ = 0;
   // Owner thread.
   std::uint64_t staged_ = 0;
   bool reserved_ = false;
