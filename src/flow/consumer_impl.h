@@ -60,13 +60,18 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   Status try_dequeue(std::span<std::byte> out, std::size_t* len) noexcept override {
-    if (const std::byte* p = ready_in_place(); p && out.size() >= cur_len_) {
-      if (cur_len_) std::memcpy(out.data(), p, cur_len_);
-      *len = cur_len_;
-      return finish_release();
+    const std::byte* p;
+    switch (in_place(&p)) {
+      case InPlace::item:
+        if (out.size() < cur_len_) break;  // peek() below reports it
+        if (cur_len_) std::memcpy(out.data(), p, cur_len_);
+        *len = cur_len_;
+        return finish_release();
+      case InPlace::empty: return empty_now();
+      case InPlace::other: break;
     }
     std::span<const std::byte> item;
-    Status st = peek(&item);
+    Status st = peek_generic(&item);
     if (st != Status::ok) return st;
     if (out.size() < item.size()) [[unlikely]]
       return too_small(out.size(), item.size());
@@ -88,11 +93,33 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   Status peek(std::span<const std::byte>* item) noexcept override {
-    if (const std::byte* p = ready_in_place()) {
-      peeked_ = true;
-      *item = std::span<const std::byte>(p, cur_len_);
-      return Status::ok;
+    const std::byte* p;
+    switch (in_place(&p)) {
+      case InPlace::item:
+        peeked_ = true;
+        *item = std::span<const std::byte>(p, cur_len_);
+        return Status::ok;
+      case InPlace::empty: return empty_now();
+      case InPlace::other: break;
     }
+    return peek_generic(item);
+  }
+
+  Status release() noexcept override {
+    if (failed()) return Status::failed;
+    if (!peeked_) [[unlikely]]
+      return B::fail_with("flow: release() without a peeked item");
+    peeked_ = false;
+    return finish_release();
+  }
+
+  const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
+  const std::string& error() const noexcept override { return B::error_; }
+
+ private:
+  enum class Read : std::uint8_t { none, tail, slots };
+
+  Status peek_generic(std::span<const std::byte>* item) noexcept {
     if (failed()) return Status::failed;
     if (closed_) {
       // Keep serving the producer's last head update (the helper does that when active).
@@ -106,16 +133,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (!peeked_) {
       if (B::check_peer_sometimes() != Status::ok) return Status::failed;
       Status st = active_ ? ready() : advance();
-      if (st != Status::ok) {
-        if (st == Status::empty) {
-          stats_.empty++;
-          if (!active_) {
-            B::progress_idle();
-            if (seen_ != head_sent_) notify_head(HeadNotice::now);
-          }
-        }
-        return failed() ? Status::failed : st;
-      }
+      if (st == Status::empty) return empty_now();
+      if (st != Status::ok) return failed() ? Status::failed : st;
       if (!active_) {
         cur_len_ = pump_len_;
         cur_flags_ = pump_flags_;
@@ -133,19 +152,16 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     return Status::ok;
   }
 
-  Status release() noexcept override {
-    if (failed()) return Status::failed;
-    if (!peeked_) [[unlikely]]
-      return B::fail_with("flow: release() without a peeked item");
-    peeked_ = false;
-    return finish_release();
+  // Nothing to dequeue now. Passive: the idle end drives its endpoints and sends a head update
+  // it holds back (the producer may be waiting for room).
+  Status empty_now() noexcept {
+    stats_.empty++;
+    if (!active_) {
+      B::progress_idle();
+      if (seen_ != head_sent_) notify_head(HeadNotice::now);
+    }
+    return failed() ? Status::failed : Status::empty;
   }
-
-  const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
-  const std::string& error() const noexcept override { return B::error_; }
-
- private:
-  enum class Read : std::uint8_t { none, tail, slots };
 
   [[gnu::cold, gnu::noinline]] Status too_small(std::size_t have, std::size_t need) noexcept {
     return fail("flow: dequeue buffer of " + std::to_string(have) +
@@ -160,24 +176,35 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   // The common case of compact slots polled in place (push1, watermark transfer, no helper
-  // thread): the slot at head_ holds an item. One check of its word decides, and the item's
-  // payload is returned (its length in cur_len_) without a pump round. A consumer that runs
-  // right behind its producer is bound by its instructions per item, not by the cache lines
-  // (docs/flow-queues.md, "Intra-host figures"). Everything else (empty, end of stream, a bad
-  // word, a failed queue, a peeked item) returns nullptr and takes the generic path, which
-  // repeats the checks and reports.
-  [[gnu::always_inline]] const std::byte* ready_in_place() noexcept {
-    if (!in_place_ || peeked_ || closed_ || failed()) return nullptr;
+  // thread), decided by one check of the word of the slot at head_: item (its payload in
+  // *payload, its length in cur_len_, no pump round), empty (the word is not there yet), or
+  // other: end of stream, a bad word, a failed queue, a peeked item, any other design point;
+  // the generic path then repeats the checks and reports. A consumer that runs right behind
+  // its producer is bound by its instructions per item, and a polling one reacts sooner the
+  // shorter its poll (docs/flow-queues.md, "Intra-host figures").
+  enum class InPlace : std::uint8_t { item, empty, other };
+  [[gnu::always_inline]] InPlace in_place(const std::byte** payload) noexcept {
+    if (!in_place_ || peeked_ || closed_ || failed()) return InPlace::other;
+    if (B::check_peer_sometimes() != Status::ok) return InPlace::other;
     const std::byte* sl = B::slot(head_);
     std::uint32_t len, flags;
-    if (check_compact(sl, L_.stride, head_, L_.item_bytes, &len, &flags) != SlotState::valid ||
-        flags != 0)
-      return nullptr;
-    if (B::check_peer_sometimes() != Status::ok) return nullptr;
+    SlotState st = check_compact(sl, L_.stride, head_, L_.item_bytes, &len, &flags);
+    if (st == SlotState::absent) {
+      // As advance(): inbound writes land while this end drives progress (a no-op on local);
+      // the line before the word's, which a long item's payload starts in, is fetched early.
+      t_.progress();
+      st = check_compact(sl, L_.stride, head_, L_.item_bytes, &len, &flags);
+      if (st == SlotState::absent) {
+        if (L_.stride >= 2 * kCellBytes) __builtin_prefetch(sl + L_.stride - 2 * kCellBytes);
+        return InPlace::empty;
+      }
+    }
+    if (st != SlotState::valid || flags != 0) return InPlace::other;
     if ((++valid_polls_ & 15u) == 0) t_.progress();  // as advance() does for a valid slot
     cur_len_ = pump_len_ = len;
     cur_flags_ = pump_flags_ = 0;
-    return sl + L_.payload_at(len);
+    *payload = sl + L_.payload_at(len);
+    return InPlace::item;
   }
 
   // Active: the slot at head_ is ready once the helper has validated it; if not yet, run one
@@ -508,7 +535,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   static constexpr std::uint64_t kBatchRead = 16;
   static constexpr unsigned kMaxTorn = 16;
   bool active_ = false;
-  bool in_place_ = false;  // ready_in_place() applies
+  bool in_place_ = false;  // in_place() applies
   // Owner thread.
   std::uint64_t head_ = 0;     // slots released
   std::uint32_t cur_len_ = 0;  // the peeked slot's length and flags
