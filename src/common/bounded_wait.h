@@ -28,14 +28,15 @@ class BoundedWait {
               std::initializer_list<Transport*> drive = {}, unsigned spins_per_check = 1024)
       : timeout_(timeout),
         liveness_(liveness),
-        spins_per_check_(spins_per_check ? spins_per_check : 1) {
+        spins_per_check_(spins_per_check ? spins_per_check : 1),
+        until_check_(spins_per_check_) {
     for (Transport* t : drive)
       if (t && drives_ < drive_.size()) drive_[drives_++] = t;
   }
 
   // Progress was made: the timeout counts from the next idle spin on.
   void reset() noexcept {
-    spins_ = 0;
+    until_check_ = spins_per_check_;
     since_ = {};
   }
 
@@ -46,7 +47,9 @@ class BoundedWait {
   State spin() noexcept {
     for (unsigned i = 0; i < drives_; ++i) drive_[i]->progress();
     if (yield_) std::this_thread::yield();
-    if (++spins_ % spins_per_check_ != 0) return State::waiting;
+    // A countdown, not a modulo: a division per idle spin lengthened every poll loop.
+    if (--until_check_ != 0) return State::waiting;
+    until_check_ = spins_per_check_;
     const auto now = std::chrono::steady_clock::now();
     if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
     if (liveness_ && now - last_check_ >= std::chrono::milliseconds(1)) {
@@ -82,7 +85,7 @@ class BoundedWait {
   std::array<Transport*, 2> drive_{};
   unsigned drives_ = 0;
   bool yield_ = false;
-  std::uint64_t spins_ = 0;
+  unsigned until_check_;  // idle spins left before the next clock read
   std::chrono::steady_clock::time_point since_{}, last_check_{};
 };
 
