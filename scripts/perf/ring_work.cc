@@ -3,7 +3,7 @@
 // docs/flow-queues.md ("Intra-host figures", 2026-11-25, second session).
 //
 //   g++ -O2 -std=c++20 -pthread scripts/perf/ring_work.cc -o /tmp/ring_work
-//   /tmp/ring_work [work] [cpu_producer] [cpu_consumer]
+//   /tmp/ring_work [cpu_producer] [cpu_consumer]
 //
 // Two threads, pinned, 4*10^6 items through a 1024-slot ring, zero-copy (each side touches
 // only the item's first 8 bytes, as `bench queue --api zero-copy` does). Three layouts:
@@ -12,9 +12,9 @@
 //   word, 1 line 56-byte items, the sequence word in the slot's last 8 bytes, one line a slot
 //                (a compact flow slot of 56 bytes; the consumer polls the word);
 //   word, 2 lines 64-byte items with their word: 128-byte slots (a compact 64-byte slot).
-// `work` adds that many dependent multiply-adds per item on each side (about 4 cycles each),
-// standing in for a queue's own instructions per item. Prints Mitem/s, timed on the consumer
-// from the first item to the last.
+// "work N": the 64-byte layout again with N dependent multiply-adds per item on each side
+// (about 4 cycles each), standing in for a queue's own instructions per item. Prints Mitem/s,
+// timed on the consumer from the first item to the last.
 #include <pthread.h>
 #include <sched.h>
 
@@ -124,12 +124,17 @@ double run(Layout layout, std::size_t stride, std::size_t item, int work, int cp
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int work = argc > 1 ? std::atoi(argv[1]) : 0;
-  const int cpu_p = argc > 2 ? std::atoi(argv[2]) : 0;
-  const int cpu_c = argc > 3 ? std::atoi(argv[3]) : 1;
-  for (int r = 0; r < 3; ++r)
-    std::printf("work %d: index %.1f | word, 1 line %.1f | word, 2 lines %.1f Mitem/s\n", work,
-                run(Layout::index, 64, 64, work, cpu_p, cpu_c),
-                run(Layout::word, 64, 56, work, cpu_p, cpu_c),
-                run(Layout::word, 128, 64, work, cpu_p, cpu_c));
+  const int cpu_p = argc > 1 ? std::atoi(argv[1]) : 0;
+  const int cpu_c = argc > 2 ? std::atoi(argv[2]) : 1;
+  // Work levels interleaved within each round: a shared VM changes speed between runs, so
+  // compare the figures of one line.
+  for (int r = 0; r < 3; ++r) {
+    std::printf("index %.1f | word, 1 line %.1f | word, 2 lines %.1f",
+                run(Layout::index, 64, 64, 0, cpu_p, cpu_c),
+                run(Layout::word, 64, 56, 0, cpu_p, cpu_c),
+                run(Layout::word, 128, 64, 0, cpu_p, cpu_c));
+    for (int work : {15, 30, 60})
+      std::printf(" | work %d: %.1f", work, run(Layout::word, 128, 64, work, cpu_p, cpu_c));
+    std::printf(" Mitem/s\n");
+  }
 }
