@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "flow/layout.h"
 #include "support/flow_support.h"
@@ -277,6 +278,30 @@ void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
       1);
   ASSERT_EQ(err, "");
   EXPECT_NE(seen.find("head counter"), std::string::npos) << seen;
+}
+
+// Space pull: the producer reads the consumer's own head cell (a posted read, or on local with
+// compact slots a load of the mapped cell); a value beyond what was sent fails it there too.
+TEST_P(FlowMisbehaving, HeadCellOutOfRange) {
+  QueueOptions o = on(GetParam(), conformance_options(*Design::parse("push1-watermark-pull")));
+  std::string seen;
+  auto err = misbehave(
+      GetParam(), o,
+      [&](Transport& t, Bootstrap& boot) {
+        auto prod = make_producer(t, boot, 1, o);
+        std::vector<std::byte> buf(8);
+        if (Status st = enqueue_until_failure(*prod, buf, 10s); st != Status::failed)
+          throw Error("enqueue gave " + std::string(to_string(st)) + " for 10 s");
+        seen = prod->error();
+        boot.barrier([&] { t.progress(); });
+      },
+      [&](Transport&, FakeEnd& fake) {
+        const std::uint64_t bogus = 1ull << 40;
+        std::memcpy(fake.mr->data() + fake.layout.cell(detail::kOwnCell), &bogus, 8);
+      },
+      1);
+  ASSERT_EQ(err, "");
+  EXPECT_NE(seen.find("head counter 1099511627776 is beyond"), std::string::npos) << seen;
 }
 
 // A pull-watermark producer whose slot never matches its payload sum: the consumer re-reads it
