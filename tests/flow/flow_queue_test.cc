@@ -223,6 +223,22 @@ std::function<void(Transport&, Bootstrap&)> consumer_must_fail(const QueueOption
   };
 }
 
+// The victim of a producer-side attack: it enqueues until the queue fails, within `timeout`;
+// the error lands in *seen.
+std::function<void(Transport&, Bootstrap&)> producer_must_fail(const QueueOptions& o,
+                                                               std::chrono::milliseconds timeout,
+                                                               std::string* seen) {
+  return [&o, timeout, seen](Transport& t, Bootstrap& boot) {
+    auto prod = make_producer(t, boot, 1, o);
+    std::vector<std::byte> buf(8);
+    if (Status st = enqueue_until_failure(*prod, buf, timeout); st != Status::failed)
+      throw Error("enqueue gave " + std::string(to_string(st)) + " for " +
+                  std::to_string(timeout.count()) + " ms");
+    *seen = prod->error();
+    boot.barrier([&] { t.progress(); });
+  };
+}
+
 class FlowMisbehaving : public ::testing::TestWithParam<Provider> {};
 
 TEST_P(FlowMisbehaving, TailCounterOutOfRange) {
@@ -259,15 +275,7 @@ void head_counter_out_of_range(const Provider& p, const Design& d, bool mover) {
   o.active_producer = mover;
   std::string seen;
   auto err = misbehave(
-      p, o,
-      [&](Transport& t, Bootstrap& boot) {
-        auto prod = make_producer(t, boot, 1, o);
-        std::vector<std::byte> buf(8);
-        if (Status st = enqueue_until_failure(*prod, buf, 10s); st != Status::failed)
-          throw Error("enqueue gave " + std::string(to_string(st)) + " for 10 s");
-        seen = prod->error();
-        boot.barrier([&] { t.progress(); });
-      },
+      p, o, producer_must_fail(o, 10s, &seen),
       [&](Transport& t, FakeEnd& fake) {
         static std::uint64_t bogus = 1ull << 40;
         post_ok(t, [&] {
@@ -286,15 +294,7 @@ TEST_P(FlowMisbehaving, HeadCellOutOfRange) {
   QueueOptions o = on(GetParam(), conformance_options(*Design::parse("push1-watermark-pull")));
   std::string seen;
   auto err = misbehave(
-      GetParam(), o,
-      [&](Transport& t, Bootstrap& boot) {
-        auto prod = make_producer(t, boot, 1, o);
-        std::vector<std::byte> buf(8);
-        if (Status st = enqueue_until_failure(*prod, buf, 10s); st != Status::failed)
-          throw Error("enqueue gave " + std::string(to_string(st)) + " for 10 s");
-        seen = prod->error();
-        boot.barrier([&] { t.progress(); });
-      },
+      GetParam(), o, producer_must_fail(o, 10s, &seen),
       [&](Transport&, FakeEnd& fake) {
         const std::uint64_t bogus = 1ull << 40;
         std::memcpy(fake.mr->data() + fake.layout.cell(detail::kOwnCell), &bogus, 8);
@@ -317,10 +317,17 @@ TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
       consumer_must_fail(o, 30s, &seen),
       [&](Transport&, FakeEnd& fake) {
         // Slot 0 of the fake producer's own ring, which the consumer reads: header and trailer
-        // right, one payload byte changed after the sum was taken.
+        // right, one payload byte changed after the sum was taken. Built aside and published
+        // with the header's sequence number last: a consumer reading the ring meanwhile (on
+        // local it reads the mapped memory itself) must never see the slot before the change.
         std::byte item[40] = {};
-        detail::write_slot(fake.mr->data(), 0, item, sizeof item, 0, true);
-        fake.mr->data()[detail::kSlotHeader + 3] = std::byte{1};
+        alignas(8) std::byte slot[detail::slot_used(sizeof item)];
+        detail::write_slot(slot, 0, item, sizeof item, 0, true);
+        slot[detail::kSlotHeader + 3] = std::byte{1};
+        std::memcpy(fake.mr->data() + 8, slot + 8, sizeof slot - 8);
+        std::uint64_t seq;
+        std::memcpy(&seq, slot, 8);
+        detail::store_release(fake.mr->data(), seq);
       },
       0);
   ASSERT_EQ(err, "");
