@@ -26,7 +26,10 @@ done
 grep -q "^## \[$version\]" CHANGELOG.md || fail "CHANGELOG.md has no section for $version"
 "$prefix/bin/fabflow" info >/dev/null
 # The installed CLI finds the installed catalogue, not the source tree's.
-"$prefix/bin/fabflow" experiment list --json | grep -q '"id"' || fail "no catalogue from the install"
+# Output is captured before matching throughout: under pipefail, `cmd | grep -q` fails whenever
+# grep exits at its first match while cmd is still writing (SIGPIPE), a race that CI lost once.
+catalogue=$("$prefix/bin/fabflow" experiment list --json)
+grep -q '"id"' <<<"$catalogue" || fail "no catalogue from the install"
 # Every subcommand has its section in the man page.
 for sub in info "bench raw" "bench queue" "bench rr" "bench seq" "bench inbound" "experiment list" "experiment run" report "model pcie"; do
   grep -q "^\.SS $sub\$" "$prefix/share/man/man1/fabflow.1" || fail "man page lacks '$sub'"
@@ -56,9 +59,11 @@ for src in examples/*.cc; do
   g++ -std=c++20 -O2 "$src" -o "$work/pc/$name-static" \
     $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs fabflow-static)
 done
-ldd "$work/pc/rpc_echo" | grep -q "$prefix/lib/libfabflow.so.${version%.*}" ||
-  fail "the pkg-config build of rpc_echo does not load the installed libfabflow.so"
-ldd "$work/pc/rpc_echo-static" | grep -q libfabflow && fail "the fabflow-static build loads libfabflow.so"
+libs=$(ldd "$work/pc/rpc_echo")
+grep -q "$prefix/lib/libfabflow.so.${version%.*}" <<<"$libs" ||
+  fail "the pkg-config build of rpc_echo does not load the installed libfabflow.so: $libs"
+libs=$(ldd "$work/pc/rpc_echo-static")
+grep -q libfabflow <<<"$libs" && fail "the fabflow-static build loads libfabflow.so: $libs"
 
 echo "== run the examples"
 # A text file with known counts: 1999 lines of 3 words, then one of two words that is longer

@@ -15,7 +15,7 @@ packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-b
           libpmix-dev libpmi2-0-dev openmpi-bin slurm-wlm munge iptables)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
