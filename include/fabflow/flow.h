@@ -117,6 +117,15 @@ class Producer {
   // Zero-copy: reserve room for `len` bytes, fill `*slot`, then commit.
   virtual Status reserve(std::size_t len, std::span<std::byte>* slot) noexcept = 0;
   virtual Status commit() noexcept = 0;
+  // Batched zero-copy: reserves up to slots.size() consecutive slots of `len` bytes each and
+  // sets slots[0, *granted) to their payloads (Status::ok, *granted >= 1; otherwise as reserve,
+  // *granted 0). Fill them, then commit_many(n) publishes the first n of them in order, each
+  // carrying `len` bytes (n <= *granted; 0 gives them all back). The queue's per-call work
+  // (checks, room, the pump round that moves and notifies) is paid once per batch, not per item.
+  // The socket baseline grants one slot per call.
+  virtual Status reserve_many(std::size_t len, std::span<std::span<std::byte>> slots,
+                              std::size_t* granted) noexcept = 0;
+  virtual Status commit_many(std::size_t n) noexcept = 0;
   // Pushes out anything batched and waits until the consumer can see every enqueued item.
   virtual Status flush(std::chrono::milliseconds timeout) noexcept = 0;
   // Orderly end of stream: the consumer gets Status::closed after the last item.
@@ -137,6 +146,16 @@ class Consumer {
   // Zero-copy: view the next item in place, then release it.
   virtual Status peek(std::span<const std::byte>* item) noexcept = 0;
   virtual Status release() noexcept = 0;
+  // Batched zero-copy: views of up to items.size() consecutive items in place, in
+  // items[0, *n) (Status::ok, *n >= 1; otherwise as peek, *n 0). release_many(k) releases the
+  // first k of them (k <= *n; 0 keeps them all for the next peek). An end of stream or a slot
+  // that fails its checks behind the batch's items is reported by the next call. How far a call
+  // looks ahead is the design point's: as far as the slots in this end's memory are valid (and
+  // within the tail counter the consumer knows, where the transfer notification is one), with
+  // an active consumer as far as its helper validated; the socket baseline gives one per call.
+  virtual Status peek_many(std::span<std::span<const std::byte>> items,
+                           std::size_t* n) noexcept = 0;
+  virtual Status release_many(std::size_t k) noexcept = 0;
   virtual const QueueStats& stats() const noexcept = 0;
   virtual const std::string& error() const noexcept = 0;
 };

@@ -27,8 +27,10 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
            (p.capacity ? std::to_string(p.capacity) + " items"
                        : std::string("auto (1024 items, ring <= 4 MiB)")) +
            (p.active_consumer ? "  active consumer" : "") + "  api " +
-           (p.zero_copy ? "zero-copy (reserve/commit, peek/release)"
-                        : "copy (try_enqueue/try_dequeue)"),
+           (p.burst > 1 ? "zero-copy, bursts of up to " + std::to_string(p.burst) +
+                              " (reserve_many/commit_many, peek_many/release_many)"
+            : p.zero_copy ? std::string("zero-copy (reserve/commit, peek/release)")
+                          : std::string("copy (try_enqueue/try_dequeue)")),
        "slots " + std::string(name_of(p.slot_format)) +
            (p.slot_format == flow::SlotFormat::automatic
                 ? " (compact where the transport places writes in order and the producer writes "
@@ -133,6 +135,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
       {"item_bytes", row.item_bytes},
       {"capacity", row.capacity},
       {"api", r.params.zero_copy ? "zero-copy" : "copy"},
+      {"burst", r.params.burst},
       {"active_consumer", r.params.active_consumer && row.design.design != "socket"},
       {"notify_endpoint", r.params.separate_notify ? "separate" : "shared"},
       {"slot_format",

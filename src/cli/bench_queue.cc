@@ -32,6 +32,7 @@ struct QueueFlags : CommonFlags {
   bool latency = false;
   bool reference = false;
   std::string api = "zero-copy";
+  std::uint64_t burst = 1;
   bool active_consumer = false;
   std::string notify_endpoint = "shared";
   std::string slot_format = "auto";
@@ -99,6 +100,14 @@ Validated validate(const QueueFlags& f) {
   p.warmup = f.warmup;
   p.latency = f.latency;
   p.zero_copy = parse_name<QueueApi>(f.api) == QueueApi::zero_copy;
+  p.burst = static_cast<std::size_t>(f.burst);
+  if (p.burst > 1) {
+    if (!p.zero_copy)
+      throw UsageError("--burst needs --api zero-copy (the batched calls are zero-copy)");
+    if (p.pingpong)
+      throw UsageError("--burst is for throughput: a ping-pong moves one item per trip");
+    if (p.latency) throw UsageError("--latency times single calls: not with --burst");
+  }
   p.active_consumer = f.active_consumer;
   p.separate_notify = parse_name<NotifyEndpoint>(f.notify_endpoint) == NotifyEndpoint::separate;
   p.slot_format = *parse_name<flow::SlotFormat>(f.slot_format);
@@ -160,6 +169,10 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
       *app, "--api", f->api,
       "copy: try_enqueue / try_dequeue copy every item; zero-copy: reserve / commit "
       "and peek / release, touching only the 8-byte sequence number in place");
+  add_number<std::uint64_t>(
+      *app, "--burst", f->burst, 1, 4096,
+      "throughput, zero-copy API: items per call, 1 (default: reserve / commit, peek / release) "
+      "or up to N (reserve_many / commit_many, peek_many / release_many)");
   add_choice<NotifyEndpoint>(
       *app, "--notify-endpoint", f->notify_endpoint,
       "shared (default): notifications share the data endpoint; separate: each queue "

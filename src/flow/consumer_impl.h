@@ -110,7 +110,47 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (!peeked_) [[unlikely]]
       return B::fail_with("flow: release() without a peeked item");
     peeked_ = false;
+    peeked_n_ = 0;
     return finish_release();
+  }
+
+  // The first item as peek() finds it, then the slots behind it while they are valid in this
+  // end's memory (and below the tail counter where the transfer notification is one; active:
+  // validated by the helper), stopping before an end-of-stream slot or anything peek would
+  // have to report.
+  Status peek_many(std::span<std::span<const std::byte>> items, std::size_t* n) noexcept override {
+    *n = 0;
+    if (items.empty()) [[unlikely]]
+      return B::fail_with("flow: peek_many() with no room for an item");
+    std::span<const std::byte> first;
+    if (Status st = peek(&first); st != Status::ok) return st;
+    items[0] = first;
+    std::size_t k = 1;
+    const std::uint64_t limit =
+        active_ ? ready_pub_.load(std::memory_order_acquire) : ahead_limit();
+    for (std::uint32_t len, flags; k < items.size() && head_ + k < limit; ++k) {
+      const std::uint64_t index = head_ + k;
+      if (!(active_ ? validated(index, &len, &flags) : valid_here(index, &len, &flags)) || flags)
+        break;
+      items[k] = std::span<const std::byte>(B::slot(index) + L_.payload_at(len), len);
+    }
+    peeked_n_ = k;
+    *n = k;
+    return Status::ok;
+  }
+
+  Status release_many(std::size_t k) noexcept override {
+    if (failed()) return Status::failed;
+    const std::size_t peeked = peeked_ ? std::max<std::size_t>(peeked_n_, 1) : 0;
+    if (k > peeked) [[unlikely]]
+      return B::fail_with("flow: release_many() of more items than peek_many() gave");
+    peeked_n_ = 0;
+    if (k == 0) return Status::ok;  // still peeked: the next peek gives the same items
+    peeked_ = false;
+    consume_slots(k);
+    stats_.items += k;
+    if (!active_) notify_head(HeadNotice::when_due);
+    return failed() ? Status::failed : Status::ok;
   }
 
   const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
@@ -216,25 +256,48 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (failed()) return Status::failed;
       if (head_ == ready_pub_.load(std::memory_order_acquire)) return Status::empty;
     }
-    // Validated by the pump, and nothing writes the slot before we release it: read its
-    // length and flags from the header (compact: the word).
-    const std::byte* sl = B::slot(head_);
-    bool same;
-    if (L_.compact) {
-      same = check_compact(sl, L_.stride, head_, L_.item_bytes, &cur_len_, &cur_flags_) ==
-             SlotState::valid;
-    } else {
-      same = load_acquire(sl) == head_ + 1;
-      std::uint64_t m;
-      std::memcpy(&m, sl + 8, 8);
-      cur_len_ = static_cast<std::uint32_t>(m);
-      cur_flags_ = static_cast<std::uint32_t>(m >> 32);
-    }
-    if (!same) {
+    if (!validated(head_, &cur_len_, &cur_flags_)) {
       fail("flow: slot " + std::to_string(head_) + " changed after it was validated");
       return Status::failed;
     }
     return Status::ok;
+  }
+
+  // Active: slot `index`, validated by the pump, and nothing writes it before the owner
+  // releases it: its length and flags from the header (compact: the word). False: the slot no
+  // longer carries its sequence number.
+  bool validated(std::uint64_t index, std::uint32_t* len, std::uint32_t* flags) const noexcept {
+    const std::byte* sl = B::slot(index);
+    if (L_.compact)
+      return check_compact(sl, L_.stride, index, L_.item_bytes, len, flags) == SlotState::valid;
+    const bool same = load_acquire(sl) == index + 1;
+    std::uint64_t m;
+    std::memcpy(&m, sl + 8, 8);
+    *len = static_cast<std::uint32_t>(m);
+    *flags = static_cast<std::uint32_t>(m >> 32);
+    return same;
+  }
+
+  // Passive: how far peek_many may look past head_: where the transfer notification is a
+  // counter (or receive completions), the tail it last took in; watermark: the slots' own
+  // checks decide, within the ring.
+  std::uint64_t ahead_limit() const noexcept {
+    if constexpr (T == TransferNotify::watermark)
+      return head_ + L_.capacity;
+    else
+      return tail_known_;
+  }
+
+  // Passive: slot `index` (beyond head_) is complete in this end's memory, checked as advance()
+  // checks the slot at next_: a slot the producer is still writing, or a pull read is still
+  // filling, is not valid yet (a sum that does not match counts as not yet: the pump reads it
+  // again when it reaches it).
+  [[gnu::always_inline]] bool valid_here(std::uint64_t index, std::uint32_t* len,
+                                         std::uint32_t* flags) const noexcept {
+    if (L_.compact)
+      return check_compact(B::slot(index), L_.stride, index, L_.item_bytes, len, flags) ==
+             SlotState::valid;
+    return check_slot(B::slot(index), index, L_.item_bytes, len, flags, kSum) == SlotState::valid;
   }
 
   // The owner is done with the slot at head_.
@@ -250,6 +313,25 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     else
       B::fail("flow: could not re-post a receive: " + t_.last_error());
     B::progress_notify_sometimes();  // serve head reads, send queued head updates while busy
+  }
+
+  // The owner is done with the k slots from head_ on: consume_slot k times, with one publication
+  // of the new head where nothing is done per slot (every data flow but push2, which re-posts
+  // each slot's receive).
+  [[gnu::always_inline]] void consume_slots(std::size_t k) noexcept {
+    if constexpr (D == DataFlow::push2) {
+      for (std::size_t i = 0; i < k; ++i) consume_slot();
+    } else {
+      head_ += k;
+      if (active_) {
+        head_pub_.store(head_, std::memory_order_release);
+        return;
+      }
+      next_ = head_;
+      seen_ = head_;
+      if constexpr (S == SpaceNotify::pull) store_release(B::cell(kOwnCell), seen_);
+      B::progress_notify_sometimes();
+    }
   }
 
   // Pump: slot `index` was consumed. push2: re-post its receive; space pull: publish the
@@ -541,6 +623,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   std::uint32_t cur_len_ = 0;  // the peeked slot's length and flags
   std::uint32_t cur_flags_ = 0;
   bool peeked_ = false;
+  std::size_t peeked_n_ = 0;  // items peek_many gave (0: none, or peek's one)
   bool closed_ = false;
   QueueStats stats_;
   // Pump (the owner thread when passive, the helper or the owner in turn when active).

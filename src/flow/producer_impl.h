@@ -99,24 +99,46 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       if (Status st = make_room(); st != Status::ok) return st;
     }
     reserved_len_ = static_cast<std::uint32_t>(len);
-    reserved_ = true;
+    reserved_n_ = 1;
     *out = std::span<std::byte>(staging(staged_) + L_.payload_at(len), len);
     return Status::ok;
   }
 
   Status commit() noexcept override {
-    if (!reserved_) [[unlikely]]
+    if (reserved_n_ == 0) [[unlikely]]
       return B::fail_with("flow: commit() without reserve()");
-    reserved_ = false;
-    mark_visible();
-    publish(staging(staged_) + L_.payload_at(reserved_len_), reserved_len_, 0);
-    stage_done();
-    stats_.items++;
-    if (direct_pump())
-      pump_direct(HeadRefresh::lazy);
-    else if (!active_)
-      pump(HeadRefresh::lazy);
-    return failed() ? Status::failed : Status::ok;
+    return commit_reserved(1);
+  }
+
+  Status reserve_many(std::size_t len, std::span<std::span<std::byte>> slots,
+                      std::size_t* granted) noexcept override {
+    *granted = 0;
+    if (slots.empty()) [[unlikely]]
+      return B::fail_with("flow: reserve_many() with no room for a slot");
+    std::span<std::byte> first;
+    if (Status st = reserve(len, &first); st != Status::ok) return st;
+    // Every free slot up to slots.size(), as the head was last known (reserve made room for
+    // one; no further refresh: the batch takes what is free now).
+    const std::uint64_t free_slots = L_.capacity - (staged_ - head_view());
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(slots.size(), free_slots));
+    const std::size_t at = L_.payload_at(len);
+    slots[0] = first;
+    for (std::size_t i = 1; i < n; ++i)
+      slots[i] = std::span<std::byte>(staging(staged_ + i) + at, len);
+    reserved_n_ = n;
+    *granted = n;
+    return Status::ok;
+  }
+
+  Status commit_many(std::size_t n) noexcept override {
+    if (n > reserved_n_) [[unlikely]]
+      return B::fail_with("flow: commit_many() of more slots than reserve_many() granted");
+    if (n == 0) {
+      reserved_n_ = 0;
+      return failed() ? Status::failed : Status::ok;
+    }
+    return commit_reserved(n);
   }
 
   Status flush(std::chrono::milliseconds timeout) noexcept override {
@@ -130,6 +152,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (failed()) return Status::failed;
     if (closed_) return Status::closed;
     if (!closing_) {
+      reserved_n_ = 0;  // the end of stream takes the next slot: a reservation lapses
       Status st = wait_until(timeout, HeadRefresh::now, [&] { return room(); });
       if (st != Status::ok) return st;
       mark_visible();
@@ -147,6 +170,22 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
+  // Publishes the first n reserved slots (n >= 1), then one pump round for all of them.
+  [[gnu::always_inline]] Status commit_reserved(std::size_t n) noexcept {
+    reserved_n_ = 0;
+    const std::size_t at = L_.payload_at(reserved_len_);
+    for (std::size_t i = 0; i < n; ++i) {
+      mark_visible();
+      publish(staging(staged_) + at, reserved_len_, 0);
+      stage_done();
+    }
+    stats_.items += n;
+    if (direct_pump())
+      pump_direct(HeadRefresh::lazy);
+    else if (!active_)
+      pump(HeadRefresh::lazy);
+    return failed() ? Status::failed : Status::ok;
+  }
   [[gnu::always_inline]] std::uint64_t head_view() const noexcept {
     return active_ ? head_pub_.load(std::memory_order_acquire) : head_known_;
   }
@@ -525,7 +564,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   unsigned direct_rounds_ = 0;
   // Owner thread.
   std::uint64_t staged_ = 0;
-  bool reserved_ = false;
+  std::size_t reserved_n_ = 0;  // slots reserved and not yet committed (reserve: 1)
   std::uint32_t reserved_len_ = 0;
   bool closing_ = false;
   bool closed_ = false;

@@ -181,6 +181,29 @@ TEST(QueueCli, SeparateNotifyEndpointIsMeasuredAndReported) {
   EXPECT_NE(h.out.find("# notifications shared"), std::string::npos) << h.out;
 }
 
+// --burst: the batched calls move every item in order (the bench checks each one's sequence
+// number and length), on the compact local path, a framed shm design and the socket baseline.
+TEST(QueueCli, BurstMovesEveryItemAndIsReported) {
+  for (const char* provider : {"local", "shm"}) {
+    CliResult r = run_cli({"fabflow", "bench", "queue", "-p", provider, "--design",
+                           "basic,pull-watermark-pull,socket", "-S", "64,200", "--items", "5000",
+                           "--burst", "16", "--json"},
+                          60s);
+    ASSERT_FALSE(r.timed_out) << provider << ": " << r.err;
+    ASSERT_EQ(r.status, 0) << provider << ": " << r.err;
+    auto out = lines(r.out);
+    ASSERT_EQ(out.size(), 6u) << r.out;
+    for (const auto& line : out) {
+      auto j = nlohmann::json::parse(line);
+      EXPECT_EQ(j["burst"], 16) << line;
+      ASSERT_FALSE(j.contains("unsupported")) << line;
+      EXPECT_EQ(j["items"], 5000) << line;
+      EXPECT_GT(j["items_per_s"].get<double>(), 0) << line;
+      EXPECT_GE(j["ops_per_item"]["data"].get<double>(), 1.0) << line;
+    }
+  }
+}
+
 TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
   const std::vector<std::vector<std::string>> cases = {
       {"--design", "push3-watermark-pull"},
@@ -191,6 +214,11 @@ TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
       {"--design", "socket", "--capacity", "12x"},
       {"--design", "socket", "--api", "dma"},
       {"--design", "socket", "--notify-endpoint", "both"},
+      {"--design", "socket", "--burst", "0"},
+      {"--design", "socket", "--burst", "5000"},
+      {"--design", "socket", "--burst", "8", "--api", "copy"},
+      {"--design", "socket", "--burst", "8", "--pingpong"},
+      {"--design", "socket", "--burst", "8", "--latency"},
       {"--design", "socket", "-p", "nosuchprovider"},
   };
   for (const auto& extra : cases) {

@@ -88,6 +88,140 @@ TEST_P(FlowConformance, ActiveConsumer) {
   }
 }
 
+// The batched calls (reserve_many / commit_many, peek_many / release_many) mixed with the
+// one-item ones, partial commits and releases: the same order, contents and count, with a
+// passive and an active consumer and with a data mover.
+TEST_P(FlowConformance, BatchedCalls) {
+  const auto& pt = GetParam();
+  struct Case {
+    const char* preset;
+    bool active;
+  };
+  for (Case c : {Case{"basic", false}, Case{"basic", true}, Case{"datamover", false}}) {
+    auto o = QueueOptions::preset(c.preset, pt.design);
+    o.active_consumer = c.active;
+    o.capacity = 16;
+    o.item_bytes = 100;
+    Result r;
+    const std::size_t n = env_count("FABFLOW_FLOW_PRESET_ITEMS", 2000);
+    auto err = stream(pt.provider, o, {n, 23, true, 12}, &r);
+    ASSERT_EQ(err, "") << c.preset << (c.active ? " active" : "");
+    EXPECT_EQ(r.consumer.items, n) << c.preset;
+  }
+}
+
+// What the batched calls give at the edges, on local (both slot formats) and shm: a batch is
+// never more than the free slots or the items there, 0 gives back (commit) or keeps (release),
+// the end of stream behind a batch comes with the next call, and counts beyond what was granted
+// or peeked fail the queue with a line naming the call.
+void expect_that(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+
+TEST(FlowBatchedCalls, BatchesStopAtFreeSlotsAndAtTheItemsThere) {
+  for (const Provider& p : {kLocal, kLocalFramed, kShm}) {
+    SCOPED_TRACE(label_of(p));
+    QueueOptions base;
+    base.capacity = 8;
+    base.item_bytes = 32;
+    const auto o = on(p, base);
+    auto err = run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
+      auto progress = [&] { t.progress(); };
+      if (rank == 0) {
+        auto prod = make_producer(t, boot, 1, o);
+        std::vector<std::span<std::byte>> slots(5);
+        std::size_t granted = 0;
+        expect_that(prod->reserve_many(32, slots, &granted) == Status::ok && granted == 5,
+                    "reserve 5 of 8 free");
+        for (std::size_t i = 0; i < 5; ++i) std::memset(slots[i].data(), int(i), 32);
+        expect_that(prod->commit_many(5) == Status::ok, "commit 5: " + prod->error());
+        expect_that(prod->reserve_many(16, slots, &granted) == Status::ok && granted == 3,
+                    "3 slots free, granted " + std::to_string(granted));
+        for (std::size_t i = 0; i < 3; ++i) std::memset(slots[i].data(), int(5 + i), 16);
+        expect_that(prod->commit_many(3) == Status::ok, "commit 3: " + prod->error());
+        expect_that(prod->reserve_many(16, slots, &granted) == Status::full && granted == 0,
+                    "a full ring granted a slot");
+        expect_that(prod->flush(5s) == Status::ok, "flush: " + prod->error());
+        boot.barrier(progress);  // the consumer takes the 8 items
+        expect_that(prod->close(5s) == Status::ok, "close: " + prod->error());
+        boot.barrier(progress);
+      } else {
+        auto cons = make_consumer(t, boot, 0, o);
+        std::vector<std::span<const std::byte>> items(6);
+        std::size_t n = 0;
+        boot.barrier(progress);
+        // Items 0..5 in one call once they are all there (shm places them as this end drives
+        // progress: a batch short of them is kept, release_many(0), and peeked again).
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        for (;;) {
+          Status st = cons->peek_many(items, &n);
+          expect_that(st == Status::ok || st == Status::empty, "peek_many: " + cons->error());
+          if (st == Status::ok && n == 6) break;
+          if (st == Status::ok) expect_that(cons->release_many(0) == Status::ok, "keep");
+          expect_that(std::chrono::steady_clock::now() < deadline, "6 items never there");
+        }
+        for (std::size_t i = 0; i < 6; ++i)
+          expect_that(items[i].size() == (i < 5 ? 32u : 16u) && items[i][0] == std::byte(i),
+                      "item " + std::to_string(i));
+        expect_that(cons->release_many(2) == Status::ok, "release 2: " + cons->error());
+        // The next call starts at item 2 and ends at the last one: 6 items, not 8.
+        expect_that(cons->peek_many(items, &n) == Status::ok && n == 6 &&
+                        items[0][0] == std::byte(2) && items[5][0] == std::byte(7),
+                    "items 2..7 in one call, got " + std::to_string(n));
+        expect_that(cons->release_many(6) == Status::ok, "release 6: " + cons->error());
+        Status st;  // the producer closes meanwhile
+        deadline = std::chrono::steady_clock::now() + 5s;
+        while ((st = cons->peek_many(items, &n)) == Status::empty &&
+               std::chrono::steady_clock::now() < deadline) {
+        }
+        expect_that(st == Status::closed && n == 0, "no end of stream: " + cons->error());
+        expect_that(cons->stats().items == 8,
+                    "consumer counted " + std::to_string(cons->stats().items));
+        boot.barrier(progress);
+      }
+    });
+    ASSERT_EQ(err, "");
+  }
+}
+
+TEST(FlowBatchedCalls, CountsBeyondTheGrantFailTheQueue) {
+  for (const Provider& p : {kLocal, kShm}) {
+    SCOPED_TRACE(label_of(p));
+    QueueOptions base;
+    base.capacity = 8;
+    base.item_bytes = 32;
+    const auto o = on(p, base);
+    auto err = run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
+      auto progress = [&] { t.progress(); };
+      std::size_t n = 9;
+      if (rank == 0) {
+        auto prod = make_producer(t, boot, 1, o);
+        auto none = make_producer(t, boot, 1, o);
+        std::vector<std::span<std::byte>> slots(4), empty;
+        expect_that(none->reserve_many(32, empty, &n) == Status::failed && n == 0,
+                    "reserve_many of no slots");
+        expect_that(none->error().find("reserve_many") != std::string::npos, none->error());
+        expect_that(prod->reserve_many(32, slots, &n) == Status::ok && n == 4, "reserve 4");
+        expect_that(prod->commit_many(0) == Status::ok, "commit_many(0) gives them back");
+        expect_that(prod->commit_many(1) == Status::failed, "a commit after giving back");
+        expect_that(prod->error().find("commit_many") != std::string::npos, prod->error());
+        boot.barrier(progress);
+      } else {
+        auto cons = make_consumer(t, boot, 0, o);
+        auto none = make_consumer(t, boot, 0, o);
+        std::vector<std::span<const std::byte>> empty;
+        expect_that(none->peek_many(empty, &n) == Status::failed && n == 0,
+                    "peek_many of no items");
+        expect_that(none->error().find("peek_many") != std::string::npos, none->error());
+        expect_that(cons->release_many(1) == Status::failed, "release_many without a peek");
+        expect_that(cons->error().find("release_many") != std::string::npos, cons->error());
+        boot.barrier(progress);
+      }
+    });
+    ASSERT_EQ(err, "");
+  }
+}
+
 TEST_P(FlowConformance, FullEmptyAndEndOfStream) {
   for (bool active : {false, true}) {
     SCOPED_TRACE(active ? "active consumer" : "passive consumer");

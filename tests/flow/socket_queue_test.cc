@@ -193,6 +193,37 @@ TEST(FlowSocket, CloseEndsTheStreamAfterTheLastItem) {
   EXPECT_TRUE(q.consumer->error().empty()) << q.consumer->error();
 }
 
+// The batched calls on the stream: one slot / item per call, and the counts checked.
+TEST(FlowSocket, BatchedCallsTakeOneAtATime) {
+  Pair q(options(16, 64));
+  std::vector<std::span<std::byte>> slots(8);
+  std::size_t granted = 9;
+  ASSERT_EQ(q.producer->reserve_many(64, slots, &granted), Status::ok) << q.producer->error();
+  ASSERT_EQ(granted, 1u);
+  fill(slots[0].data(), 64, 5);
+  EXPECT_EQ(q.producer->commit_many(2), Status::failed);  // more than granted
+  EXPECT_NE(q.producer->error().find("commit_many"), std::string::npos) << q.producer->error();
+  ASSERT_EQ(q.producer->commit_many(1), Status::ok) << q.producer->error();
+  ASSERT_EQ(q.producer->reserve_many(8, slots, &granted), Status::ok);
+  ASSERT_EQ(q.producer->commit_many(0), Status::ok);  // given back: nothing sent
+  EXPECT_EQ(q.producer->commit(), Status::failed);
+  ASSERT_EQ(q.producer->close(1s), Status::ok);
+  std::vector<std::span<const std::byte>> items(4);
+  std::size_t n = 0;
+  Status st;
+  while ((st = q.consumer->peek_many(items, &n)) == Status::empty) std::this_thread::yield();
+  ASSERT_EQ(st, Status::ok) << q.consumer->error();
+  ASSERT_EQ(n, 1u);
+  std::vector<std::byte> want(64);
+  fill(want.data(), 64, 5);
+  ASSERT_EQ(items[0].size(), 64u);
+  EXPECT_EQ(std::memcmp(items[0].data(), want.data(), 64), 0);
+  EXPECT_EQ(q.consumer->release_many(2), Status::failed);
+  ASSERT_EQ(q.consumer->release_many(1), Status::ok);
+  EXPECT_EQ(q.consumer->peek_many(items, &n), Status::closed);
+  EXPECT_EQ(n, 0u);
+}
+
 TEST(FlowSocket, ProducerDeathWithoutCloseFailsTheConsumer) {
   Pair q(options(16, 64));
   std::byte b[64] = {};

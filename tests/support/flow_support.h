@@ -185,7 +185,110 @@ struct Stream {
   std::size_t items = 0;
   std::uint64_t seed = 1;
   bool pauses = true;
+  // > 0: the batched calls with up to this many items per call (reserve_many / commit_many,
+  // peek_many / release_many, random batch sizes, partial commits and releases, mixed with
+  // the one-item calls); item lengths then change every 7 items, so batches of one length form.
+  std::size_t burst = 0;
 };
+
+// The length of item i of stream `s`.
+inline std::size_t stream_len(const Stream& s, std::uint64_t i, std::size_t max) {
+  return item_len(s.seed, s.burst ? i / 7 : i, max);
+}
+
+// Checks item i of stream `s` as dequeued: its length and contents.
+inline void check_item(const Stream& s, std::uint64_t i, std::span<const std::byte> got,
+                       std::size_t item_bytes) {
+  const std::size_t len = got.size();
+  const std::size_t expect = stream_len(s, i, item_bytes);
+  if (len != expect)
+    throw Error("item " + std::to_string(i) + " has " + std::to_string(len) + " bytes, want " +
+                std::to_string(expect));
+  std::vector<std::byte> want(item_bytes);
+  fill_item(s.seed, i, want.data(), len);
+  if (len == 0 || std::memcmp(got.data(), want.data(), len) == 0) return;
+  std::size_t first = 0;
+  while (first < len && got[first] == want[first]) ++first;
+  std::size_t last = len;
+  while (last > first && got[last - 1] == want[last - 1]) --last;
+  std::string like;
+  std::vector<std::byte> other(item_bytes);
+  for (std::uint64_t k = i >= 32 ? i - 32 : 0; k < i + 32; ++k) {
+    fill_item(s.seed, k, other.data(), item_bytes);
+    if (std::memcmp(got.data() + first, other.data() + first, last - first) == 0)
+      like += " " + std::to_string(k);
+  }
+  throw Error("item " + std::to_string(i) + " corrupted (len " + std::to_string(len) + ", bytes " +
+              std::to_string(first) + ".." + std::to_string(last) + " differ, match items" + like +
+              ")");
+}
+
+// Producer of a batched stream: enqueues items [i, ...) with one call, batched or not (random),
+// until it timed out; returns how many it took (0: full). Throws on failure.
+inline std::size_t enqueue_some(Producer& prod, const Stream& s, std::uint64_t i,
+                                std::size_t item_bytes, std::mt19937_64& rng,
+                                std::vector<std::byte>& buf) {
+  const std::size_t len = stream_len(s, i, item_bytes);
+  if (rng() % 5 == 0) {  // now and then the one-item call
+    fill_item(s.seed, i, buf.data(), len);
+    Status st = prod.try_enqueue({buf.data(), len});
+    if (st == Status::full) return 0;
+    if (st != Status::ok)
+      throw Error("enqueue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                  prod.error());
+    return 1;
+  }
+  // Up to a random batch size, within the items left of this length: reserve more than that
+  // now and then, and commit only the prefix of this length (a partial commit).
+  std::size_t same = 1;
+  while (same < s.items - i && stream_len(s, i + same, item_bytes) == len) ++same;
+  std::vector<std::span<std::byte>> slots(1 + rng() % s.burst);
+  std::size_t granted = 0;
+  Status st = prod.reserve_many(len, slots, &granted);
+  if (st == Status::full) return 0;
+  if (st != Status::ok || granted == 0 || granted > slots.size())
+    throw Error("reserve_many " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                prod.error());
+  const std::size_t n = std::min(granted, same);
+  for (std::size_t k = 0; k < n; ++k) {
+    if (slots[k].size() != len) throw Error("reserve_many gave a slot of the wrong size");
+    fill_item(s.seed, i + k, slots[k].data(), len);
+  }
+  if ((st = prod.commit_many(n)) != Status::ok)
+    throw Error("commit_many " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                prod.error());
+  return n;
+}
+
+// Consumer of a batched stream: takes what one call gives from item i on (batched or not,
+// random), checks each, releases some or all of them; returns how many it released (0: empty).
+inline std::size_t dequeue_some(Consumer& cons, const Stream& s, std::uint64_t i,
+                                std::size_t item_bytes, std::mt19937_64& rng,
+                                std::vector<std::byte>& buf) {
+  if (rng() % 5 == 0) {
+    std::size_t len = 0;
+    Status st = cons.try_dequeue(buf, &len);
+    if (st == Status::empty) return 0;
+    if (st != Status::ok)
+      throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                  cons.error());
+    check_item(s, i, {buf.data(), len}, item_bytes);
+    return 1;
+  }
+  std::vector<std::span<const std::byte>> items(1 + rng() % s.burst);
+  std::size_t n = 0;
+  Status st = cons.peek_many(items, &n);
+  if (st == Status::empty) return 0;
+  if (st != Status::ok || n == 0 || n > items.size() || i + n > s.items)
+    throw Error("peek_many " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                cons.error() + " (" + std::to_string(n) + " items)");
+  for (std::size_t k = 0; k < n; ++k) check_item(s, i + k, items[k], item_bytes);
+  const std::size_t release = rng() % 4 == 0 ? rng() % (n + 1) : n;  // sometimes a part, or none
+  if ((st = cons.release_many(release)) != Status::ok)
+    throw Error("release_many " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
+                cons.error());
+  return release;
+}
 
 // Enqueues `item` (a full ring counts as going on) until the producer answers something else
 // or `limit` passes: the victim side of the misbehaving-consumer tests. Bounded by time, not by
@@ -217,7 +320,7 @@ inline std::string stream(const Provider& p, const QueueOptions& options, const 
   std::unique_ptr<Transport> notify[2];
   return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
     std::mt19937_64 rng(s.seed * 7 + static_cast<std::uint64_t>(rank));
-    std::vector<std::byte> buf(o.item_bytes), want(o.item_bytes);
+    std::vector<std::byte> buf(o.item_bytes);
     auto pause = [&] {
       if (s.pauses && (rng() & 255) == 0)
         std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
@@ -232,7 +335,17 @@ inline std::string stream(const Provider& p, const QueueOptions& options, const 
     };
     if (rank == 0) {
       auto prod = producer_on(t, n.get(), boot, 1, o);
-      for (std::uint64_t i = 0; i < s.items; ++i) {
+      auto moved = std::chrono::steady_clock::now();  // 5 s without an item taken: fail
+      for (std::uint64_t i = 0; s.burst && i < s.items;) {
+        const std::size_t took = enqueue_some(*prod, s, i, o.item_bytes, rng, buf);
+        if (took > 0)
+          moved = std::chrono::steady_clock::now();
+        else if (std::chrono::steady_clock::now() - moved > 5s)
+          throw Error("enqueue " + std::to_string(i) + ": full for 5 s");
+        i += took;
+        pause();
+      }
+      for (std::uint64_t i = 0; !s.burst && i < s.items; ++i) {
         const std::size_t len = item_len(s.seed, i, o.item_bytes);
         fill_item(s.seed, i, buf.data(), len);
         Status st = prod->enqueue({buf.data(), len}, 5s);
@@ -250,33 +363,23 @@ inline std::string stream(const Provider& p, const QueueOptions& options, const 
       settle();
     } else {
       auto cons = consumer_on(t, n.get(), boot, 0, o);
-      for (std::uint64_t i = 0; i < s.items; ++i) {
+      auto moved = std::chrono::steady_clock::now();
+      for (std::uint64_t i = 0; s.burst && i < s.items;) {
+        const std::size_t took = dequeue_some(*cons, s, i, o.item_bytes, rng, buf);
+        if (took > 0)
+          moved = std::chrono::steady_clock::now();
+        else if (std::chrono::steady_clock::now() - moved > 5s)
+          throw Error("dequeue " + std::to_string(i) + ": nothing for 5 s");
+        i += took;
+        pause();
+      }
+      for (std::uint64_t i = 0; !s.burst && i < s.items; ++i) {
         std::size_t len = 0;
         Status st = cons->dequeue(buf, &len, 5s);
         if (st != Status::ok)
           throw Error("dequeue " + std::to_string(i) + ": " + std::string(to_string(st)) + " " +
                       cons->error());
-        const std::size_t expect = item_len(s.seed, i, o.item_bytes);
-        if (len != expect)
-          throw Error("item " + std::to_string(i) + " has " + std::to_string(len) +
-                      " bytes, want " + std::to_string(expect));
-        fill_item(s.seed, i, want.data(), len);
-        if (std::memcmp(buf.data(), want.data(), len) != 0) {
-          std::size_t first = 0;
-          while (first < len && buf[first] == want[first]) ++first;
-          std::size_t last = len;
-          while (last > first && buf[last - 1] == want[last - 1]) --last;
-          std::string like;
-          std::vector<std::byte> other(o.item_bytes);
-          for (std::uint64_t k = i >= 32 ? i - 32 : 0; k < i + 32; ++k) {
-            fill_item(s.seed, k, other.data(), o.item_bytes);
-            if (std::memcmp(buf.data() + first, other.data() + first, last - first) == 0)
-              like += " " + std::to_string(k);
-          }
-          throw Error("item " + std::to_string(i) + " corrupted (len " + std::to_string(len) +
-                      ", bytes " + std::to_string(first) + ".." + std::to_string(last) +
-                      " differ, match items" + like + ")");
-        }
+        check_item(s, i, {buf.data(), len}, o.item_bytes);
         pause();
       }
       std::size_t len = 0;

@@ -59,6 +59,9 @@ struct QueueParams {
   // Zero-copy API (reserve / commit, peek / release; only the 8-byte sequence number is
   // written and read) instead of try_enqueue / try_dequeue copying whole items.
   bool zero_copy = true;
+  // Throughput, zero-copy API: items per call (1: reserve / commit, peek / release; more:
+  // reserve_many / commit_many and peek_many / release_many of up to this many).
+  std::size_t burst = 1;
   bool active_consumer = false;  // QueueOptions::active_consumer on every design point
   // References measured in the same run, once per item size, on the same two CPUs:
   // throughput mode: the provider's raw streaming write bandwidth (run_raw) and a minimal SPSC

@@ -189,6 +189,26 @@ class SocketProducer final : public Producer {
     return failed_ ? Status::failed : Status::ok;
   }
 
+  // One slot per call: the stream frames each item into the send ring on commit.
+  Status reserve_many(std::size_t len, std::span<std::span<std::byte>> slots,
+                      std::size_t* granted) noexcept override {
+    *granted = 0;
+    if (slots.empty()) return fail_usage("reserve_many() with no room for a slot");
+    if (Status s = reserve(len, &slots[0]); s != Status::ok) return s;
+    *granted = 1;
+    return Status::ok;
+  }
+
+  Status commit_many(std::size_t n) noexcept override {
+    if (n > 1 || (n == 1 && reserved_ == kNone))
+      return fail_usage("commit_many() of more slots than reserve_many() granted");
+    if (n == 0) {
+      reserved_ = kNone;
+      return failed_ ? Status::failed : Status::ok;
+    }
+    return commit();
+  }
+
   Status flush(std::chrono::milliseconds timeout) noexcept override {
     if (failed_) return Status::failed;
     return drain(Clock::now() + timeout);
@@ -392,6 +412,21 @@ class SocketConsumer final : public Consumer {
     peeked_ = false;
     consume(peeked_len_);
     return Status::ok;
+  }
+
+  // One item per call (the frames are parsed one at a time).
+  Status peek_many(std::span<std::span<const std::byte>> items, std::size_t* n) noexcept override {
+    *n = 0;
+    if (items.empty()) return fail_usage("peek_many() with no room for an item");
+    if (Status s = peek(&items[0]); s != Status::ok) return s;
+    *n = 1;
+    return Status::ok;
+  }
+
+  Status release_many(std::size_t k) noexcept override {
+    if (k > (peeked_ ? 1u : 0u))
+      return fail_usage("release_many() of more items than peek_many() gave");
+    return k == 0 ? Status::ok : release();
   }
 
   const QueueStats& stats() const noexcept override { return stats_; }
