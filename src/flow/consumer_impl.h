@@ -125,17 +125,30 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     std::span<const std::byte> first;
     if (Status st = peek(&first); st != Status::ok) return st;
     items[0] = first;
-    std::size_t k = 1;
-    const std::uint64_t limit =
-        active_ ? ready_pub_.load(std::memory_order_acquire) : ahead_limit();
-    for (std::uint32_t len, flags; k < items.size() && head_ + k < limit; ++k) {
-      const std::uint64_t index = head_ + k;
-      if (!(active_ ? validated(index, &len, &flags) : valid_here(index, &len, &flags)) || flags)
-        break;
-      items[k] = std::span<const std::byte>(B::slot(index) + L_.payload_at(len), len);
+    const std::uint64_t head = head_;
+    const std::uint64_t limit = std::min<std::uint64_t>(
+        head + items.size(), active_ ? ready_pub_.load(std::memory_order_acquire) : ahead_limit());
+    // As commit_many's loop: locals, so the slots' acquire loads do not reload the members.
+    const std::size_t stride = L_.stride, mask = L_.mask, capacity = L_.capacity;
+    const std::size_t item_bytes = L_.item_bytes;
+    const std::byte* const ring = base_;
+    const bool compact = L_.compact, active = active_;
+    std::uint64_t index = head + 1;
+    for (std::uint32_t len, flags; index < limit; ++index) {
+      const std::byte* sl = ring + (mask ? index & mask : index % capacity) * stride;
+      bool ok;
+      if (compact)  // the word (active: validated by the helper, checked again the same way)
+        ok = check_compact(sl, stride, index, item_bytes, &len, &flags) == SlotState::valid;
+      else if (active)
+        ok = validated(index, &len, &flags);
+      else  // as advance() checks the slot at next_ (a sum that fails: not yet, read it again)
+        ok = check_slot(sl, index, item_bytes, &len, &flags, kSum) == SlotState::valid;
+      if (!ok || flags) break;
+      items[index - head] = std::span<const std::byte>(
+          sl + (compact ? stride - kCompactWord - round8(len) : kSlotHeader), len);
     }
-    peeked_n_ = k;
-    *n = k;
+    peeked_n_ = static_cast<std::size_t>(index - head);
+    *n = peeked_n_;
     return Status::ok;
   }
 
@@ -286,18 +299,6 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       return head_ + L_.capacity;
     else
       return tail_known_;
-  }
-
-  // Passive: slot `index` (beyond head_) is complete in this end's memory, checked as advance()
-  // checks the slot at next_: a slot the producer is still writing, or a pull read is still
-  // filling, is not valid yet (a sum that does not match counts as not yet: the pump reads it
-  // again when it reaches it).
-  [[gnu::always_inline]] bool valid_here(std::uint64_t index, std::uint32_t* len,
-                                         std::uint32_t* flags) const noexcept {
-    if (L_.compact)
-      return check_compact(B::slot(index), L_.stride, index, L_.item_bytes, len, flags) ==
-             SlotState::valid;
-    return check_slot(B::slot(index), index, L_.item_bytes, len, flags, kSum) == SlotState::valid;
   }
 
   // The owner is done with the slot at head_.

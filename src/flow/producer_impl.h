@@ -122,10 +122,13 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     const std::uint64_t free_slots = L_.capacity - (staged_ - head_view());
     const std::size_t n =
         static_cast<std::size_t>(std::min<std::uint64_t>(slots.size(), free_slots));
-    const std::size_t at = L_.payload_at(len);
     slots[0] = first;
-    for (std::size_t i = 1; i < n; ++i)
-      slots[i] = std::span<std::byte>(staging(staged_ + i) + at, len);
+    // Locals: a store into `slots` could alias the members as far as the compiler knows.
+    std::byte* const ring = (peer_ring_ ? peer_ring_ : base_) + L_.payload_at(len);
+    const std::size_t stride = L_.stride, mask = L_.mask, capacity = L_.capacity;
+    for (std::uint64_t i = 1, index = staged_ + 1; i < n; ++i, ++index)
+      slots[i] =
+          std::span<std::byte>(ring + (mask ? index & mask : index % capacity) * stride, len);
     reserved_n_ = n;
     *granted = n;
     return Status::ok;
@@ -155,7 +158,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       reserved_n_ = 0;  // the end of stream takes the next slot: a reservation lapses
       Status st = wait_until(timeout, HeadRefresh::now, [&] { return room(); });
       if (st != Status::ok) return st;
-      mark_visible();
+      mark_visible(staged_ + 1);
       publish(nullptr, 0, kFlagClose);
       stage_done();
       closing_ = true;
@@ -171,14 +174,26 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
 
  private:
   // Publishes the first n reserved slots (n >= 1), then one pump round for all of them.
+  // The loop keeps what it needs in locals: each slot's release store would otherwise make the
+  // compiler load the members again for the next slot.
   [[gnu::always_inline]] Status commit_reserved(std::size_t n) noexcept {
     reserved_n_ = 0;
-    const std::size_t at = L_.payload_at(reserved_len_);
-    for (std::size_t i = 0; i < n; ++i) {
-      mark_visible();
-      publish(staging(staged_) + at, reserved_len_, 0);
-      stage_done();
+    const std::uint32_t len = reserved_len_;
+    const std::size_t at = L_.payload_at(len);
+    const std::uint64_t end = staged_ + n;
+    mark_visible(end);
+    std::byte* const ring = peer_ring_ ? peer_ring_ : base_;
+    const std::size_t stride = L_.stride, mask = L_.mask, capacity = L_.capacity;
+    const bool compact = L_.compact;
+    for (std::uint64_t index = staged_; index < end; ++index) {
+      std::byte* sl = ring + (mask ? index & mask : index % capacity) * stride;
+      if (compact)
+        write_compact(sl, stride, index, sl + at, len, 0);  // the payload is in place
+      else
+        write_slot(sl, index, sl + at, len, 0, kSum);
     }
+    staged_ = end;
+    if (active_) staged_pub_.store(end, std::memory_order_release);
     stats_.items += n;
     if (direct_pump())
       pump_direct(HeadRefresh::lazy);
@@ -236,9 +251,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   // Active producers publish that bound first, for the mover's range check of the head:
   // write_slot's release store of the header orders this store before it, so whoever saw the
   // header (and then the consumer's head) finds the bound here.
-  [[gnu::always_inline]] void mark_visible() noexcept {
+  // `through`: the slots up to there are about to be written (a batch publishes its end once).
+  [[gnu::always_inline]] void mark_visible(std::uint64_t through) noexcept {
     if constexpr (D == DataFlow::pull) {
-      if (active_) visible_pub_.store(staged_ + 1, std::memory_order_release);
+      if (active_) visible_pub_.store(through, std::memory_order_release);
     }
   }
   // The most slots the consumer can have seen (read by the pump): pull data, every slot
