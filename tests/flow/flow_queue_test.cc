@@ -118,13 +118,18 @@ void expect_that(bool ok, const std::string& what) {
   if (!ok) throw Error(what);
 }
 
+// A ring of 8 slots of 32 bytes on `p`.
+QueueOptions small_ring(const Provider& p) {
+  QueueOptions o;
+  o.capacity = 8;
+  o.item_bytes = 32;
+  return on(p, o);
+}
+
 TEST(FlowBatchedCalls, BatchesStopAtFreeSlotsAndAtTheItemsThere) {
   for (const Provider& p : {kLocal, kLocalFramed, kShm}) {
     SCOPED_TRACE(label_of(p));
-    QueueOptions base;
-    base.capacity = 8;
-    base.item_bytes = 32;
-    const auto o = on(p, base);
+    const auto o = small_ring(p);
     auto err = run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
       auto progress = [&] { t.progress(); };
       if (rank == 0) {
@@ -187,10 +192,7 @@ TEST(FlowBatchedCalls, BatchesStopAtFreeSlotsAndAtTheItemsThere) {
 TEST(FlowBatchedCalls, CountsBeyondTheGrantFailTheQueue) {
   for (const Provider& p : {kLocal, kShm}) {
     SCOPED_TRACE(label_of(p));
-    QueueOptions base;
-    base.capacity = 8;
-    base.item_bytes = 32;
-    const auto o = on(p, base);
+    const auto o = small_ring(p);
     auto err = run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
       auto progress = [&] { t.progress(); };
       std::size_t n = 9;
