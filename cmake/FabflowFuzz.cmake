@@ -33,10 +33,12 @@ add_library(fabflow_fuzz_parsers STATIC
   src/seq/hello.cc
   src/kv/workload.cc
   src/transport/libfabric/fabric_transport.cc
+  src/transport/libfabric/loader.cc
   src/transport/libfabric/select.cc
   src/transport/local/local_transport.cc
   src/transport/names.cc)
-target_include_directories(fabflow_fuzz_parsers PUBLIC include ${PROJECT_BINARY_DIR}/include src)
+target_include_directories(fabflow_fuzz_parsers PUBLIC include ${PROJECT_BINARY_DIR}/include src
+  ${LIBFABRIC_INCLUDE_DIRS})
 target_compile_options(fabflow_fuzz_parsers PUBLIC ${FABFLOW_FUZZ_SANITIZE} -g -O1
   PRIVATE -fsanitize=fuzzer-no-link)
 target_compile_definitions(fabflow_fuzz_parsers PRIVATE ${FABFLOW_BUILD_DEFINITIONS})

@@ -48,8 +48,9 @@ foreach(pc fabflow fabflow-static)
 endforeach()
 
 # The Debian package: `cpack -G DEB` in the build tree (after building everything) writes
-# fabflow_<version>_amd64.deb. Run-time dependencies come from dpkg-shlibdeps (libfabric1,
-# libssl3, libstdc++6, libc6); building against it also needs the -dev packages suggested.
+# fabflow_<version>_amd64.deb. Run-time dependencies come from dpkg-shlibdeps (libssl3,
+# libstdc++6, libc6), and libfabric1, which fabflow opens at run time, is declared here;
+# building against it also needs the -dev packages suggested.
 set(CPACK_PACKAGE_NAME fabflow)
 set(CPACK_PACKAGE_VENDOR "fabflow developers")
 set(CPACK_PACKAGE_CONTACT "fabflow developers <fabflow@localhost>")

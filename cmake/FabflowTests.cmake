@@ -13,10 +13,14 @@ if(NOT FABFLOW_CLI_TESTS)
 endif()
 file(GLOB_RECURSE FABFLOW_TEST_SUPPORT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/support/*.cc)
 add_executable(fabflow_tests ${FABFLOW_TEST_SOURCES} ${FABFLOW_TEST_SUPPORT})
-target_include_directories(fabflow_tests PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
-target_link_libraries(fabflow_tests PRIVATE fabflow PkgConfig::LIBFABRIC OpenSSL::Crypto
+target_include_directories(fabflow_tests PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
+  ${LIBFABRIC_INCLUDE_DIRS})
+target_link_libraries(fabflow_tests PRIVATE fabflow OpenSSL::Crypto
   GTest::gtest GTest::gtest_main)
 target_compile_options(fabflow_tests PRIVATE ${FABFLOW_WARNINGS})
+# GoogleTest's header, parsed once per tree instead of once per test file (about a fifth of a
+# test file's compile time; every test file includes it).
+target_precompile_headers(fabflow_tests PRIVATE <gtest/gtest.h> <string> <thread> <vector>)
 # Under a sanitizer the code under test is optimised (the test command builds the library at
 # -O1); the test harness itself is built without optimisation and with line tables only: each
 # test file then compiles about three times faster. In the release tree the harness is built

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "transport/libfabric/loader.h"
+
 #ifndef FABFLOW_GIT_REVISION
 #define FABFLOW_GIT_REVISION "unknown"
 #endif
@@ -107,13 +109,14 @@ bool smt_siblings(int a, int b) {
 std::vector<std::string> providers_found() {
   std::vector<std::string> out;
   fi_info* info = nullptr;
-  if (fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &info) != 0) return out;
+  if (!ofi::lib::available()) return out;
+  if (ofi::lib::getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &info) != 0) return out;
   for (fi_info* i = info; i; i = i->next) {
     if (!i->fabric_attr || !i->fabric_attr->prov_name) continue;
     std::string name = i->fabric_attr->prov_name;
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
-  fi_freeinfo(info);
+  ofi::lib::freeinfo(info);
   return out;
 }
 

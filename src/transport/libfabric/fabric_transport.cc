@@ -45,7 +45,7 @@ FabricTransport::FabricTransport(const TransportOptions& options)
   fi_info* info = sel_.info;
   endpoint_type_ = info->ep_attr->type;
   const std::string& prov = caps_.provider;
-  check(fi_fabric(info->fabric_attr, fabric_.out(), nullptr), "fi_fabric", prov);
+  check(lib::fabric(info->fabric_attr, fabric_.out(), nullptr), "fi_fabric", prov);
   check(fi_domain(fabric_.get(), info, domain_.out(), nullptr), "fi_domain", prov);
 
   fi_cq_attr cq_attr{};
@@ -174,7 +174,7 @@ void FabricTransport::connect_msg(Bootstrap& boot) {
     const auto& n = names[static_cast<std::size_t>(peer)];
     if (n.empty() || n.size() > 256)
       throw PeerError(peer, "rank " + std::to_string(peer) + " sent a malformed fabric address");
-    InfoPtr info(fi_dupinfo(sel_.info));
+    InfoPtr info(lib::dupinfo(sel_.info));
     free(info->dest_addr);
     info->dest_addr = malloc(n.size());
     std::memcpy(info->dest_addr, n.data(), n.size());
@@ -337,7 +337,7 @@ Status FabricTransport::out_of_range(const char* what, const RemoteMemory& m, st
 int FabricTransport::read_error(fid_cq* cq) noexcept {
   fi_cq_err_entry err{};
   fi_cq_readerr(cq, &err, 0);
-  error_ = "completion error on " + caps_.provider + ": " + fi_strerror(err.err) + " (" +
+  error_ = "completion error on " + caps_.provider + ": " + lib::strerror(err.err) + " (" +
            fi_cq_strerror(cq, err.prov_errno, err.err_data, nullptr, 0) + ")";
   return -1;
 }
@@ -441,11 +441,13 @@ Capabilities probe_libfabric(const TransportOptions& options) { return ofi::sele
 
 std::vector<Capabilities> discover_libfabric() {
   std::vector<Capabilities> out;
-  InfoPtr hints(fi_allocinfo());
+  if (!ofi::lib::available()) return out;
+  InfoPtr hints(ofi::lib::allocinfo());
   hints->mode = FI_RX_CQ_DATA;
   hints->domain_attr->mr_mode = static_cast<int>(ofi::kSupportedMrMode);
   InfoPtr list;
-  if (fi_getinfo(ofi::kApiVersion, nullptr, nullptr, 0, hints.get(), list.out()) != 0) return out;
+  if (ofi::lib::getinfo(ofi::kApiVersion, nullptr, nullptr, 0, hints.get(), list.out()) != 0)
+    return out;
   for (fi_info* i = list.get(); i; i = i->next) {
     if (i->ep_attr->type != FI_EP_MSG && i->ep_attr->type != FI_EP_RDM) continue;
     bool seen = false;
@@ -455,7 +457,7 @@ std::vector<Capabilities> discover_libfabric() {
     if (seen) continue;
     Fid<fid_fabric> fabric;
     Fid<fid_domain> domain;
-    if (fi_fabric(i->fabric_attr, fabric.out(), nullptr) == 0)
+    if (ofi::lib::fabric(i->fabric_attr, fabric.out(), nullptr) == 0)
       if (fi_domain(fabric.get(), i, domain.out(), nullptr) != 0) domain.reset();
     out.push_back(ofi::describe(i, domain.get()));
   }
@@ -463,7 +465,8 @@ std::vector<Capabilities> discover_libfabric() {
 }
 
 std::string libfabric_version() {
-  std::uint32_t v = fi_version();
+  if (!ofi::lib::available()) return "none";
+  std::uint32_t v = ofi::lib::version();
   return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
 }
 

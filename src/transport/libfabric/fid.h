@@ -7,6 +7,8 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
+#include "transport/libfabric/loader.h"
+
 #include <string>
 #include <utility>
 
@@ -62,7 +64,7 @@ class InfoPtr {
   InfoPtr(InfoPtr&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
   InfoPtr& operator=(InfoPtr&& o) noexcept {
     if (this != &o) {
-      if (p_) fi_freeinfo(p_);
+      if (p_) lib::freeinfo(p_);
       p_ = std::exchange(o.p_, nullptr);
     }
     return *this;
@@ -70,7 +72,7 @@ class InfoPtr {
   InfoPtr(const InfoPtr&) = delete;
   InfoPtr& operator=(const InfoPtr&) = delete;
   ~InfoPtr() {
-    if (p_) fi_freeinfo(p_);
+    if (p_) lib::freeinfo(p_);
   }
   fi_info* get() const noexcept { return p_; }
   fi_info* operator->() const noexcept { return p_; }

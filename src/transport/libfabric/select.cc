@@ -12,7 +12,7 @@ namespace fabflow::ofi {
 
 std::string call_error(const char* call, const std::string& provider, long rc) {
   return std::string(call) + " on " + (provider.empty() ? "libfabric" : provider) + ": " +
-         fi_strerror(static_cast<int>(-rc)) + " (" + std::to_string(rc) + ")";
+         lib::strerror(static_cast<int>(-rc)) + " (" + std::to_string(rc) + ")";
 }
 
 bool software_provider(std::string_view name) noexcept {
@@ -29,7 +29,7 @@ bool wants(const TransportOptions& o, std::initializer_list<Op> ops) {
 }
 
 InfoPtr make_hints(const TransportOptions& o, EndpointType ep) {
-  InfoPtr hints(fi_allocinfo());
+  InfoPtr hints(lib::allocinfo());
   if (!hints) throw Error("fi_allocinfo: out of memory");
   hints->caps = FI_MSG;
   if (wants(o, {Op::write, Op::read, Op::writedata})) hints->caps |= FI_RMA;
@@ -45,7 +45,7 @@ InfoPtr make_hints(const TransportOptions& o, EndpointType ep) {
 
 InfoPtr getinfo(const char* node, uint64_t flags, const fi_info* hints) {
   InfoPtr out;
-  int rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints, out.out());
+  int rc = lib::getinfo(kApiVersion, node, nullptr, flags, hints, out.out());
   if (rc != 0) return InfoPtr();
   return out;
 }
@@ -75,7 +75,7 @@ bool acceptable_for_auto(const fi_info* i) {
 // Asked through fi_getinfo rather than by opening a context: closing an unused shared receive
 // context crashes the shm provider of libfabric 1.17.
 bool offers_shared_rx(const fi_info* info) {
-  InfoPtr hints(fi_allocinfo());
+  InfoPtr hints(lib::allocinfo());
   hints->fabric_attr->prov_name = strdup(info->fabric_attr->prov_name);
   hints->ep_attr->type = info->ep_attr->type;
   hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
@@ -150,7 +150,7 @@ Selection select(const TransportOptions& o) {
 
   if (!s.info) {
     // Tell apart "no such provider" from "provider lacks what was asked".
-    InfoPtr probe(fi_allocinfo());
+    InfoPtr probe(lib::allocinfo());
     if (o.provider != "auto") probe->fabric_attr->prov_name = strdup(o.provider.c_str());
     InfoPtr any = getinfo(nullptr, 0, probe.get());
     if (!any)
@@ -176,7 +176,7 @@ Selection select(const TransportOptions& o) {
   // Open a throw-away domain to learn about atomics and shared receive contexts.
   Fid<fid_fabric> fabric;
   Fid<fid_domain> domain;
-  if (fi_fabric(s.info->fabric_attr, fabric.out(), nullptr) == 0)
+  if (lib::fabric(s.info->fabric_attr, fabric.out(), nullptr) == 0)
     if (fi_domain(fabric.get(), s.info, domain.out(), nullptr) != 0) domain.reset();
   s.caps = describe(s.info, domain.get());
   for (Op op : o.ops)
