@@ -3,7 +3,9 @@
 #include <fabflow/status.h>
 
 #include <dlfcn.h>
+#include <signal.h>
 
+#include <array>
 #include <mutex>
 
 // Set by CMakeLists.txt from the library fabflow was built against.
@@ -47,12 +49,28 @@ bool resolve(void* handle, const char* name, const char* version, F& out, std::s
 #define FABFLOW_FI_VERSION_strerror ""
 #endif
 
+// The signals whose handlers libinfinipath installs when it is loaded (unless
+// IPATH_NO_BACKTRACE is set). Loaded before main, its handlers were replaced by any the program
+// set later; loaded at run time, they would replace the program's own, so open() puts back
+// what was there.
+constexpr std::array kLibraryHandledSignals{SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM};
+
+void* open_keeping_signal_handlers(const char* soname) {
+  std::array<struct sigaction, kLibraryHandledSignals.size()> saved{};
+  for (std::size_t i = 0; i < saved.size(); ++i)
+    ::sigaction(kLibraryHandledSignals[i], nullptr, &saved[i]);
+  void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  for (std::size_t i = 0; i < saved.size(); ++i)
+    ::sigaction(kLibraryHandledSignals[i], &saved[i], nullptr);
+  return h;
+}
+
 const Api& api() {
   static Api a;
   static std::once_flag once;
   std::call_once(once, [] {
     // Never closed: libfabric's objects live until the process ends.
-    void* h = dlopen(FABFLOW_LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+    void* h = open_keeping_signal_handlers(FABFLOW_LIBFABRIC_SONAME);
     if (!h) {
       const char* e = dlerror();
       a.error = std::string("libfabric: cannot open ") + FABFLOW_LIBFABRIC_SONAME + ": " +

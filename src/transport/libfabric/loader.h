@@ -7,7 +7,9 @@
 // tests) should pay none of that, so fabflow does not link libfabric. It opens the library with
 // dlopen on first use and resolves the six functions it calls, each at the symbol version the
 // linker would have bound when fabflow was built (CMakeLists.txt reads them from the library).
-// The rest of libfabric's API is inline calls through the objects these return.
+// The rest of libfabric's API is inline calls through the objects these return. Opening it
+// leaves the process's signal handlers as they were.
+// Thread-safe: the library is opened once, under std::call_once.
 #pragma once
 
 #include <rdma/fabric.h>
