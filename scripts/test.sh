@@ -9,17 +9,20 @@ scripts/setup.sh --deps
 scripts/check_format.sh
 
 jobs=$(nproc)
+# Each stage's heading carries the minutes and seconds since the command started (bash's
+# SECONDS), so a slow run shows where its time went.
+stage() { printf '== %s  [%dm%02ds]\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
 run_tree() {  # name, cmake args..., -- ctest args...   (TARGETS: what to build)
   local dir=$1; shift
   local cmake_args=() ctest_args=()
   while (($#)) && [ "$1" != "--" ]; do cmake_args+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
   ctest_args=("$@")
-  echo "== $dir: build"
+  stage "$dir: build"
   cmake -S . -B "$dir" -G Ninja "${cmake_args[@]}" >/dev/null
   # shellcheck disable=SC2086
   ninja -C "$dir" -j "$jobs" ${TARGETS:-fabflow_tests fabflow_cli}
-  echo "== $dir: test"
+  stage "$dir: test"
   (cd "$dir" && ctest --output-on-failure -j 2 "${ctest_args[@]}")
 }
 
@@ -37,20 +40,20 @@ serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExac
 # (scripts/stress.sh): the test command does not start their 132 processes only to skip.
 stress='FlowStress\.'
 run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial|$stress"
-echo "== build: flow conformance streams, one at a time"
+stage "build: flow conformance streams, one at a time"
 (cd build && ctest --output-on-failure -j 1 -R "$serial")
 # fabflow as a user gets it: installed into a temporary prefix, the examples built against it
 # (find_package and pkg-config) and run, the Debian package built and inspected.
-echo "== install, examples, package"
+stage "install, examples, package"
 scripts/check_install.sh build
 # The plotting module's unit tests (Debian's python3, which has python3-matplotlib), then every
 # runnable experiment of the catalogue in quick mode on local: each must write its JSONL, PNG,
 # SVG and page, and `fabflow report` the index of them all. Every bench family's CLI tests run
 # it on shm and tcp as well; the whole catalogue on shm (2-3 minutes more) is left out of the
 # CI budget: `build/fabflow experiment run all --quick -p shm -o DIR` runs it by hand.
-echo "== python/fabflow_plot: unit tests"
+stage "python/fabflow_plot: unit tests"
 /usr/bin/python3 -m unittest discover -s python/tests -t python
-echo "== experiments, quick, on local"
+stage "experiments, quick, on local"
 out=build/experiments-quick-local
 rm -rf "$out"
 FABFLOW_PYTHON=/usr/bin/python3 build/fabflow experiment run all --quick -p local -o "$out"
@@ -75,7 +78,7 @@ hostile='Cli.*(BadInput|Bad|PeerDeath|Death|Secret|Memlock|Userfaultfd)|CliPeerD
 asan_fewer='FlowConformance\.(FullEmptyAndEndOfStream|ActiveConsumer|BatchingAndDataMover|BatchedCalls)/.*_(shm_rdm|tcp_msg)( |$)|FlowSeparateNotify\.FifoExactlyOnceWithContents/.*_(shm_rdm|tcp_msg)( |$)|BulkProtocol\..*/shm_rdm_'
 run_tree build-asan "${sanitized[@]}" -DFABFLOW_SANITIZE=address -- \
   -E "^NumericFlags\.|Cli|Misbehaving|$stress|$asan_fewer"
-echo "== build-asan: the CLI's hostile-input tests"
+stage "build-asan: the CLI's hostile-input tests"
 (cd build-asan && ctest --output-on-failure -j 2 -R "$hostile" -E '^NumericFlags\.')
 
 # TSan covers the concurrent parts; the CLI death tests' time bounds are for unsanitized builds.
@@ -88,6 +91,6 @@ echo "== build-asan: the CLI's hostile-input tests"
 TARGETS=fabflow_tests run_tree build-tsan "${sanitized[@]}" -DFABFLOW_SANITIZE=thread \
   -DFABFLOW_CLI_TESTS=OFF -- \
   -R 'Bootstrap|Launcher|Progress|RegCache|LocalTransport|LocalConcurrent|SeqConformance.*local|RrConformance.*dispatcher_.*_shm|FlowConformance.*local_rdm|FlowSeparateNotify.*local_rdm'
-echo "== fuzz targets (clang, ASan + UBSan), ${FABFLOW_FUZZ_SECONDS:-5} s each"
+stage "fuzz targets (clang, ASan + UBSan), ${FABFLOW_FUZZ_SECONDS:-5} s each"
 scripts/fuzz.sh all "${FABFLOW_FUZZ_SECONDS:-5}"
-echo "== all test trees passed"
+stage "all test trees passed"
