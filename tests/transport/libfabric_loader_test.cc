@@ -28,7 +28,8 @@ TEST(LibfabricLoader, OpeningItKeepsTheProgramsSignalHandlers) {
   // libfabric in an earlier test.
   if (libfabric_mapped()) GTEST_SKIP() << "libfabric was opened earlier in this process";
   ::unsetenv("IPATH_NO_BACKTRACE");  // libinfinipath's switch that would hide the difference
-  struct sigaction mine {}, old_int {}, old_term {};
+  struct sigaction mine {
+  }, old_int{}, old_term{};
   mine.sa_handler = on_signal;
   sigemptyset(&mine.sa_mask);
   ASSERT_EQ(::sigaction(SIGINT, &mine, &old_int), 0);
@@ -39,7 +40,8 @@ TEST(LibfabricLoader, OpeningItKeepsTheProgramsSignalHandlers) {
   EXPECT_TRUE(libfabric_mapped());
   EXPECT_GE(ofi::lib::version(), FI_VERSION(1, 17));
 
-  struct sigaction now_int {}, now_term {};
+  struct sigaction now_int {
+  }, now_term{};
   ::sigaction(SIGINT, &old_int, &now_int);
   ::sigaction(SIGTERM, &old_term, &now_term);
   EXPECT_EQ(now_int.sa_handler, &on_signal);
