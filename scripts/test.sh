@@ -63,7 +63,8 @@ build/fabflow experiment list --json | /usr/bin/python3 scripts/check_experiment
 # with fewer items / requests each.
 export FABFLOW_FLOW_ITEMS=300 FABFLOW_FLOW_PRESET_ITEMS=60 FABFLOW_RR_REQUESTS=60
 # The sanitizer trees build the library at -O1 with line tables (-g1): ASan's own advice,
-# and about 2.4x faster to compile than -O2 -g, which is most of a sanitizer tree's time.
+# and about 2.4x faster to compile than -O2 -g, which is most of a sanitizer tree's time (the
+# ASan tree builds the flow design-point instantiations at -O0: CMakeLists.txt says why).
 sanitized=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 # The numeric-flag table (every flag's range, one CLI process per value) checks parsing only:
 # the release tree runs it. Of the tests that run the CLI as a process, the sanitizer tree runs

@@ -26,8 +26,8 @@ struct Api {
   std::string error;  // empty once every function is resolved
 };
 
-// The symbol at the version the build's library marks as default, or any version when the build
-// could not read it (an empty version).
+// The symbol at the version the build's library marks as default (CMakeLists.txt stops when it
+// cannot read one; the empty version, any version, is for a build without those definitions).
 template <class F>
 bool resolve(void* handle, const char* name, const char* version, F& out, std::string& error) {
   void* p = *version ? dlvsym(handle, name, version) : dlsym(handle, name);
@@ -51,7 +51,7 @@ bool resolve(void* handle, const char* name, const char* version, F& out, std::s
 
 // The signals whose handlers libinfinipath installs when it is loaded (unless
 // IPATH_NO_BACKTRACE is set). Loaded before main, its handlers were replaced by any the program
-// set later; loaded at run time, they would replace the program's own, so open() puts back
+// set later; loaded at run time, they would replace the program's own, so this puts back
 // what was there.
 constexpr std::array kLibraryHandledSignals{SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM};
 
