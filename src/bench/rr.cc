@@ -599,7 +599,8 @@ void collect(const RrParams& p, Bootstrap& boot, const RankSummary& mine,
   row.responder = side_cpu(all, 1, p);
 }
 
-// The raw 64 B write ping-pong of the same provider, on its own transport (1:1 only).
+// The raw 64 B write ping-pong of the same provider, on its own transport (1:1 only), into
+// `row` on rank 0.
 void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row) {
   RawParams rp;
   rp.op = Op::write;
@@ -712,19 +713,14 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
           RankSummary mine = config.run(to);
           collect(params, boot, mine, config.samples, row);
         }
+        // The reference is measured next to each row, not once per run: a VM's speed drifts
+        // within seconds, and a ratio is only fair against what ran beside it. Collective:
+        // every rank takes part.
+        if (params.reference) raw_reference(params, boot, row);
         if (boot.rank() != 0) continue;
         result.rows.push_back(row);
-        if (on_row && !params.reference) on_row(result, row);
+        if (on_row) on_row(result, row);
       }
-  if (params.reference) {  // collective: every rank takes part
-    RrRow ref;
-    raw_reference(params, boot, ref);
-    for (auto& row : result.rows) {
-      row.raw_measured = ref.raw_measured;
-      row.raw_write_rtt = ref.raw_write_rtt;
-      if (on_row) on_row(result, row);  // with the reference only now complete
-    }
-  }
   return result;
 }
 

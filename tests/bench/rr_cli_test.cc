@@ -118,6 +118,14 @@ TEST(RrCli, EmptyMailboxStepsAndRawReference) {
   expect_measured(ref[0]);
   ASSERT_TRUE(ref[0]["raw_write_rtt_ns"].is_object());
   EXPECT_GT(ref[0]["raw_write_rtt_ns"]["p50"].get<double>(), 0);
+
+  // Each row's reference is its own measurement, taken next to it (one copied into every row
+  // would repeat the same mean and maximum to the nanosecond).
+  auto two = run_json({"-p", "local", "-S", "64", "--pattern", "WriteWrite,SendSend", "--requests",
+                       requests("1000"), "--reference"});
+  ASSERT_EQ(two.size(), 2u);
+  for (const auto& j : two) ASSERT_TRUE(j["raw_write_rtt_ns"].is_object());
+  EXPECT_NE(two[0]["raw_write_rtt_ns"].dump(), two[1]["raw_write_rtt_ns"].dump());
 }
 
 TEST(RrCli, BadInputsGiveOneErrorLineAndExit2) {
