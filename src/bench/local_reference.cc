@@ -90,11 +90,12 @@ std::uint64_t bounce(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
 }  // namespace
 
 CachelineReference cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
-                                      int cpu_b, const Clock& clock) {
+                                      int cpu_b, const Clock& clock, std::vector<double>* keep) {
   CachelineReference r;
   std::vector<double> samples;
   samples.reserve(round_trips);
   bounce(round_trips, warmup, cpu_a, cpu_b, clock, &samples);
+  if (keep) keep->insert(keep->end(), samples.begin(), samples.end());
   r.sampled = summarize(samples);
   const std::uint64_t ticks = bounce(round_trips, warmup, cpu_a, cpu_b, clock, nullptr);
   r.whole_run_ns = round_trips ? clock.to_ns(ticks) / 2 / static_cast<double>(round_trips) : 0;

@@ -359,10 +359,12 @@ void close_both(Producer& p, Consumer& c, std::vector<std::byte>& buf, Stall& st
 }
 
 // Two queues, 0->1 on `t` and 1->0 on `back`: each queue owns its transport's completion
-// queues. No progress threads: each rank drives the transport it is not waiting on from its
-// idle loop (Stall), so the transfer time contains no thread hand-off or time-slicing.
+// queues. `keep` (rank 0): the samples are appended there too. No progress threads: each rank
+// drives the transport it is not waiting on from its idle loop (Stall), so the transfer time
+// contains no thread hand-off or time-slicing.
 void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports t,
-              QueueTransports back, Bootstrap& boot, const Clock& clock, QueueRow& row) {
+              QueueTransports back, Bootstrap& boot, const Clock& clock, QueueRow& row,
+              std::vector<double>* keep) {
   std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
   const std::uint64_t total = params.warmup + params.round_trips;
   std::vector<double> samples;
@@ -428,7 +430,9 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
   row.space_per_item = static_cast<double>(e0.space + e1.space) / n;
   row.full = e0.full + e1.full;
   row.empty = e0.empty + e1.empty;
-  if (boot.rank() == 0) row.transfer = summarize(samples);
+  if (boot.rank() != 0) return;
+  if (keep) keep->insert(keep->end(), samples.begin(), samples.end());
+  row.transfer = summarize(samples);
 }
 
 // The references of one item size, measured once and attached to every row of that size.
@@ -456,8 +460,10 @@ struct References {
 // The raw bench (run_raw) on its own transport, same provider and size: the write ping-pong
 // (one-way) in ping-pong mode, the streaming write bandwidth (as many writes as the queue
 // moves items, the raw bench's default window) in throughput mode. Collective.
-void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot, References& ref) {
+void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot, References& ref,
+                   std::vector<double>* keep = nullptr) {
   RawParams rp;
+  rp.keep_samples = keep != nullptr;
   rp.op = Op::write;
   rp.sizes = {size};
   rp.iterations = params.pingpong ? params.round_trips : params.items;
@@ -482,6 +488,8 @@ void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot,
   if (params.pingpong) {
     ref.raw_pingpong = r.rows.front().latency;
     ref.raw_pingpong_measured = true;
+    if (keep)
+      keep->insert(keep->end(), r.rows.front().samples.begin(), r.rows.front().samples.end());
   } else {
     ref.raw_stream_mbps = r.rows.front().mbps;
     ref.raw_stream_msgs_per_s = r.rows.front().msgs_per_s;
@@ -491,11 +499,12 @@ void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot,
 // The two-core hardware references: rank 0 runs both threads on the two ranks' CPUs while
 // rank 1 sleeps in a barrier. Collective.
 void core_references(const QueueParams& params, std::size_t size, Bootstrap& boot,
-                     const Clock& clock, int cpu0, int cpu1, References& ref) {
+                     const Clock& clock, int cpu0, int cpu1, References& ref,
+                     std::vector<double>* keep = nullptr) {
   if (boot.rank() == 0) {
     if (params.pingpong) {
       const CachelineReference c =
-          cacheline_pingpong(params.round_trips, params.warmup, cpu0, cpu1, clock);
+          cacheline_pingpong(params.round_trips, params.warmup, cpu0, cpu1, clock, keep);
       ref.cacheline = c.sampled;
       ref.cacheline_whole_run_ns = c.whole_run_ns;
       ref.cacheline_measured = true;
@@ -507,6 +516,53 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
   } else {
     boot.barrier([] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
   }
+}
+
+// Ping-pong with --reference: params.reference_rounds rounds of [the design (`measure`), the
+// raw write ping-pong, the cache-line ping-pong], the round trips shared out among the
+// rounds. The row's figures pool every round's samples; its ratios are the medians of the
+// rounds' own ratios. Collective.
+template <class Measure>
+void interleave(const QueueParams& params, std::size_t size, Bootstrap& boot, const Clock& clock,
+                const RunEnvironment& env, Measure& measure, QueueRow& row) {
+  const unsigned rounds =
+      static_cast<unsigned>(std::min<std::uint64_t>(params.reference_rounds, params.round_trips));
+  std::vector<double> transfer, raw, cacheline, vs_cl, vs_whole, vs_raw;
+  double whole_ns = 0;
+  QueueParams run = params;
+  for (unsigned k = 0; k < rounds && row.unsupported.empty(); ++k) {
+    // The first params.round_trips % rounds rounds take one trip more.
+    run.round_trips = params.round_trips / rounds + (k < params.round_trips % rounds ? 1 : 0);
+    measure(run, &transfer);
+    if (!row.unsupported.empty()) break;
+    References ref;
+    raw_reference(run, size, boot, ref, &raw);
+    core_references(run, size, boot, clock, env.cpu_initiator, env.cpu_target, ref, &cacheline);
+    if (boot.rank() != 0) continue;
+    const double p50 = row.transfer.p50;  // this round's, from pingpong()
+    if (ref.cacheline_measured && ref.cacheline.p50 > 0) vs_cl.push_back(p50 / ref.cacheline.p50);
+    if (ref.cacheline_measured && ref.cacheline_whole_run_ns > 0)
+      vs_whole.push_back(p50 / ref.cacheline_whole_run_ns);
+    if (ref.raw_pingpong_measured && ref.raw_pingpong.p50 > 0)
+      vs_raw.push_back(p50 / ref.raw_pingpong.p50);
+    whole_ns += ref.cacheline_whole_run_ns * static_cast<double>(run.round_trips);
+    row.rounds = k + 1;
+  }
+  if (boot.rank() != 0 || !row.unsupported.empty()) return;
+  row.items = params.round_trips;
+  row.transfer = summarize(transfer);
+  row.raw_write_measured = !raw.empty();
+  if (row.raw_write_measured) row.raw_write = summarize(raw);
+  row.cacheline_measured = !cacheline.empty();
+  if (row.cacheline_measured) {
+    row.cacheline = summarize(cacheline);
+    row.cacheline_whole_run_ns = whole_ns / static_cast<double>(params.round_trips);
+  }
+  row.vs_cacheline = median(vs_cl);
+  row.vs_cacheline_whole_run = median(vs_whole);
+  row.vs_raw_write = median(vs_raw);
+  row.round_vs_cacheline = std::move(vs_cl);
+  row.round_vs_raw_write = std::move(vs_raw);
 }
 
 }  // namespace
@@ -530,16 +586,20 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   result.env.clock = clock.name();
   gather_pinning(result.env, boot, params.cpu);
 
+  // Ping-pong with --reference: the references run beside each row, in rounds (below);
+  // otherwise once per size, before the rows.
+  const bool interleaved = params.pingpong && params.reference;
   std::map<std::size_t, References> refs;
-  for (std::size_t size : params.sizes) {
-    References& ref = refs[size];
-    if (params.pingpong) raw_reference(params, size, boot, ref);
-    if (params.reference) {
-      if (!params.pingpong) raw_reference(params, size, boot, ref);
-      core_references(params, size, boot, clock, result.env.cpu_initiator, result.env.cpu_target,
-                      ref);
+  if (!interleaved)
+    for (std::size_t size : params.sizes) {
+      References& ref = refs[size];
+      if (params.pingpong) raw_reference(params, size, boot, ref);
+      if (params.reference) {
+        if (!params.pingpong) raw_reference(params, size, boot, ref);
+        core_references(params, size, boot, clock, result.env.cpu_initiator, result.env.cpu_target,
+                        ref);
+      }
     }
-  }
   for (const QueueDesign& d : params.designs)
     for (std::size_t size : params.sizes) {
       QueueOptions o = queue_options(params, d, size);
@@ -582,8 +642,9 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
         if (boot.rank() == 0) result.rows.push_back(row);
         continue;
       }
-      {
-        // Opened (and connected, collectively) on both ranks in the same order.
+      // One measurement of the design: fresh transports, opened (and connected, collectively)
+      // on both ranks in the same order.
+      auto measure = [&](const QueueParams& run, std::vector<double>* keep) {
         auto open = [&](const TransportOptions& opts) {
           auto x = open_transport(opts);
           if (!o.socket) x->connect(boot);
@@ -594,20 +655,25 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
         // make_producer / make_consumer refuse on both ranks at the same collective step
         // (a refusal found during setup travels in the hello), so both land here together.
         try {
-          if (params.pingpong) {
+          if (run.pingpong) {
             auto back = open(to);
             std::unique_ptr<Transport> backn = separate ? open(nto) : nullptr;
-            pingpong(params, o, {*t, tn.get()}, {*back, backn.get()}, boot, clock, row);
+            pingpong(run, o, {*t, tn.get()}, {*back, backn.get()}, boot, clock, row, keep);
             settle(boot, *back, o, backn.get());
           } else {
-            throughput(params, o, {*t, tn.get()}, boot, clock, row);
+            throughput(run, o, {*t, tn.get()}, boot, clock, row);
           }
         } catch (const UsageError& e) {
           row.unsupported = e.what();
         }
         settle(boot, *t, o, tn.get());
+      };
+      if (interleaved) {
+        interleave(params, size, boot, clock, result.env, measure, row);
+      } else {
+        measure(params, nullptr);
+        refs[size].apply(row);
       }
-      refs[size].apply(row);
       if (boot.rank() == 0) result.rows.push_back(row);
     }
   return result;

@@ -39,7 +39,10 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
        std::string("notifications ") + (p.separate_notify ? "separate (a second endpoint per queue)"
                                                           : "shared (the data endpoint)"),
        p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
-                        std::to_string(p.warmup)
+                        std::to_string(p.warmup) +
+                        (p.reference ? " per round; " + std::to_string(p.reference_rounds) +
+                                           " rounds, each followed by its references"
+                                     : std::string())
                   : "throughput " + std::to_string(p.items) + " items",
        p.pingpong ? "transfer time: half the round trip through two queues; raw: one-way raw "
                     "write ping-pong, same provider and size"
@@ -82,19 +85,22 @@ void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& ro
     std::string refs;
     char part[160];
     if (r.params.pingpong) {
+      // The ratios are the medians of the interleaved rounds' own ratios (row.rounds).
       if (row.cacheline_measured) {
         std::snprintf(part, sizeof part,
                       "cache-line ping-pong p50 %.3f us, whole run %.3f us (transfer p50 %.2fx, "
                       "%.2fx)",
-                      row.cacheline.p50 / 1e3, row.cacheline_whole_run_ns / 1e3,
-                      row.transfer.p50 / row.cacheline.p50,
-                      row.transfer.p50 / row.cacheline_whole_run_ns);
+                      row.cacheline.p50 / 1e3, row.cacheline_whole_run_ns / 1e3, row.vs_cacheline,
+                      row.vs_cacheline_whole_run);
         refs += part;
       }
       if (row.raw_write_measured) {
         std::snprintf(part, sizeof part, "%sraw write p50 %.3f us (transfer %.2fx)",
-                      refs.empty() ? "" : "; ", row.raw_write.p50 / 1e3,
-                      row.transfer.p50 / row.raw_write.p50);
+                      refs.empty() ? "" : "; ", row.raw_write.p50 / 1e3, row.vs_raw_write);
+        refs += part;
+      }
+      if (!refs.empty()) {
+        std::snprintf(part, sizeof part, "; ratios: median of %u interleaved rounds", row.rounds);
         refs += part;
       }
     } else {
@@ -173,7 +179,13 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
           {"cacheline_pingpong_ns",
            row.cacheline_measured ? report::latency_json(row.cacheline) : nlohmann::json(nullptr)},
           {"cacheline_whole_run_ns",
-           row.cacheline_measured ? num(row.cacheline_whole_run_ns) : nlohmann::json(nullptr)}};
+           row.cacheline_measured ? num(row.cacheline_whole_run_ns) : nlohmann::json(nullptr)},
+          {"rounds", row.rounds},
+          {"transfer_p50_vs_cacheline_p50", num(row.vs_cacheline)},
+          {"transfer_p50_vs_cacheline_whole_run", num(row.vs_cacheline_whole_run)},
+          {"transfer_p50_vs_raw_write_p50", num(row.vs_raw_write)},
+          {"round_transfer_p50_vs_cacheline_p50", row.round_vs_cacheline},
+          {"round_transfer_p50_vs_raw_write_p50", row.round_vs_raw_write}};
     } else {
       j["reference"] = {{"raw_write_stream_MBps", num(row.raw_stream_mbps)},
                         {"raw_write_stream_msgs_per_s", num(row.raw_stream_msgs_per_s)},

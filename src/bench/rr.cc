@@ -600,9 +600,11 @@ void collect(const RrParams& p, Bootstrap& boot, const RankSummary& mine,
 }
 
 // The raw 64 B write ping-pong of the same provider, on its own transport (1:1 only), into
-// `row` on rank 0.
-void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row) {
+// `row` on rank 0; `keep`: its round trips are appended there too.
+void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row,
+                   std::vector<double>* keep = nullptr) {
   RawParams rp;
+  rp.keep_samples = keep != nullptr;
   rp.op = Op::write;
   rp.sizes = {64};
   rp.iterations = p.requests;
@@ -627,7 +629,27 @@ void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row) {
     // run_raw reports half the round trip for ping-pong operations.
     row.raw_write_rtt = r.rows.front().latency.scaled(2);
     row.raw_measured = true;
+    if (keep)
+      for (double half : r.rows.front().samples) keep->push_back(2 * half);
   }
+}
+
+// Adds a round's summary to the sum of the rounds before it (the first round's, at least).
+void merge(RankSummary& sum, const RankSummary& s) {
+  // Rates add as requests over time: weigh each round's rate by its time.
+  const double seconds = sum.seconds + s.seconds;
+  sum.rate = seconds > 0 ? (sum.rate * sum.seconds + s.rate * s.seconds) / seconds : 0;
+  sum.seconds = seconds;
+  sum.role = s.role;
+  sum.counters_ok = sum.counters_ok && s.counters_ok;
+  sum.cpu_s += s.cpu_s;
+  sum.messages += s.messages;
+  sum.instructions += s.instructions;
+  sum.cycles += s.cycles;
+  sum.measured += s.measured;
+  sum.served += s.served;
+  sum.callgrind_ir =
+      sum.callgrind_ir < 0 || s.callgrind_ir < 0 ? -1 : sum.callgrind_ir + s.callgrind_ir;
 }
 
 void validate(const RrParams& p, const Bootstrap& boot) {
@@ -653,6 +675,48 @@ void validate(const RrParams& p, const Bootstrap& boot) {
       (p.request_bytes < 8 || std::any_of(p.response_sizes.begin(), p.response_sizes.end(),
                                           [](std::size_t s) { return s < 8; })))
     throw UsageError("rr: verifying needs requests and responses of at least 8 bytes");
+}
+
+// --reference (1:1): params.reference_rounds rounds of [the row's configuration, the raw
+// write ping-pong], the requests shared out among them. The row pools every round (figures,
+// CPU, rates); its ratio is the median of the rounds' own p50 ratios. A row the provider cannot
+// run still gets its reference.
+void interleave(const RrParams& params, Bootstrap& boot, const Clock& clock,
+                const rr::ChannelOptions& o, rr::Model model, const TransportOptions& to,
+                RrRow& row) {
+  const bool supported = row.unsupported.empty();
+  const unsigned rounds =
+      static_cast<unsigned>(std::min<std::uint64_t>(params.reference_rounds, params.requests));
+  RankSummary sum;
+  std::vector<double> samples, raw, ratios;
+  RrParams run = params;
+  for (unsigned k = 0; k < rounds; ++k) {
+    // The first params.requests % rounds rounds take one request more.
+    run.requests = params.requests / rounds + (k < params.requests % rounds ? 1 : 0);
+    double p50 = 0;
+    if (supported) {
+      Config config(run, boot, clock, o, model);
+      const RankSummary s = config.run(to);
+      if (k == 0)
+        sum = s;
+      else
+        merge(sum, s);
+      samples.insert(samples.end(), config.samples.begin(), config.samples.end());
+      // Rank 0, the requester of 1:1: this round's p50, ranked as the row's is.
+      p50 = summarize(config.samples).p50;
+    }
+    RrRow round;
+    raw_reference(run, boot, round, &raw);
+    if (boot.rank() == 0 && round.raw_measured && round.raw_write_rtt.p50 > 0 && p50 > 0)
+      ratios.push_back(p50 / round.raw_write_rtt.p50);
+    row.rounds = k + 1;
+  }
+  if (supported) collect(params, boot, sum, samples, row);
+  if (boot.rank() != 0 || raw.empty()) return;
+  row.raw_measured = true;
+  row.raw_write_rtt = summarize(raw);
+  row.vs_raw_write = median(ratios);
+  row.round_ratios = std::move(ratios);
 }
 
 }  // namespace
@@ -708,15 +772,16 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
         }
         if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
         row.receive_queue = std::string(rr::receive_queue_kind(caps));
-        if (row.unsupported.empty()) {
+        if (row.unsupported.empty() && !params.reference) {
           Config config(params, boot, clock, o, model);
           RankSummary mine = config.run(to);
           collect(params, boot, mine, config.samples, row);
+        } else if (params.reference) {
+          // The reference runs beside the row, in interleaved rounds: a VM's speed changes
+          // within seconds, and a ratio is only fair against what ran in the same state.
+          // Collective: every rank takes part in every round.
+          interleave(params, boot, clock, o, model, to, row);
         }
-        // The reference is measured next to each row, not once per run: a VM's speed drifts
-        // within seconds, and a ratio is only fair against what ran beside it. Collective:
-        // every rank takes part.
-        if (params.reference) raw_reference(params, boot, row);
         if (boot.rank() != 0) continue;
         result.rows.push_back(row);
         if (on_row) on_row(result, row);

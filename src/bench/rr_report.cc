@@ -80,9 +80,9 @@ void print_rr_row(std::ostream& out, const RrResult&, const RrRow& row) {
         << ", responder " << na(row.responder.callgrind_ir_per_msg) << "\n";
   if (row.raw_measured) {
     std::snprintf(line, sizeof line,
-                  "    raw 64 B write ping-pong round trip p50 %.2f us (rr/raw %.2f)\n",
-                  row.raw_write_rtt.p50 / 1e3,
-                  row.raw_write_rtt.p50 > 0 ? row.latency.p50 / row.raw_write_rtt.p50 : 0.0);
+                  "    raw 64 B write ping-pong round trip p50 %.2f us (rr/raw %.2f, the median of "
+                  "%u interleaved rounds)\n",
+                  row.raw_write_rtt.p50 / 1e3, row.vs_raw_write, row.rounds);
     out << line;
   }
   out.flush();
@@ -120,6 +120,12 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
   j["cpu"] = {{"requester", cpu_json(row.requester)}, {"responder", cpu_json(row.responder)}};
   j["raw_write_rtt_ns"] =
       row.raw_measured ? report::latency_json(row.raw_write_rtt) : nlohmann::json(nullptr);
+  if (p.reference) {
+    j["reference_rounds"] = row.rounds;
+    j["p50_vs_raw_write_p50"] =
+        row.raw_measured ? nlohmann::json(row.vs_raw_write) : nlohmann::json(nullptr);
+    j["round_p50_vs_raw_write_p50"] = row.round_ratios;
+  }
   j["verified"] = p.verify;
   out << j.dump() << "\n" << std::flush;
 }

@@ -29,6 +29,14 @@ double bucket_edge(int k) {
 
 }  // namespace
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2) return *mid;
+  return (*mid + *std::max_element(v.begin(), mid)) / 2;
+}
+
 LatencyStats summarize(std::vector<double>& s) {
   LatencyStats r;
   if (s.empty()) return r;

@@ -31,6 +31,7 @@ struct QueueFlags : CommonFlags {
   std::uint64_t warmup = 1000;
   bool latency = false;
   bool reference = false;
+  unsigned reference_rounds = 5;
   std::string api = "zero-copy";
   std::uint64_t burst = 1;
   bool active_consumer = false;
@@ -112,6 +113,7 @@ Validated validate(const QueueFlags& f) {
   p.separate_notify = parse_name<NotifyEndpoint>(f.notify_endpoint) == NotifyEndpoint::separate;
   p.slot_format = *parse_name<flow::SlotFormat>(f.slot_format);
   p.reference = f.reference;
+  p.reference_rounds = f.reference_rounds;
   p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
   if (v.providers.empty()) throw UsageError("no provider given");
@@ -183,9 +185,13 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
       "producer writes the data (push1), else framed; framed: header and trailer; compact: "
       "one word after the payload (refused where not allowed)");
   app->add_flag("--reference", f->reference,
-                "also measure, per size and on the same CPUs: throughput: the provider's raw "
-                "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong: a "
-                "bare cache-line ping-pong between the two cores; ratios printed");
+                "also measure, on the same CPUs: throughput (once per size): the provider's raw "
+                "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong "
+                "(beside each row, --reference-rounds): the raw write and a bare cache-line "
+                "ping-pong between the two cores; ratios printed");
+  add_number<unsigned>(*app, "--reference-rounds", f->reference_rounds, 1, 1000,
+                       "ping-pong with --reference: rounds of [design, raw write, cache line] "
+                       "sharing the round trips; ratios are the median of the rounds' (default 5)");
 
   return [f, self]() -> int {
     Validated v = validate(*f);

@@ -37,6 +37,7 @@ struct RrFlags : CommonFlags {
   std::string inject = "on";
   bool no_inject = false;  // the old spelling of --inject off, kept as a hidden alias
   bool reference = false;
+  unsigned reference_rounds = 5;
   bool verify = false;
   bool callgrind = false;
   std::uint64_t seed = 1;
@@ -90,6 +91,7 @@ Validated validate(const RrFlags& f) {
   p.signal_every = f.signal_every;
   p.inject = !f.no_inject && parse_name<Switch>(f.inject) == Switch::on;
   p.reference = f.reference;
+  p.reference_rounds = f.reference_rounds;
   if (p.reference && !one)
     throw UsageError("--reference compares with the raw ping-pong: topology 1:1 only");
   p.verify = f.verify;
@@ -214,6 +216,9 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
   add_number<unsigned>(*app, "--signal-every", f->signal_every, 1, 64, "")->group("");
   app->add_flag("--no-inject", f->no_inject, "")->group("");
   app->add_flag("--reference", f->reference, "1:1: also measure the raw 64 B write ping-pong");
+  add_number<unsigned>(*app, "--reference-rounds", f->reference_rounds, 1, 1000,
+                       "with --reference: rounds of [row, raw ping-pong] sharing the requests; "
+                       "the ratio is the median of the rounds' (default 5)");
   app->add_flag("--verify", f->verify, "checksum every response against its own request");
   app->add_flag("--callgrind", f->callgrind, "run the ranks under callgrind: Ir per message");
   add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <set>
 
 #include "support/run_cli.h"
@@ -105,17 +106,34 @@ TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
        {"raw_write_stream_MBps", "raw_write_stream_msgs_per_s", "spsc_ring_items_per_s"})
     EXPECT_GT(j["reference"][k].get<double>(), 0) << k;
 
-  CliResult p =
-      run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-watermark-pull",
-               "--pingpong", "--round-trips", "500", "-w", "50", "--reference", "--json"},
-              60s);
+  // Ping-pong: the row and its references in 3 interleaved rounds that share the 500 round
+  // trips (167 + 167 + 166): every figure pools all rounds, each ratio is a median of three.
+  CliResult p = run_cli(
+      {"fabflow", "bench", "queue", "-p", "shm", "--design", "push1-watermark-pull", "--pingpong",
+       "--round-trips", "500", "-w", "50", "--reference", "--reference-rounds", "3", "--json"},
+      60s);
   ASSERT_FALSE(p.timed_out) << p.err;
   ASSERT_EQ(p.status, 0) << p.err;
   out = lines(p.out);
   ASSERT_EQ(out.size(), 1u) << p.out;
   j = nlohmann::json::parse(out[0]);
-  EXPECT_GT(j["reference"]["cacheline_pingpong_ns"]["p50"].get<double>(), 0);
-  EXPECT_GT(j["reference"]["cacheline_whole_run_ns"].get<double>(), 0);
+  const auto& ref = j["reference"];
+  EXPECT_GT(ref["cacheline_pingpong_ns"]["p50"].get<double>(), 0);
+  EXPECT_GT(ref["cacheline_whole_run_ns"].get<double>(), 0);
+  EXPECT_EQ(ref["rounds"], 3);
+  EXPECT_EQ(j["round_trips"], 500);
+  EXPECT_EQ(j["transfer_ns"]["samples"], 500);
+  EXPECT_EQ(j["raw_write_pingpong_ns"]["samples"], 500);
+  EXPECT_EQ(ref["cacheline_pingpong_ns"]["samples"], 500);
+  for (const char* k : {"transfer_p50_vs_cacheline_p50", "transfer_p50_vs_cacheline_whole_run",
+                        "transfer_p50_vs_raw_write_p50"})
+    EXPECT_GT(ref[k].get<double>(), 0) << k;
+  for (const char* k : {"cacheline_p50", "raw_write_p50"}) {
+    auto each = ref[std::string("round_transfer_p50_vs_") + k].get<std::vector<double>>();
+    ASSERT_EQ(each.size(), 3u) << k;
+    std::sort(each.begin(), each.end());
+    EXPECT_DOUBLE_EQ(ref[std::string("transfer_p50_vs_") + k].get<double>(), each[1]) << k;
+  }
   EXPECT_FALSE(j["progress_threads"].get<bool>());
 }
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -126,6 +127,21 @@ TEST(RrCli, EmptyMailboxStepsAndRawReference) {
   ASSERT_EQ(two.size(), 2u);
   for (const auto& j : two) ASSERT_TRUE(j["raw_write_rtt_ns"].is_object());
   EXPECT_NE(two[0]["raw_write_rtt_ns"].dump(), two[1]["raw_write_rtt_ns"].dump());
+
+  // The row and its reference run in interleaved rounds sharing the requests: every figure
+  // pools all rounds (1000 = 250 x 4), the ratio is the median of the rounds' own.
+  auto rounds = run_json(
+      {"-p", "local", "-S", "64", "--requests", "1000", "--reference", "--reference-rounds", "4"});
+  ASSERT_EQ(rounds.size(), 1u);
+  const auto& r = rounds[0];
+  EXPECT_EQ(r["reference_rounds"], 4);
+  EXPECT_EQ(r["requests"], 1000);
+  EXPECT_EQ(r["latency_ns"]["samples"], 1000);
+  EXPECT_EQ(r["raw_write_rtt_ns"]["samples"], 1000);
+  auto each = r["round_p50_vs_raw_write_p50"].get<std::vector<double>>();
+  ASSERT_EQ(each.size(), 4u);
+  std::sort(each.begin(), each.end());
+  EXPECT_DOUBLE_EQ(r["p50_vs_raw_write_p50"].get<double>(), (each[1] + each[2]) / 2);
 }
 
 TEST(RrCli, BadInputsGiveOneErrorLineAndExit2) {

@@ -33,6 +33,16 @@ TEST(StatsSummarize, NearestRankPercentilesOfOneToAThousand) {
   EXPECT_TRUE(std::is_sorted(s.begin(), s.end()));
 }
 
+// The median of the per-round ratios (bench queue / rr --reference): the middle value, or the
+// mean of the middle two, in any input order; nothing gives 0.
+TEST(StatsMedian, MiddleValueOrMeanOfTheMiddleTwo) {
+  EXPECT_EQ(median({}), 0);
+  EXPECT_EQ(median({7}), 7);
+  EXPECT_EQ(median({3, 1, 2}), 2);
+  EXPECT_EQ(median({1.5, 9, 0.5, 2.5}), 2);
+  EXPECT_EQ(median({5, 1, 4, 2, 3, 100, -7}), 3);
+}
+
 TEST(StatsSummarize, NearestRankRoundsUpOnSmallSets) {
   std::vector<double> s{10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
   LatencyStats r = summarize(s);

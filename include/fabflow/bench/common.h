@@ -48,6 +48,9 @@ struct LatencyStats : LatencyFigures {
 // Sorts `samples` in place and summarises them.
 LatencyStats summarize(std::vector<double>& samples);
 
+// The median of `v` (the mean of the middle two for an even count); 0 when empty.
+double median(std::vector<double> v);
+
 // Parses "64", "4K", "1M", lists "64,4096" and power-of-two sweeps "4:64K" into sizes.
 // Throws UsageError on malformed input.
 std::vector<std::size_t> parse_sizes(const std::string& text);

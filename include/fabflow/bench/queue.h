@@ -68,6 +68,11 @@ struct QueueParams {
   // shared-memory ring; ping-pong mode: a bare cache-line ping-pong (the raw write ping-pong
   // is always measured there).
   bool reference = false;
+  // Ping-pong with --reference: each row and its two references (raw write, cache line) run
+  // in this many interleaved rounds, the round trips shared out among them; the ratios are the
+  // median of the rounds' ratios, so that a machine whose speed changes within seconds sets a
+  // row only against references measured beside it.
+  unsigned reference_rounds = 5;
   ProgressMode progress = ProgressMode::automatic;  // ping-pong progress threads, raw reference
   // Design points: notifications on a second transport per queue (separate_notify_endpoint)
   // instead of the data transport. The socket baseline has none and ignores it.
@@ -103,7 +108,12 @@ struct QueueRow {
   LatencyStats cacheline;             // ping-pong: bare cache-line ping-pong, one-way
   double cacheline_whole_run_ns = 0;  // ... its mean over a run with no clock read per trip
   bool cacheline_measured = false;
-  LatencyStats enqueue, dequeue;  // --latency: successful calls
+  // Ping-pong with --reference: the interleaved rounds and, per round, transfer p50 over each
+  // reference (cache-line p50, cache-line whole run, raw write p50); the medians of the rounds.
+  unsigned rounds = 0;
+  double vs_cacheline = 0, vs_cacheline_whole_run = 0, vs_raw_write = 0;
+  std::vector<double> round_vs_cacheline, round_vs_raw_write;  // each round's own ratio
+  LatencyStats enqueue, dequeue;                               // --latency: successful calls
 };
 
 struct QueueResult {
@@ -134,8 +144,10 @@ struct CachelineReference {
   LatencyStats sampled;     // one-way, per round trip
   double whole_run_ns = 0;  // one-way mean, the clock read before and after the run only
 };
+// `keep`: the sampled run's samples are appended there too.
 CachelineReference cacheline_pingpong(std::uint64_t round_trips, std::uint64_t warmup, int cpu_a,
-                                      int cpu_b, const Clock& clock);
+                                      int cpu_b, const Clock& clock,
+                                      std::vector<double>* keep = nullptr);
 double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
                              bool zero_copy, int cpu_producer, int cpu_consumer,
                              const Clock& clock);

@@ -35,11 +35,14 @@ struct RrParams {
   unsigned empty_mailboxes_pct = 0;  // share of the responders' mailboxes left empty
   bool inject = true;
   unsigned signal_every = 16;
-  bool reference = false;     // 1:1 only: raw write ping-pong of the same provider
-  bool verify = false;        // checksum every response against its request
-  bool callgrind = false;     // ranks run under callgrind (deterministic Ir)
-  std::string callgrind_dir;  // where the ranks' callgrind dumps go
-  std::uint64_t seed = 1;     // responder choice in N:M
+  bool reference = false;  // 1:1 only: raw write ping-pong of the same provider
+  // --reference: each row and its reference run in this many interleaved rounds that share
+  // the requests (and the warm-up of each); the ratio is the median of the rounds' ratios.
+  unsigned reference_rounds = 5;
+  bool verify = false;                              // checksum every response against its request
+  bool callgrind = false;                           // ranks run under callgrind (deterministic Ir)
+  std::string callgrind_dir;                        // where the ranks' callgrind dumps go
+  std::uint64_t seed = 1;                           // responder choice in N:M
   ProgressMode progress = ProgressMode::automatic;  // raw reference only
   int cpu = -1;                                     // the CPU this rank's main thread is pinned to
   bool pin = true;                                  // pin extra threads next to it
@@ -71,7 +74,10 @@ struct RrRow {
   LatencyStats latency;             // full round trip, every measured request
   RrCpu requester, responder;
   bool raw_measured = false;
-  LatencyStats raw_write_rtt;  // --reference: raw 64 B write ping-pong, full round trip
+  LatencyStats raw_write_rtt;        // --reference: raw 64 B write ping-pong, full round trip
+  unsigned rounds = 0;               // --reference: the interleaved rounds measured
+  std::vector<double> round_ratios;  // ... each round's p50 round trip / raw write p50
+  double vs_raw_write = 0;           // ... their median
 };
 
 struct RrResult {
