@@ -358,13 +358,44 @@ void close_both(Producer& p, Consumer& c, std::vector<std::byte>& buf, Stall& st
   }
 }
 
+// The cache-line ping-pong run between blocks of the queue's ping-pong (--reference): every
+// `trips` measured round trips both ranks stop, rank 0 bounces a line between the two CPUs for
+// as many round trips while rank 1 sleeps, and the block's transfer p50 is set against it.
+// This VM's cross-core latency changes several-fold between states that last from a tenth of a
+// second to seconds; a block pair spans a few milliseconds. Filled on rank 0.
+struct LineBlocks {
+  std::uint64_t trips = 2048;
+  int cpu0 = -1, cpu1 = -1;
+  std::vector<double> samples;       // the sampled cache-line runs, pooled
+  std::vector<double> vs, vs_whole;  // per block: transfer p50 / line p50, / line whole run
+  double whole_ns = 0;               // sum over blocks of whole-run one-way ns x trips
+  std::uint64_t whole_trips = 0;
+};
+
+// Rank 0, at the end of a block (the last `b.trips` of `samples`): the cache-line run, between
+// two barriers that rank 1 meets in its loop.
+void line_block(LineBlocks& b, const std::vector<double>& samples, Bootstrap& boot,
+                const Clock& clock) {
+  std::vector<double> block(samples.end() - static_cast<std::ptrdiff_t>(b.trips), samples.end());
+  const double p50 = summarize(block).p50;
+  boot.barrier();
+  const CachelineReference c = cacheline_pingpong(b.trips, std::min<std::uint64_t>(b.trips, 256),
+                                                  b.cpu0, b.cpu1, clock, &b.samples);
+  boot.barrier();
+  if (c.sampled.p50 > 0) b.vs.push_back(p50 / c.sampled.p50);
+  if (c.whole_run_ns > 0) b.vs_whole.push_back(p50 / c.whole_run_ns);
+  b.whole_ns += c.whole_run_ns * static_cast<double>(b.trips);
+  b.whole_trips += b.trips;
+}
+
 // Two queues, 0->1 on `t` and 1->0 on `back`: each queue owns its transport's completion
-// queues. `keep` (rank 0): the samples are appended there too. No progress threads: each rank
+// queues. `keep` (rank 0): the samples are appended there too; `lines`: cache-line blocks
+// in between (LineBlocks). No progress threads: each rank
 // drives the transport it is not waiting on from its idle loop (Stall), so the transfer time
 // contains no thread hand-off or time-slicing.
 void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports t,
               QueueTransports back, Bootstrap& boot, const Clock& clock, QueueRow& row,
-              std::vector<double>* keep) {
+              std::vector<double>* keep, LineBlocks* lines = nullptr) {
   std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
   const std::uint64_t total = params.warmup + params.round_trips;
   std::vector<double> samples;
@@ -395,6 +426,10 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
         const std::uint64_t t = clock.now();
         samples.push_back(clock.to_ns(t - prev) / 2);
         prev = t;
+        if (lines && (i + 1 - params.warmup) % lines->trips == 0) {
+          line_block(*lines, samples, boot, clock);
+          prev = clock.now();
+        }
       }
     }
   } else {
@@ -404,6 +439,10 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
     for (std::uint64_t i = 0; get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr); ++i) {
       put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
+      if (lines && i >= params.warmup && (i + 1 - params.warmup) % lines->trips == 0) {
+        boot.barrier();  // rank 0 has the item back; it bounces the line while we sleep
+        boot.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
+      }
     }
   }
   close_both(*p, *c, buf, get_stall);
@@ -519,33 +558,46 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
 }
 
 // Ping-pong with --reference: params.reference_rounds rounds of [the design (`measure`), the
-// raw write ping-pong, the cache-line ping-pong], the round trips shared out among the
-// rounds. The row's figures pool every round's samples; its ratios are the medians of the
-// rounds' own ratios. Collective.
+// raw write ping-pong], the round trips shared out among the rounds, with the cache-line
+// ping-pong in blocks inside the design's run (LineBlocks; after it, once per round, where a
+// helper thread would spin through the blocks: the active consumer). The row's figures pool
+// every round's samples; its ratios are the medians of the rounds' own ratios (raw write) and
+// of the blocks' (cache line). Collective.
 template <class Measure>
-void interleave(const QueueParams& params, std::size_t size, Bootstrap& boot, const Clock& clock,
-                const RunEnvironment& env, Measure& measure, QueueRow& row) {
+void interleave(const QueueParams& params, const QueueOptions& o, std::size_t size, Bootstrap& boot,
+                const Clock& clock, const RunEnvironment& env, Measure& measure, QueueRow& row) {
   const unsigned rounds =
       static_cast<unsigned>(std::min<std::uint64_t>(params.reference_rounds, params.round_trips));
-  std::vector<double> transfer, raw, cacheline, vs_cl, vs_whole, vs_raw;
-  double whole_ns = 0;
+  const bool blocks = !o.active_consumer;
+  std::vector<double> transfer, raw, vs_raw;
+  LineBlocks lines;
+  lines.cpu0 = env.cpu_initiator;
+  lines.cpu1 = env.cpu_target;
   QueueParams run = params;
   for (unsigned k = 0; k < rounds && row.unsupported.empty(); ++k) {
     // The first params.round_trips % rounds rounds take one trip more.
     run.round_trips = params.round_trips / rounds + (k < params.round_trips % rounds ? 1 : 0);
-    measure(run, &transfer);
+    // At least one block per round; the trips after the last whole block have none.
+    lines.trips = std::min<std::uint64_t>(2048, run.round_trips);
+    measure(run, &transfer, blocks ? &lines : nullptr);
     if (!row.unsupported.empty()) break;
+    const double p50 = row.transfer.p50;  // this round's, from pingpong() on rank 0
     References ref;
     raw_reference(run, size, boot, ref, &raw);
-    core_references(run, size, boot, clock, env.cpu_initiator, env.cpu_target, ref, &cacheline);
+    if (!blocks) {
+      core_references(run, size, boot, clock, env.cpu_initiator, env.cpu_target, ref,
+                      &lines.samples);
+      if (boot.rank() == 0 && ref.cacheline_measured) {
+        if (ref.cacheline.p50 > 0) lines.vs.push_back(p50 / ref.cacheline.p50);
+        if (ref.cacheline_whole_run_ns > 0)
+          lines.vs_whole.push_back(p50 / ref.cacheline_whole_run_ns);
+        lines.whole_ns += ref.cacheline_whole_run_ns * static_cast<double>(run.round_trips);
+        lines.whole_trips += run.round_trips;
+      }
+    }
     if (boot.rank() != 0) continue;
-    const double p50 = row.transfer.p50;  // this round's, from pingpong()
-    if (ref.cacheline_measured && ref.cacheline.p50 > 0) vs_cl.push_back(p50 / ref.cacheline.p50);
-    if (ref.cacheline_measured && ref.cacheline_whole_run_ns > 0)
-      vs_whole.push_back(p50 / ref.cacheline_whole_run_ns);
     if (ref.raw_pingpong_measured && ref.raw_pingpong.p50 > 0)
       vs_raw.push_back(p50 / ref.raw_pingpong.p50);
-    whole_ns += ref.cacheline_whole_run_ns * static_cast<double>(run.round_trips);
     row.rounds = k + 1;
   }
   if (boot.rank() != 0 || !row.unsupported.empty()) return;
@@ -553,15 +605,15 @@ void interleave(const QueueParams& params, std::size_t size, Bootstrap& boot, co
   row.transfer = summarize(transfer);
   row.raw_write_measured = !raw.empty();
   if (row.raw_write_measured) row.raw_write = summarize(raw);
-  row.cacheline_measured = !cacheline.empty();
+  row.cacheline_measured = !lines.samples.empty();
   if (row.cacheline_measured) {
-    row.cacheline = summarize(cacheline);
-    row.cacheline_whole_run_ns = whole_ns / static_cast<double>(params.round_trips);
+    row.cacheline = summarize(lines.samples);
+    row.cacheline_whole_run_ns = lines.whole_ns / static_cast<double>(lines.whole_trips);
   }
-  row.vs_cacheline = median(vs_cl);
-  row.vs_cacheline_whole_run = median(vs_whole);
+  row.vs_cacheline = median(lines.vs);
+  row.vs_cacheline_whole_run = median(lines.vs_whole);
   row.vs_raw_write = median(vs_raw);
-  row.round_vs_cacheline = std::move(vs_cl);
+  row.block_vs_cacheline = std::move(lines.vs);
   row.round_vs_raw_write = std::move(vs_raw);
 }
 
@@ -644,7 +696,8 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       }
       // One measurement of the design: fresh transports, opened (and connected, collectively)
       // on both ranks in the same order.
-      auto measure = [&](const QueueParams& run, std::vector<double>* keep) {
+      auto measure = [&](const QueueParams& run, std::vector<double>* keep,
+                         LineBlocks* lines = nullptr) {
         auto open = [&](const TransportOptions& opts) {
           auto x = open_transport(opts);
           if (!o.socket) x->connect(boot);
@@ -658,7 +711,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
           if (run.pingpong) {
             auto back = open(to);
             std::unique_ptr<Transport> backn = separate ? open(nto) : nullptr;
-            pingpong(run, o, {*t, tn.get()}, {*back, backn.get()}, boot, clock, row, keep);
+            pingpong(run, o, {*t, tn.get()}, {*back, backn.get()}, boot, clock, row, keep, lines);
             settle(boot, *back, o, backn.get());
           } else {
             throughput(run, o, {*t, tn.get()}, boot, clock, row);
@@ -669,7 +722,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
         settle(boot, *t, o, tn.get());
       };
       if (interleaved) {
-        interleave(params, size, boot, clock, result.env, measure, row);
+        interleave(params, o, size, boot, clock, result.env, measure, row);
       } else {
         measure(params, nullptr);
         refs[size].apply(row);

@@ -41,7 +41,8 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
        p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
                         std::to_string(p.warmup) +
                         (p.reference ? " per round; " + std::to_string(p.reference_rounds) +
-                                           " rounds, each followed by its references"
+                                           " rounds, each followed by the raw write, a "
+                                           "cache-line block after every 2048 round trips"
                                      : std::string())
                   : "throughput " + std::to_string(p.items) + " items",
        p.pingpong ? "transfer time: half the round trip through two queues; raw: one-way raw "
@@ -100,7 +101,9 @@ void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& ro
         refs += part;
       }
       if (!refs.empty()) {
-        std::snprintf(part, sizeof part, "; ratios: median of %u interleaved rounds", row.rounds);
+        std::snprintf(part, sizeof part,
+                      "; ratios: medians of %zu cache-line blocks and %u rounds (interleaved)",
+                      row.block_vs_cacheline.size(), row.rounds);
         refs += part;
       }
     } else {
@@ -184,7 +187,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
           {"transfer_p50_vs_cacheline_p50", num(row.vs_cacheline)},
           {"transfer_p50_vs_cacheline_whole_run", num(row.vs_cacheline_whole_run)},
           {"transfer_p50_vs_raw_write_p50", num(row.vs_raw_write)},
-          {"round_transfer_p50_vs_cacheline_p50", row.round_vs_cacheline},
+          {"block_transfer_p50_vs_cacheline_p50", row.block_vs_cacheline},
           {"round_transfer_p50_vs_raw_write_p50", row.round_vs_raw_write}};
     } else {
       j["reference"] = {{"raw_write_stream_MBps", num(row.raw_stream_mbps)},

@@ -108,12 +108,13 @@ struct QueueRow {
   LatencyStats cacheline;             // ping-pong: bare cache-line ping-pong, one-way
   double cacheline_whole_run_ns = 0;  // ... its mean over a run with no clock read per trip
   bool cacheline_measured = false;
-  // Ping-pong with --reference: the interleaved rounds and, per round, transfer p50 over each
-  // reference (cache-line p50, cache-line whole run, raw write p50); the medians of the rounds.
+  // Ping-pong with --reference: the interleaved rounds; transfer p50 over the cache-line p50
+  // and whole run, the medians over the cache-line blocks, each block's own; transfer p50 over
+  // the raw write p50, the median over the rounds, each round's own.
   unsigned rounds = 0;
   double vs_cacheline = 0, vs_cacheline_whole_run = 0, vs_raw_write = 0;
-  std::vector<double> round_vs_cacheline, round_vs_raw_write;  // each round's own ratio
-  LatencyStats enqueue, dequeue;                               // --latency: successful calls
+  std::vector<double> block_vs_cacheline, round_vs_raw_write;
+  LatencyStats enqueue, dequeue;  // --latency: successful calls
 };
 
 struct QueueResult {
