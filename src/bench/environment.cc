@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/idle_poll.h"
 #include "transport/libfabric/loader.h"
 
 #ifndef FABFLOW_GIT_REVISION
@@ -154,6 +155,11 @@ const RunEnvironment& machine_environment() {
   return env;
 }
 
+void note_cpu_idle(RunEnvironment& env) {
+  env.cpu_idle = cpu_idle_state();
+  env.cpu_idle_why_not = cpu_idle_why_not();
+}
+
 void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu) {
   std::int32_t mine = cpu;
   std::vector<std::byte> blob(sizeof mine);
@@ -171,6 +177,7 @@ void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu) {
     if (r == 1) env.cpu_target = c;
   }
   env.pinned_smt_siblings = smt_siblings(env.cpu_initiator, env.cpu_target);
+  note_cpu_idle(env);
 }
 
 void finish_environment(RunEnvironment& env) {
@@ -213,6 +220,12 @@ std::vector<std::string> environment_warnings(const RunEnvironment& env) {
     out.push_back("cpufreq governor '" + env.governor +
                   "': the CPU clock may change during the run (echo performance > "
                   "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)");
+  if (env.pinned && env.cpu_idle == "default")
+    out.push_back("idle CPUs may halt (" +
+                  (env.cpu_idle_why_not.empty() ? std::string("no PM QoS request held")
+                                                : env.cpu_idle_why_not) +
+                  "): in a virtual machine a halted vCPU may resume on another host core, and "
+                  "the cross-core latency then changes between phases of the run");
   if (env.pinned_smt_siblings)
     out.push_back("the ranks are pinned to cpu " + std::to_string(env.cpu_initiator) + " and cpu " +
                   std::to_string(env.cpu_target) +

@@ -930,6 +930,7 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
   Clock clock;
   RawResult result;
   result.env = machine_environment();
+  note_cpu_idle(result.env);
   result.params = params;
   result.env.caps = caps;
   result.env.clock = clock.name();

@@ -45,7 +45,7 @@ void print_header(std::ostream& out, const RunEnvironment& e, std::string_view f
       << (e.irqs_on_pinned >= 0
               ? "  device interrupts on the pinned cpus " + std::to_string(e.irqs_on_pinned)
               : std::string())
-      << "\n";
+      << (e.cpu_idle.empty() ? std::string() : "  idle cpus " + e.cpu_idle) << "\n";
   for (const auto& w : environment_warnings(e)) out << "# WARNING: " << w << "\n";
 }
 
@@ -68,6 +68,7 @@ nlohmann::json environment_json(const RunEnvironment& e) {
           {"launcher", e.launcher},
           {"pinned", e.pinned},
           {"pinned_smt_siblings", e.pinned_smt_siblings},
+          {"cpu_idle", e.cpu_idle.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.cpu_idle)},
           {"device_irqs_on_pinned",
            e.irqs_on_pinned < 0 ? nlohmann::json(nullptr) : nlohmann::json(e.irqs_on_pinned)},
           {"clock", e.clock}};

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/affinity.h"
+#include "common/idle_poll.h"
 
 namespace fabflow::cli {
 
@@ -52,9 +54,13 @@ int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
   try {
     // The host's CPUs are read before pinning narrows the view.
     Rank rank{*boot, -1, allowed_cpus(), launched_on_one_host()};
+    // A pinned rank busy-polls; idle CPUs poll too while it runs, where the kernel lets us
+    // ask (common/idle_poll.h): no halted vCPU moves to another host core mid-run.
+    std::optional<IdlePolling> idle;
     if (!flags.no_pin) {
       rank.cpu = cpu_for_local_rank(boot->local_rank());
       if (!pin_current_thread(rank.cpu)) rank.cpu = -1;
+      idle.emplace();
     }
     body(rank);
     boot->barrier();

@@ -4,7 +4,9 @@
 #include <fabflow/status.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +15,9 @@
 #include <random>
 #include <thread>
 #include <vector>
+
+#include "common/fd.h"
+#include "common/idle_poll.h"
 
 namespace fabflow {
 namespace {
@@ -198,6 +203,48 @@ TEST(StatsEnvironment, TimingHazardsAreWarnedOnce) {
   EXPECT_NE(w[1].find("cpu 0 and cpu 4, two hardware threads of one core"), std::string::npos)
       << w[1];
   EXPECT_NE(w[2].find("5000 device interrupts"), std::string::npos) << w[2];
+}
+
+// A pinned run whose idle CPUs may halt is warned about, with the reason no request was held.
+TEST(StatsEnvironment, HaltingIdleCpusAreWarnedWhenPinned) {
+  RunEnvironment env;
+  env.build_type = "Release";
+  env.tsc_invariant = true;
+  env.governor = "performance";
+  env.cpu_idle = "default";
+  env.cpu_idle_why_not = "/dev/cpu_dma_latency: Permission denied";
+  env.pinned = true;
+  auto w = environment_warnings(env);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("idle CPUs may halt (/dev/cpu_dma_latency: Permission denied)"),
+            std::string::npos)
+      << w[0];
+  env.cpu_idle = "poll";
+  EXPECT_TRUE(environment_warnings(env).empty());
+}
+
+// The PM QoS request is made where the device is writable (root, here), reads 0 us while held
+// and is recorded for the environment; elsewhere it says why not.
+TEST(StatsEnvironment, IdlePollingIsHeldWhereTheDeviceIsWritable) {
+  const bool writable = ::access("/dev/cpu_dma_latency", W_OK) == 0;
+  {
+    IdlePolling idle;
+    EXPECT_EQ(idle.held(), writable) << idle.why_not();
+    EXPECT_EQ(cpu_idle_state(), writable ? "poll" : "default");
+    RunEnvironment env;
+    note_cpu_idle(env);
+    EXPECT_EQ(env.cpu_idle, cpu_idle_state());
+    if (writable) {
+      Fd fd(::open("/dev/cpu_dma_latency", O_RDONLY | O_CLOEXEC));
+      ASSERT_GE(fd.get(), 0);
+      std::int32_t us = -1;
+      ASSERT_EQ(::read(fd.get(), &us, sizeof us), static_cast<ssize_t>(sizeof us));
+      EXPECT_EQ(us, 0);  // the smallest request held on the machine: ours is 0
+    } else {
+      EXPECT_FALSE(idle.why_not().empty());
+    }
+  }
+  EXPECT_EQ(cpu_idle_state(), "default");
 }
 
 using Sizes = std::vector<std::size_t>;

@@ -115,11 +115,19 @@ struct RunEnvironment {
   double irqs_per_s_on_pinned = 0;
   bool progress_thread_initiator = false;
   bool progress_thread_target = false;
+  // What idle CPUs of rank 0's host did during the run: "poll" (a PM QoS request of 0 us held,
+  // common/idle_poll.h), "default" (they may halt; cpu_idle_why_not says why no request was
+  // held), or empty when not recorded.
+  std::string cpu_idle;
+  std::string cpu_idle_why_not;
 
   // The load at which numbers are suspect on this machine: more runnable threads than cores
   // besides the benchmark's own.
   bool busy() const noexcept;
 };
+
+// Records in `env` what idle CPUs of this process' host do now (cpu_idle, cpu_idle_why_not).
+void note_cpu_idle(RunEnvironment& env);
 
 // The machine and software fields, gathered on the first call (thread-safe); the run fields
 // are left at their defaults for the engine to fill.
