@@ -34,7 +34,13 @@ fi
 bdir=${FABFLOW_FUZZ_BUILD:-build-fuzz}
 CXX=clang++ cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFABFLOW_TESTS=OFF -DFABFLOW_FUZZ=ON >/dev/null
-ninja -C "$bdir" fuzz_targets >/dev/null
+# The build's output goes to a log; a failed build says so and shows its errors (a quiet
+# build that failed left the stage with an exit code and nothing to read).
+if ! ninja -C "$bdir" fuzz_targets >"$bdir/build.log" 2>&1; then
+  echo "fuzz: the fuzz targets did not build (log $bdir/build.log):" >&2
+  grep -m10 -E 'error|FAILED|undefined reference' "$bdir/build.log" | sed 's/^/  /' >&2 || true
+  exit 1
+fi
 
 failed=()
 for t in $targets; do
