@@ -560,15 +560,15 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
 // Ping-pong with --reference: params.reference_rounds rounds of [the design (`measure`), the
 // raw write ping-pong], the round trips shared out among the rounds, with the cache-line
 // ping-pong in blocks inside the design's run (LineBlocks; after it, once per round, where a
-// helper thread would spin through the blocks: the active consumer). The row's figures pool
-// every round's samples; its ratios are the medians of the rounds' own ratios (raw write) and
+// helper thread would spin through the blocks: an active consumer or producer). The row's figures
+// pool every round's samples; its ratios are the medians of the rounds' own ratios (raw write) and
 // of the blocks' (cache line). Collective.
 template <class Measure>
 void interleave(const QueueParams& params, const QueueOptions& o, std::size_t size, Bootstrap& boot,
                 const Clock& clock, const RunEnvironment& env, Measure& measure, QueueRow& row) {
   const unsigned rounds =
       static_cast<unsigned>(std::min<std::uint64_t>(params.reference_rounds, params.round_trips));
-  const bool blocks = !o.active_consumer;
+  const bool blocks = !o.active_consumer && !o.active_producer;  // no helper thread to spin
   std::vector<double> transfer, raw, vs_raw;
   LineBlocks lines;
   lines.cpu0 = env.cpu_initiator;
