@@ -4,6 +4,7 @@
 #include <fabflow/rr.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "rr/frame.h"
 #include "common/bounded_wait.h"
+#include "transport/local/local_transport.h"
 
 namespace fabflow::rr {
 
@@ -67,7 +69,8 @@ struct Peers {
   std::vector<unsigned> slots;    // per requester rank
   std::vector<std::size_t> base;  // first mailbox / response buffer of each requester
   std::size_t total_slots = 0;
-  std::vector<RemoteMemory> remote;  // per rank (imported for ranks of the other role)
+  std::vector<RemoteMemory> remote;       // per rank (imported for ranks of the other role)
+  std::vector<std::size_t> remote_bytes;  // per rank: the bytes of `remote` this side addresses
 };
 
 std::size_t request_rx_buffers(const ChannelOptions& o, std::size_t total_slots) {
@@ -128,6 +131,7 @@ void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, 
   std::memcpy(blob.data() + sizeof mine, key.data(), key.size());
   auto all = boot.allgather(blob);
   p.remote.assign(all.size(), RemoteMemory{});
+  p.remote_bytes.assign(all.size(), 0);
   const Capabilities& caps = t.caps();
   for (std::size_t r = 0; r < all.size(); ++r) {
     const int rank = static_cast<int>(r);
@@ -154,6 +158,7 @@ void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, 
             : ResponderLayout(o, request_rx_buffers(o, p.total_slots), p.total_slots).bytes;
     if (h.region_bytes != need || !p.remote[r].contains(0, need))
       throw bad("published a region that does not hold its layout");
+    p.remote_bytes[r] = need;
   }
 }
 
@@ -181,6 +186,23 @@ class Endpoint {
     return 0;
   }
 
+  // On `local` with ordered frames, WRITE frames become stores into the peer's region as this
+  // process maps it (what the transport's own write would do: the rest of the frame, then the
+  // stamp word with a release store; docs/local-transport.md), with no call per frame. The
+  // mapping covers the layout each imported region was checked to hold at setup.
+  void map_peers(const Peers& p) {
+    auto* local = dynamic_cast<local::LocalTransport*>(&t_);
+    if (!local || framing_ != Framing::ordered) return;
+    direct_.assign(p.remote.size(), nullptr);
+    direct_bytes_.assign(p.remote.size(), 0);
+    for (std::size_t r = 0; r < p.remote.size(); ++r) {
+      if (p.remote_bytes[r] == 0) continue;
+      direct_[r] = local->mapped(static_cast<int>(r), p.remote[r], 0, p.remote_bytes[r]);
+      if (!direct_[r]) throw Error("rr: " + local->last_error());
+      direct_bytes_[r] = p.remote_bytes[r];
+    }
+  }
+
   bool reap_tx() noexcept {
     int n = t_.poll_tx(scratch_);  // scratch: no 16 completions to construct per poll
     if (n < 0) return fail("transmit failed: " + t_.last_error());
@@ -191,6 +213,22 @@ class Endpoint {
   // a second write, so that a reader that sees it sees the frame.
   Status write_frame(int peer, std::byte* frame, std::size_t bytes, const RemoteMemory& dst,
                      std::size_t off, unsigned more) noexcept {
+    if (!direct_.empty()) [[likely]] {
+      const auto r = static_cast<std::size_t>(peer);
+      if (r >= direct_.size() || !direct_[r] || off > direct_bytes_[r] ||
+          bytes > direct_bytes_[r] - off || off % 8 != 0 || bytes < 8) [[unlikely]]
+        return failed("frame of " + std::to_string(bytes) + " bytes at offset " +
+                      std::to_string(off) + " is outside rank " + std::to_string(peer) +
+                      "'s mapped region");
+      std::byte* to = direct_[r] + off;
+      std::memcpy(to + 8, frame + 8, bytes - 8);
+      std::uint64_t stamp;
+      std::memcpy(&stamp, frame, 8);
+      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(to))
+          .store(stamp, std::memory_order_release);
+      ++stats_.direct_frames;
+      return Status::ok;
+    }
     if (framing_ == Framing::trailer)
       return post([&] {
         return t_.post_write(peer, frame, bytes, mr_desc_, dst, off, 1, next_flags(bytes) | more);
@@ -244,6 +282,8 @@ class Endpoint {
   std::string error_;
   unsigned unsignalled_ = 0;
   Completion scratch_[16];
+  std::vector<std::byte*> direct_;         // per rank: its region mapped here (map_peers), or null
+  std::vector<std::size_t> direct_bytes_;  // ... and how many bytes of it
 };
 
 // ---- requester ----
@@ -261,6 +301,7 @@ class RequesterImpl final : public Requester, Endpoint {
     mr_ = t.allocate(layout_.bytes, kAllAccess);
     mr_desc_ = mr_->desc();
     exchange(t, boot, o, peers_, hello_of(o, 0, slots, layout_.bytes), *mr_);
+    map_peers(peers_);
     responder_layout_.emplace(o, request_rx_buffers(o, peers_.total_slots), peers_.total_slots);
     state_.resize(slots);
     rx_buffers_ = response_rx_buffers(o, t.caps(), slots, peers_.responders);
@@ -474,6 +515,7 @@ class ResponderImpl final : public Responder, Endpoint {
     mr_ = t.allocate(layout_->bytes, kAllAccess);
     mr_desc_ = mr_->desc();
     exchange(t, boot, o, peers_, hello_of(o, 1, 0, layout_->bytes), *mr_);
+    map_peers(peers_);
     mailboxes_ = request_by_write(o.pattern) ? rx : 0;
     last_seq_.assign(rx, 0);
     flag_seen_.assign(rx, 0);

@@ -127,6 +127,64 @@ TEST(RrSetup, PeersThatDisagreeOnSizesAreRefused) {
   EXPECT_NE(err.find("disagrees on the channel options"), std::string::npos) << err;
 }
 
+// On local, WRITE frames are stores into the peer's mapped region (no post each); on shm they
+// are posted writes. Both carry every request and response intact.
+TEST(RrDirect, WriteFramesAreStoresOnLocalAndPostedWritesElsewhere) {
+  ChannelOptions o;
+  o.pattern = Pattern::write_write;
+  o.request_bytes = 64;
+  o.response_bytes = 64;
+  constexpr int kRequests = 40;
+  for (const char* provider : {"local", "shm"}) {
+    SCOPED_TRACE(provider);
+    const bool local = std::string(provider) == "local";
+    std::atomic<std::uint64_t> responder_direct{0}, responder_posts{0};
+    std::string err =
+        run_ranks(2, topts(provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
+          if (rank == 1) {
+            auto r = make_responder(t, boot, o, 1);
+            boot.barrier([&] { t.progress(); });
+            std::string e = serve_all(*r, tagger(0));
+            if (!e.empty()) throw Error(e);
+            responder_direct = r->stats().direct_frames;
+            responder_posts = r->stats().posts;
+            return;
+          }
+          auto q = make_requester(t, boot, o, 1, 1);
+          boot.barrier([&] { t.progress(); });
+          for (std::uint64_t i = 0; i < kRequests; ++i) {
+            std::memcpy(q->request_buffer(0).data(), &i, 8);
+            ASSERT_EQ(q->submit(0, 0, 64), Status::ok) << q->error();
+            Response resp;
+            Status st;
+            auto end = std::chrono::steady_clock::now() + 5s;
+            while ((st = q->poll(&resp)) == Status::empty &&
+                   std::chrono::steady_clock::now() < end) {
+            }
+            ASSERT_EQ(st, Status::ok) << q->error();
+            std::uint64_t tag;
+            ASSERT_EQ(resp.data.size(), 12u);
+            std::memcpy(&tag, resp.data.data(), 8);
+            EXPECT_EQ(tag, i);
+            q->release(resp);
+          }
+          ASSERT_EQ(q->close(), Status::ok) << q->error();
+          // The requests and the close's bye frame.
+          EXPECT_EQ(q->stats().direct_frames, local ? kRequests + 1u : 0u);
+          if (local)
+            EXPECT_EQ(q->stats().posts, 0u);
+          else
+            EXPECT_GE(q->stats().posts, kRequests + 1u);
+        });
+    EXPECT_EQ(err, "");
+    EXPECT_EQ(responder_direct.load(), local ? std::uint64_t{kRequests} : 0u);
+    if (local)
+      EXPECT_EQ(responder_posts.load(), 0u);
+    else
+      EXPECT_GE(responder_posts.load(), std::uint64_t{kRequests});
+  }
+}
+
 TEST(RrSetup, UnsupportedCombinationsAreRefused) {
   Capabilities caps;
   caps.provider = "test";
