@@ -112,10 +112,11 @@ std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o);
 std::string_view receive_queue_kind(const Capabilities& caps) noexcept;
 
 struct ChannelStats {
-  std::uint64_t requests = 0;       // requests sent (requester) / served (responder)
-  std::uint64_t posts = 0;          // fabric operations posted (flag writes included)
-  std::uint64_t direct_frames = 0;  // WRITE frames stored into a peer's mapped region (local)
-  std::uint64_t empty_polls = 0;    // polls or scans that found nothing
+  std::uint64_t requests = 0;           // requests sent (requester) / served (responder)
+  std::uint64_t posts = 0;              // fabric operations posted (flag writes included)
+  std::uint64_t direct_frames = 0;      // WRITE frames stored into a peer's mapped region (local)
+  std::uint64_t in_place_receives = 0;  // SEND frames read where they landed (local's ring)
+  std::uint64_t empty_polls = 0;        // polls or scans that found nothing
 };
 
 // A response as it lies in the channel's registered memory; valid until release().

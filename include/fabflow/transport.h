@@ -77,6 +77,9 @@ struct Capabilities {
   bool shared_rx = false;    // shared receive context available
   bool multi_recv = false;   // FI_MULTI_RECV: one posted buffer takes many messages (if asked)
   bool rx_cq_data_consumes_recv = false;  // FI_RX_CQ_DATA mode: writedata eats a posted recv
+  // poll_rx_in_place: the largest message that can be read where it landed, in the transport's
+  // own memory, without a posted receive (0: none can; local: one ring slot).
+  std::size_t rx_in_place_max = 0;
   // FI_ORDER_DATA: the bytes of a write land in order. fabflow relies on it as: a target that
   // sees a write's last aligned 8-byte word (acquire load) sees every earlier byte of that write
   // and of the initiator's earlier writes to it; local guarantees it (its writes store their
@@ -172,6 +175,8 @@ struct Completion {
   // with buf == nullptr carries no message.
   void* buf = nullptr;
   bool released = false;
+  // poll_rx_in_place only: the rank the message came from.
+  int peer = -1;
 };
 
 enum class AtomicOp : std::uint8_t { fetch_add, compare_swap };
@@ -236,6 +241,18 @@ class Transport {
   // (last_error() says which and why).
   virtual int poll_tx(std::span<Completion> out) noexcept = 0;
   virtual int poll_rx(std::span<Completion> out) noexcept = 0;
+  // Only where caps().rx_in_place_max > 0: like poll_rx, but a message is not copied into a
+  // posted receive; its completion says where it lies in the transport's own memory (buf, at
+  // most rx_in_place_max bytes) and who sent it (peer). The bytes stay there, readable, until
+  // release_rx gives that completion back; the sender cannot reuse the space before, but it
+  // can still scribble on it: read what must be checked once. A larger message fails the call.
+  // Write-with-data notices come as from poll_rx. A peer is read either in place or through
+  // posted receives, never both (mixing fails). The default fails: nothing is read in place.
+  virtual int poll_rx_in_place(std::span<Completion> out) noexcept;
+  // Gives back a message handed out by poll_rx_in_place, in any order; its space is reused
+  // once every earlier message of that peer is given back too.
+  virtual Status release_rx(const Completion& c) noexcept;
+
   // Drives provider progress without consuming completions (safe from a progress thread).
   virtual void progress() noexcept = 0;
 

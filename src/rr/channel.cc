@@ -203,6 +203,24 @@ class Endpoint {
     }
   }
 
+  // Whether SEND frames of up to `frame` bytes are read where they land in the transport's
+  // memory (poll_rx_in_place: no posted receive, no copy, no repost; local), rather than
+  // received into this channel's buffers.
+  bool reads_in_place(std::size_t frame) const noexcept {
+    const std::size_t max = t_.caps().rx_in_place_max;
+    return max > 0 && frame <= max;
+  }
+  // Gives a frame read in place from `rank` back to the transport.
+  Status give_back_in_place(int rank, const std::byte* frame) noexcept {
+    Completion c;
+    c.kind = CompletionKind::recv;
+    c.buf = const_cast<std::byte*>(frame);
+    c.peer = rank;
+    if (t_.release_rx(c) != Status::ok)
+      return failed("could not give back a frame: " + t_.last_error());
+    return Status::ok;
+  }
+
   bool reap_tx() noexcept {
     int n = t_.poll_tx(scratch_);  // scratch: no 16 completions to construct per poll
     if (n < 0) return fail("transmit failed: " + t_.last_error());
@@ -305,7 +323,8 @@ class RequesterImpl final : public Requester, Endpoint {
     responder_layout_.emplace(o, request_rx_buffers(o, peers_.total_slots), peers_.total_slots);
     state_.resize(slots);
     rx_buffers_ = response_rx_buffers(o, t.caps(), slots, peers_.responders);
-    if (!response_by_write(o.pattern)) post_all_receives();
+    in_place_ = !response_by_write(o.pattern) && reads_in_place(layout_.resp_slot);
+    if (!response_by_write(o.pattern) && !in_place_) post_all_receives();
   }
 
   unsigned slots() const noexcept override { return slots_; }
@@ -351,6 +370,11 @@ class RequesterImpl final : public Requester, Endpoint {
   }
 
   void release(const Response& r) noexcept override {
+    if (in_place_) {
+      if (r.responder >= 0 && r.responder < peers_.responders)
+        give_back_in_place(rank_of(r.responder), r.data.data() - kHeader);
+      return;
+    }
     if (response_by_write(o_.pattern) || r.buffer >= rx_buffers()) return;
     // The buffer goes back to the queue it came from.
     std::uint32_t q = r.buffer / slots_;
@@ -472,16 +496,26 @@ class RequesterImpl final : public Requester, Endpoint {
 
   Status poll_receives(Response* out) noexcept {
     Completion c[1];
-    int n = t_.poll_rx(c);
+    int n = in_place_ ? t_.poll_rx_in_place(c) : t_.poll_rx(c);
     if (n < 0) return failed("receive failed: " + t_.last_error());
     if (n == 0) return Status::empty;
-    if (c[0].context >= rx_buffers()) return failed("receive completion with unknown context");
-    const auto buffer = static_cast<std::uint32_t>(c[0].context);
-    const std::byte* frame = rx_buffer(buffer);
+    const std::byte* frame;
+    std::uint32_t buffer = 0;
+    if (in_place_) {  // in the transport's ring: each field is read once, then checked
+      frame = static_cast<const std::byte*>(c[0].buf);
+      ++stats_.in_place_receives;
+    } else {
+      if (c[0].context >= rx_buffers()) return failed("receive completion with unknown context");
+      buffer = static_cast<std::uint32_t>(c[0].context);
+      frame = rx_buffer(buffer);
+    }
     if (c[0].length < frame_bytes(0, framing_)) return failed("received a truncated response");
     std::uint32_t from = source_of(frame);
     if (from >= static_cast<std::uint32_t>(peers_.responders))
       return failed("received a response from unknown responder " + std::to_string(from));
+    if (in_place_ && rank_of(static_cast<int>(from)) != c[0].peer)
+      return failed("rank " + std::to_string(c[0].peer) + " sent a response as responder " +
+                    std::to_string(from));
     Stamp s;
     if (!read_received(frame, c[0].length, o_.response_bytes, &s, framing_))
       return failed("responder " + std::to_string(from) +
@@ -500,6 +534,7 @@ class RequesterImpl final : public Requester, Endpoint {
   unsigned outstanding_ = 0;
   unsigned next_ = 0;
   std::size_t rx_buffers_ = 0;
+  bool in_place_ = false;  // SEND responses read in place (reads_in_place)
 };
 
 // ---- responder ----
@@ -523,7 +558,8 @@ class ResponderImpl final : public Responder, Endpoint {
     for (int r = 0; r < requesters; ++r)
       requester_rx_off_.push_back(
           RequesterLayout(o, peers_.slots[static_cast<std::size_t>(r)], 0).rx_off);
-    if (!request_by_write(o.pattern))
+    in_place_ = !request_by_write(o.pattern) && reads_in_place(layout_->req_slot);
+    if (!request_by_write(o.pattern) && !in_place_)
       for (std::size_t b = 0; b < peers_.total_slots; ++b)
         if (repost(b) != Status::ok) throw Error(error_);
   }
@@ -606,6 +642,7 @@ class ResponderImpl final : public Responder, Endpoint {
     bool bye = false;
     const std::byte* frame = nullptr;
     std::size_t buffer = SIZE_MAX;  // receive buffer to post again (SEND requests)
+    bool in_place = false;          // frame lies in the transport's ring: give it back there
   };
 
   Status note(Status s) noexcept {
@@ -686,48 +723,56 @@ class ResponderImpl final : public Responder, Endpoint {
     return Status::ok;
   }
 
-  // Completions a batched round could not take (a second request of one requester) come
-  // first in the next round.
+  // Arrivals a batched round could not take (a second request of one requester) come first
+  // in the next round.
   template <class Admit>
   Status receive(Admit& admit) noexcept {
     std::size_t kept = 0;
-    for (const Completion& c : deferred_)
-      if (!admit_completion(c, admit)) deferred_[kept++] = c;
+    for (const Arrival& a : deferred_)
+      if (!admit_arrival(a, admit)) deferred_[kept++] = a;
     deferred_.resize(kept);
     auto& c = rx_scratch_;
-    int n = t_.poll_rx(c);
+    int n = in_place_ ? t_.poll_rx_in_place(c) : t_.poll_rx(c);
     if (n < 0) return failed("receive failed: " + t_.last_error());
     for (int k = 0; k < n; ++k) {
-      Status s = check_completion(c[k]);
+      Arrival a;
+      Status s = arrival_of(c[k], &a);
       if (s != Status::ok) return s;
-      if (!admit_completion(c[k], admit)) deferred_.push_back(c[k]);
+      if (!admit_arrival(a, admit)) deferred_.push_back(a);
     }
     return Status::ok;
   }
 
-  // A checked receive completion as an arrival; false when the round is full for it.
+  // A checked arrival; false when the round is full for it.
   template <class Admit>
-  bool admit_completion(const Completion& c, Admit& admit) noexcept {
-    const std::byte* frame = mailbox(c.context);
-    Stamp s = unpack(load_stamp(frame));
-    const std::uint32_t r = source_of(frame), slot = slot_of(frame);
-    if (!admit(Arrival{static_cast<int>(r), slot, s.seq, s.len, s.bye, frame, c.context}))
-      return false;
-    last_seq_[peers_.base[r] + slot] = s.seq;
+  bool admit_arrival(const Arrival& a, Admit& admit) noexcept {
+    if (!admit(a)) return false;
+    last_seq_[peers_.base[static_cast<std::size_t>(a.requester)] + a.slot] = a.seq;
     return true;
   }
 
-  Status check_completion(const Completion& c) noexcept {
-    if (c.context >= peers_.total_slots) return failed("receive completion with unknown context");
-    const std::size_t b = c.context;
-    const std::byte* frame = mailbox(b);
+  // Checks a receive completion and reads its request. Each field of the frame is read once:
+  // a frame read in place still lies in memory the sender can write.
+  Status arrival_of(const Completion& c, Arrival* out) noexcept {
+    const std::byte* frame;
+    std::size_t b = SIZE_MAX;
+    if (in_place_) {
+      frame = static_cast<const std::byte*>(c.buf);
+      ++stats_.in_place_receives;
+    } else {
+      if (c.context >= peers_.total_slots) return failed("receive completion with unknown context");
+      b = c.context;
+      frame = mailbox(b);
+    }
     if (c.length < frame_bytes(0, framing_)) return failed("received a truncated request");
     std::uint32_t r = source_of(frame), slot = slot_of(frame);
     if (r >= static_cast<std::uint32_t>(peers_.requesters) || slot >= peers_.slots[r])
       return failed("received a request with ids out of range (requester " + std::to_string(r) +
                     ", slot " + std::to_string(slot) + ")");
-    if (per_endpoint_ && static_cast<int>(r) != owner_of(b))
-      return failed("requester " + std::to_string(owner_of(b)) + " sent a request as requester " +
+    // Requester r is rank r; in place the transport names the sender.
+    const int sender = in_place_ ? c.peer : per_endpoint_ ? owner_of(b) : static_cast<int>(r);
+    if (sender != static_cast<int>(r))
+      return failed("requester " + std::to_string(sender) + " sent a request as requester " +
                     std::to_string(r));
     Stamp s;
     if (!read_received(frame, c.length, o_.request_bytes, &s, framing_))
@@ -736,12 +781,14 @@ class ResponderImpl final : public Responder, Endpoint {
     if (s.seq <= last_seq_[peers_.base[r] + slot])
       return failed("requester " + std::to_string(r) + " replayed sequence " +
                     std::to_string(s.seq));
+    *out = Arrival{static_cast<int>(r), slot, s.seq, s.len, s.bye, frame, b, in_place_};
     return Status::ok;
   }
 
   // The receive buffer goes back to its queue as soon as the handler is done with it, before
   // the response lets the requester send again.
   Status give_back(const Arrival& a) noexcept {
+    if (a.in_place) return give_back_in_place(a.requester, a.frame);
     return a.buffer == SIZE_MAX ? Status::ok : repost(a.buffer);
   }
 
@@ -804,11 +851,12 @@ class ResponderImpl final : public Responder, Endpoint {
   std::vector<std::size_t> requester_rx_off_;
   std::vector<bool> closed_by_;
   int closed_ = 0;
-  std::vector<Arrival> round_;        // this round's arrivals
-  std::vector<bool> in_round_;        // per requester: already in this round
-  std::vector<Completion> deferred_;  // receive completions left for the next round
-  std::vector<BatchRequest> batch_;   // serve_batch's requests
-  Completion rx_scratch_[16];         // poll_rx's output, not constructed per poll
+  std::vector<Arrival> round_;       // this round's arrivals
+  std::vector<bool> in_round_;       // per requester: already in this round
+  std::vector<Arrival> deferred_;    // checked arrivals left for the next round
+  bool in_place_ = false;            // SEND requests read in place (reads_in_place)
+  std::vector<BatchRequest> batch_;  // serve_batch's requests
+  Completion rx_scratch_[16];        // poll_rx's output, not constructed per poll
 };
 
 }  // namespace

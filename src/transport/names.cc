@@ -91,6 +91,12 @@ Status Transport::post_recv_multi(int, void*, std::size_t, void*, std::size_t,
   return Status::failed;  // callers check caps().multi_recv first
 }
 
+int Transport::poll_rx_in_place(std::span<Completion>) noexcept {
+  return -1;  // callers check caps().rx_in_place_max first
+}
+
+Status Transport::release_rx(const Completion&) noexcept { return Status::failed; }
+
 int Transport::wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept {
   return poll_until([&] { return poll_tx(out); }, timeout);
 }

@@ -127,6 +127,26 @@ TEST(RrSetup, PeersThatDisagreeOnSizesAreRefused) {
   EXPECT_NE(err.find("disagrees on the channel options"), std::string::npos) << err;
 }
 
+// One responder (rank 1, answering with tagger) and one requester with `slots` slots (rank 0,
+// running `requester`, which closes) on `provider`. Returns the run's error; *responder: the
+// responder's counters once it is done.
+std::string one_to_one(const char* provider, const ChannelOptions& o, unsigned slots,
+                       ChannelStats* responder, const std::function<void(Requester&)>& requester) {
+  return run_ranks(2, topts(provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
+    if (rank == 1) {
+      auto r = make_responder(t, boot, o, 1);
+      boot.barrier([&] { t.progress(); });
+      std::string e = serve_all(*r, tagger(0));
+      if (!e.empty()) throw Error(e);
+      *responder = r->stats();
+      return;
+    }
+    auto q = make_requester(t, boot, o, 1, slots);
+    boot.barrier([&] { t.progress(); });
+    requester(*q);
+  });
+}
+
 // On local, WRITE frames are stores into the peer's mapped region (no post each); on shm they
 // are posted writes. Both carry every request and response intact.
 TEST(RrDirect, WriteFramesAreStoresOnLocalAndPostedWritesElsewhere) {
@@ -138,50 +158,93 @@ TEST(RrDirect, WriteFramesAreStoresOnLocalAndPostedWritesElsewhere) {
   for (const char* provider : {"local", "shm"}) {
     SCOPED_TRACE(provider);
     const bool local = std::string(provider) == "local";
-    std::atomic<std::uint64_t> responder_direct{0}, responder_posts{0};
-    std::string err =
-        run_ranks(2, topts(provider, o), [&](int rank, Transport& t, Bootstrap& boot) {
-          if (rank == 1) {
-            auto r = make_responder(t, boot, o, 1);
-            boot.barrier([&] { t.progress(); });
-            std::string e = serve_all(*r, tagger(0));
-            if (!e.empty()) throw Error(e);
-            responder_direct = r->stats().direct_frames;
-            responder_posts = r->stats().posts;
-            return;
-          }
-          auto q = make_requester(t, boot, o, 1, 1);
-          boot.barrier([&] { t.progress(); });
-          for (std::uint64_t i = 0; i < kRequests; ++i) {
-            std::memcpy(q->request_buffer(0).data(), &i, 8);
-            ASSERT_EQ(q->submit(0, 0, 64), Status::ok) << q->error();
-            Response resp;
-            Status st;
-            auto end = std::chrono::steady_clock::now() + 5s;
-            while ((st = q->poll(&resp)) == Status::empty &&
-                   std::chrono::steady_clock::now() < end) {
-            }
-            ASSERT_EQ(st, Status::ok) << q->error();
-            std::uint64_t tag;
-            ASSERT_EQ(resp.data.size(), 12u);
-            std::memcpy(&tag, resp.data.data(), 8);
-            EXPECT_EQ(tag, i);
-            q->release(resp);
-          }
-          ASSERT_EQ(q->close(), Status::ok) << q->error();
-          // The requests and the close's bye frame.
-          EXPECT_EQ(q->stats().direct_frames, local ? kRequests + 1u : 0u);
-          if (local)
-            EXPECT_EQ(q->stats().posts, 0u);
-          else
-            EXPECT_GE(q->stats().posts, kRequests + 1u);
-        });
+    ChannelStats responder;
+    std::string err = one_to_one(provider, o, 1, &responder, [&](Requester& q) {
+      for (std::uint64_t i = 0; i < kRequests; ++i) {
+        std::memcpy(q.request_buffer(0).data(), &i, 8);
+        ASSERT_EQ(q.submit(0, 0, 64), Status::ok) << q.error();
+        Response resp;
+        Status st;
+        auto end = std::chrono::steady_clock::now() + 5s;
+        while ((st = q.poll(&resp)) == Status::empty && std::chrono::steady_clock::now() < end) {
+        }
+        ASSERT_EQ(st, Status::ok) << q.error();
+        std::uint64_t tag;
+        ASSERT_EQ(resp.data.size(), 12u);
+        std::memcpy(&tag, resp.data.data(), 8);
+        EXPECT_EQ(tag, i);
+        q.release(resp);
+      }
+      ASSERT_EQ(q.close(), Status::ok) << q.error();
+      // The requests and the close's bye frame.
+      EXPECT_EQ(q.stats().direct_frames, local ? kRequests + 1u : 0u);
+      if (local)
+        EXPECT_EQ(q.stats().posts, 0u);
+      else
+        EXPECT_GE(q.stats().posts, kRequests + 1u);
+    });
     EXPECT_EQ(err, "");
-    EXPECT_EQ(responder_direct.load(), local ? std::uint64_t{kRequests} : 0u);
+    EXPECT_EQ(responder.direct_frames, local ? std::uint64_t{kRequests} : 0u);
     if (local)
-      EXPECT_EQ(responder_posts.load(), 0u);
+      EXPECT_EQ(responder.posts, 0u);
     else
-      EXPECT_GE(responder_posts.load(), std::uint64_t{kRequests});
+      EXPECT_GE(responder.posts, std::uint64_t{kRequests});
+  }
+}
+
+// On local, SEND frames are read where they land in the transport's ring: no receive is
+// posted or reposted, and responses given back out of order free their slots. On shm they are
+// received into posted buffers. Both carry every request and response intact.
+TEST(RrInPlace, SendFramesAreReadInPlaceOnLocalAndReceivedElsewhere) {
+  ChannelOptions o;
+  o.pattern = Pattern::send_send;
+  o.request_bytes = 64;
+  o.response_bytes = 64;
+  constexpr int kRounds = 300;  // two requests each: more than one lap of local's ring
+  for (const char* provider : {"local", "shm"}) {
+    SCOPED_TRACE(provider);
+    const bool local = std::string(provider) == "local";
+    ChannelStats responder;
+    std::string err = one_to_one(provider, o, 2, &responder, [&](Requester& q) {
+      for (std::uint64_t i = 0; i < kRounds; ++i) {
+        Response resp[2];
+        for (unsigned slot = 0; slot < 2; ++slot) {
+          const std::uint64_t tag = 2 * i + slot;
+          std::memcpy(q.request_buffer(slot).data(), &tag, 8);
+          ASSERT_EQ(q.submit(slot, 0, 64), Status::ok) << q.error();
+        }
+        for (Response& r : resp) {
+          Status st;
+          auto end = std::chrono::steady_clock::now() + 5s;
+          while ((st = q.poll(&r)) == Status::empty && std::chrono::steady_clock::now() < end) {
+          }
+          ASSERT_EQ(st, Status::ok) << q.error();
+        }
+        for (const Response& r : resp) {
+          std::uint64_t tag;
+          ASSERT_EQ(r.data.size(), 12u);
+          std::memcpy(&tag, r.data.data(), 8);
+          EXPECT_EQ(tag, 2 * i + r.slot);
+        }
+        // Given back newest first: the older one's slot is freed last.
+        q.release(resp[1]);
+        q.release(resp[0]);
+        ASSERT_EQ(q.error(), "");
+      }
+      ASSERT_EQ(q.close(), Status::ok) << q.error();
+      EXPECT_EQ(q.stats().in_place_receives, local ? 2u * kRounds : 0u);
+      // The requests and the bye, and on shm the receives posted and reposted too.
+      if (local)
+        EXPECT_EQ(q.stats().posts, 2u * kRounds + 1);
+      else
+        EXPECT_GE(q.stats().posts, 4u * kRounds + 1);
+    });
+    EXPECT_EQ(err, "");
+    EXPECT_EQ(responder.in_place_receives, local ? 2u * kRounds + 1 : 0u);
+    if (local)
+      EXPECT_EQ(responder.posts, 2u * kRounds);
+    else
+      EXPECT_GE(responder.posts, 4u * kRounds);
   }
 }
 
@@ -376,6 +439,20 @@ TEST_P(RrMalformed, WriteWithForeignIds) {
 
 INSTANTIATE_TEST_SUITE_P(Providers, RrMalformed, ::testing::Values("shm", "local"),
                          [](const auto& info) { return std::string(info.param); });
+
+// A request above what local reads in place (one ring slot) fails the responder with an error.
+TEST(RrInPlace, ARequestAboveOneRingSlotIsRefusedOnLocal) {
+  std::string e = responder_error(
+      Pattern::send_send,
+      [](FakeRequester& f, Transport& t) {
+        std::vector<std::byte> big(t.caps().rx_in_place_max + 8);
+        f.frame(1, 8, 0, 0);
+        std::memcpy(big.data(), f.mr->data(), detail::frame_bytes(8, f.framing));
+        must_post(t, [&] { return t.post_send(1, big.data(), big.size(), nullptr, 0, 0); });
+      },
+      "local");
+  EXPECT_NE(e.find("in-place receive limit"), std::string::npos) << e;
+}
 
 // Frames as their readers check them (frame.h), for both framings.
 TEST(RrFrame, ATornFrameIsNotAcceptedWithTheTrailerFraming) {

@@ -5,6 +5,7 @@
 // peer death. The contract every transport meets is in contract_test.cc. The streaming tests
 // run two threads concurrently and are part of the TSan set (suite names start with Local).
 #include <fabflow/bootstrap.h>
+#include <fabflow/fault.h>
 #include <fabflow/local.h>
 #include <fabflow/transport.h>
 #include <gtest/gtest.h>
@@ -58,8 +59,11 @@ TEST(LocalTransport, CapabilitiesAndSelection) {
   EXPECT_EQ(c.mr_mode, 0u);
   for (Op op : {Op::send, Op::write, Op::read, Op::writedata, Op::fadd, Op::cswap})
     EXPECT_TRUE(c.supports(op));
+  EXPECT_EQ(c.rx_in_place_max, local::kChunk);
   auto t = open_transport(o);
   EXPECT_EQ(t->name(), "local");
+  // The fault wrapper injects on the receive path, so nothing is read in place through it.
+  EXPECT_EQ(make_fault_transport(open_transport(o), {})->caps().rx_in_place_max, 0u);
   bool concrete = with_concrete(*t, [](auto& x) {
     return std::is_same_v<std::remove_reference_t<decltype(x)>, local::LocalTransport>;
   });
@@ -122,6 +126,94 @@ TEST(LocalTransport, MessageLargerThanReceiveIsAnErrorCompletion) {
       Completion ok = wait_one(t, Cq::rx);
       expect(ok.context == 2 && ok.length == 10, "next message lost after truncation");
     }
+  });
+  EXPECT_EQ(err, "");
+}
+
+// Messages read where they landed: handed out in order with their sender, held until given
+// back (the sender is held off once the ring is full of them), given back in any order; the
+// head moves only past what is given back. Wrong give-backs, a message above one slot, and
+// mixing posted receives with in-place reads on one peer are refused with an error.
+TEST(LocalTransport, InPlaceReceiveHoldsRingSlotsUntilGivenBack) {
+  constexpr std::uint64_t kRing = local::kMsgSlots;
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    std::vector<std::byte> big(local::kChunk + 1, std::byte{7});
+    if (rank == 0) {
+      for (std::uint64_t i = 0; i < kRing; ++i)
+        expect(t.post_send(1, &i, 8, nullptr, 0, 0) == Status::ok, t.last_error());
+      std::uint64_t more = kRing;
+      expect(t.post_send(1, &more, 8, nullptr, 0, 0) == Status::again, "ring overrun");
+      boot.barrier();  // A: the receiver holds every message
+      boot.barrier();  // B: ... and gave back the second only
+      expect(t.post_send(1, &more, 8, nullptr, 0, 0) == Status::again,
+             "the head moved past a message still held");
+      boot.barrier();  // C
+      boot.barrier();  // C2: everything given back
+      expect(t.post_send(1, &more, 8, nullptr, 0, 0) == Status::ok, t.last_error());
+      expect(t.post_send(1, big.data(), big.size(), nullptr, 0, 0) == Status::ok, t.last_error());
+      boot.barrier();  // D
+      boot.barrier();  // E: receives posted
+      expect(t.post_send(1, &more, 8, nullptr, 0, 0) == Status::ok, t.last_error());
+      boot.barrier();  // F
+      return;
+    }
+    boot.barrier();  // A
+    std::vector<Completion> held;
+    Completion c[16];
+    auto end = std::chrono::steady_clock::now() + 5s;
+    while (held.size() < kRing && std::chrono::steady_clock::now() < end) {
+      int n = t.poll_rx_in_place(c);
+      expect(n >= 0, t.last_error());
+      held.insert(held.end(), c, c + n);
+    }
+    expect(held.size() == kRing, "handed out " + std::to_string(held.size()));
+    for (std::uint64_t i = 0; i < kRing; ++i) {
+      std::uint64_t v;
+      expect(held[i].kind == CompletionKind::recv && held[i].peer == 0 && held[i].length == 8,
+             "completion " + std::to_string(i));
+      std::memcpy(&v, held[i].buf, 8);
+      expect(v == i, "message " + std::to_string(i) + " out of order");
+    }
+    expect(t.poll_rx_in_place(c) == 0, "a message handed out twice");
+    expect(t.release_rx(held[1]) == Status::ok, t.last_error());
+    expect(t.release_rx(held[1]) == Status::failed &&
+               t.last_error().find("not held") != std::string::npos,
+           "released twice: " + t.last_error());
+    Completion forged = held[2];
+    forged.buf = static_cast<std::byte*>(forged.buf) + 8;
+    expect(t.release_rx(forged) == Status::failed &&
+               t.last_error().find("outside") != std::string::npos,
+           "forged buffer: " + t.last_error());
+    forged = held[2];
+    forged.peer = 5;
+    expect(t.release_rx(forged) == Status::failed, "foreign peer given back");
+    boot.barrier();  // B
+    boot.barrier();  // C: the sender saw the ring still full
+    for (std::size_t i = kRing; i-- > 0;)
+      if (i != 1) expect(t.release_rx(held[i]) == Status::ok, t.last_error());
+    boot.barrier();  // C2
+    boot.barrier();  // D: one message of 8 bytes, then one of two slots
+    expect(t.poll_rx_in_place(c) == 1 && c[0].length == 8, "the small message first");
+    expect(
+        t.poll_rx({c + 1, 15}) == -1 && t.last_error().find("held in place") != std::string::npos,
+        "poll_rx over a held message: " + t.last_error());
+    expect(t.release_rx(c[0]) == Status::ok, t.last_error());
+    expect(t.poll_rx_in_place(c) == -1 &&
+               t.last_error().find("in-place receive limit") != std::string::npos,
+           "a message above one slot: " + t.last_error());
+    // Posted receives take it, copied; with receives posted, nothing is read in place.
+    std::vector<std::byte> buf(2 * local::kChunk);
+    expect(t.post_recv(0, buf.data(), buf.size(), nullptr, 1) == Status::ok, t.last_error());
+    expect(t.post_recv(0, buf.data(), buf.size(), nullptr, 2) == Status::ok, t.last_error());
+    Completion r = wait_one(t, Cq::rx);
+    expect(r.context == 1 && r.length == big.size() && buf[local::kChunk] == std::byte{7},
+           "the large message through a posted receive");
+    boot.barrier();  // E
+    boot.barrier();  // F: one more message
+    expect(t.poll_rx_in_place(c) == -1 && t.last_error().find("posted") != std::string::npos,
+           "in-place read with receives posted: " + t.last_error());
+    r = wait_one(t, Cq::rx);
+    expect(r.context == 2 && r.length == 8, "the last message");
   });
   EXPECT_EQ(err, "");
 }

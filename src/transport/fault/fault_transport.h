@@ -24,9 +24,14 @@ class FaultTransport final : public Transport {
 
   const FaultCounters& counters() const noexcept { return counters_; }
 
-  const Capabilities& caps() const noexcept override { return inner_->caps(); }
+  // The inner transport's, less in-place receive: every message passes through this wrapper's
+  // receive path, where faults are injected.
+  const Capabilities& caps() const noexcept override { return caps_; }
   std::string_view name() const noexcept override { return name_; }
-  void connect(Bootstrap& boot) override { inner_->connect(boot); }
+  void connect(Bootstrap& boot) override {
+    inner_->connect(boot);
+    refresh_caps();
+  }
   std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
                                                 unsigned access) override {
     return inner_->register_memory(addr, len, access);
@@ -79,8 +84,13 @@ class FaultTransport final : public Transport {
   void reorder(std::span<Completion> batch) noexcept;
   void deliver_recv(const Completion& c) noexcept;
   double uniform() noexcept { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+  void refresh_caps() {
+    caps_ = inner_->caps();
+    caps_.rx_in_place_max = 0;
+  }
 
   std::unique_ptr<Transport> inner_;
+  Capabilities caps_;
   FaultPlan plan_;
   std::string name_;
   std::string fail_message_;

@@ -226,14 +226,16 @@ bool LocalTransport::check_peers() noexcept {
   return false;
 }
 
-int LocalTransport::poll_rx(std::span<Completion> out) noexcept {
+template <bool InPlace>
+int LocalTransport::poll_rings(std::span<Completion> out) noexcept {
   int n = 0;
   if (!peers_.empty()) {
     // Round robin from next_peer_ (no division on this path: it runs on every poll).
     int p = next_peer_;
     for (int k = 0; k < size_ && static_cast<std::size_t>(n) < out.size(); ++k) {
       if (p != rank_) {
-        int r = deliver(peers_[static_cast<std::size_t>(p)], p, out, n);
+        PeerChannel& ch = peers_[static_cast<std::size_t>(p)];
+        int r = InPlace ? deliver_in_place(ch, p, out, n) : deliver(ch, p, out, n);
         if (r < 0) return n > 0 ? n : -1;
         n = r;
       }
@@ -244,37 +246,50 @@ int LocalTransport::poll_rx(std::span<Completion> out) noexcept {
   if (n == 0) return liveness_tick() ? 0 : -1;
   return n;
 }
+template int LocalTransport::poll_rings<false>(std::span<Completion>) noexcept;
+template int LocalTransport::poll_rings<true>(std::span<Completion>) noexcept;
+
+// Write-with-data notices from `peer` into `out` from index n: the acquire load of the tail
+// makes the payload stores visible. Returns the new count, or -1 (last_error set).
+int LocalTransport::deliver_notices(PeerChannel& ch, std::span<Completion> out, int n) noexcept {
+  const std::uint64_t tail = ch.in_note.load_tail();
+  if (tail == ch.in_note_head) return n;
+  if (!tail_valid(tail, ch.in_note_head, kNoteSlots)) {
+    broken(ch, "its notice ring");
+    return -1;
+  }
+  std::uint64_t head = ch.in_note_head;
+  while (head < tail && static_cast<std::size_t>(n) < out.size()) {
+    const std::byte* s = ch.in_note.slot(head++);
+    Completion& c = out[static_cast<std::size_t>(n++)];
+    c = {};
+    c.data = get<std::uint64_t>(s);
+    c.length =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(get<std::uint64_t>(s + 8), UINT32_MAX));
+    c.kind = CompletionKind::remote_write;
+    c.has_data = true;
+  }
+  ch.in_note_head = head;
+  ch.in_note.store_head(head);
+  return n;
+}
 
 // Moves what `peer` produced into `out` from index n; returns the new count, or -1 on an
 // error (last_error set; reported only when nothing was delivered in this call).
 int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out, int n) noexcept {
   const std::size_t cap = out.size();
-  // Write-with-data notices: the acquire load of tail makes the payload stores visible.
-  std::uint64_t tail = ch.in_note.load_tail();
-  if (tail != ch.in_note_head) {
-    if (!tail_valid(tail, ch.in_note_head, kNoteSlots)) {
-      broken(ch, "its notice ring");
-      return -1;
-    }
-    std::uint64_t head = ch.in_note_head;
-    while (head < tail && static_cast<std::size_t>(n) < cap) {
-      const std::byte* s = ch.in_note.slot(head++);
-      Completion& c = out[static_cast<std::size_t>(n++)];
-      c = {};
-      c.data = get<std::uint64_t>(s);
-      c.length = static_cast<std::uint32_t>(
-          std::min<std::uint64_t>(get<std::uint64_t>(s + 8), UINT32_MAX));
-      c.kind = CompletionKind::remote_write;
-      c.has_data = true;
-    }
-    ch.in_note_head = head;
-    ch.in_note.store_head(head);
-  }
+  n = deliver_notices(ch, out, n);
+  if (n < 0) return -1;
 
   // Messages: the slot at our head holds one once it carries the sequence number we expect
   // (acquire: its chunks are visible). Anything else is not there yet, or stale.
   std::uint64_t head = ch.in_msg_head;
   if (load_slot_seq(ch.in_msg.slot(head)) != head + 1) return n;
+  if (ch.in_msg_next != head) {
+    fail("local: messages from rank " + std::to_string(peer) +
+         " are held in place (poll_rx_in_place); poll_rx cannot take them");
+    return -1;
+  }
   auto& q = recvs_[queue_of(peer)];
   int result = n;
   while (static_cast<std::size_t>(n) < cap && !q.empty()) {
@@ -316,10 +331,85 @@ int LocalTransport::deliver(PeerChannel& ch, int peer, std::span<Completion> out
     if (result < 0) break;
   }
   if (head != ch.in_msg_head) {
-    ch.in_msg_head = head;
+    ch.in_msg_head = ch.in_msg_next = head;
     ch.in_msg.store_head(head);
   }
   return result < 0 ? -1 : n;
+}
+
+// Hands out what `peer` produced where it lies: each message of one slot becomes a completion
+// naming its bytes in the ring; the head stays until release_rx. Returns as deliver does.
+int LocalTransport::deliver_in_place(PeerChannel& ch, int peer, std::span<Completion> out,
+                                     int n) noexcept {
+  n = deliver_notices(ch, out, n);
+  if (n < 0) return -1;
+  std::uint64_t next = ch.in_msg_next;
+  if (load_slot_seq(ch.in_msg.slot(next)) != next + 1) return n;
+  if (!recvs_[queue_of(peer)].empty()) {
+    fail("local: receives are posted for rank " + std::to_string(peer) +
+         "; poll_rx_in_place cannot take its messages");
+    return -1;
+  }
+  int result = n;
+  while (static_cast<std::size_t>(n) < out.size()) {
+    std::byte* first = ch.in_msg.slot(next);
+    if (load_slot_seq(first) != next + 1) break;
+    SlotHeader h;
+    std::memcpy(&h, first, sizeof h);  // read once: the peer may still write the slot
+    const std::uint64_t chunks = message_chunks(h);
+    if (chunks == 0) {
+      broken(ch, "its message ring");
+      result = -1;
+      break;
+    }
+    if (chunks != 1) {
+      if (n == 0)
+        fail("local: message of " + std::to_string(h.total) + " bytes from rank " +
+             std::to_string(peer) + " is above the in-place receive limit of " +
+             std::to_string(kChunk) + " bytes");
+      result = n > 0 ? n : -1;  // reported on the next call, after what was handed out
+      break;
+    }
+    Completion& c = out[static_cast<std::size_t>(n++)];
+    c = {};
+    c.length = h.total;
+    c.kind = CompletionKind::recv;
+    c.buf = first + kSlotHeader;
+    c.peer = peer;
+    ch.held[next & (kMsgSlots - 1)] = kHeld;
+    ++next;
+    result = n;
+  }
+  ch.in_msg_next = next;
+  return result < 0 ? -1 : n;
+}
+
+Status LocalTransport::release_rx(const Completion& c) noexcept {
+  const int peer = c.peer;
+  if (peer < 0 || peer >= size_ || peer == rank_ || peers_.empty() ||
+      c.kind != CompletionKind::recv)
+    return fail("local: release_rx of a completion that poll_rx_in_place did not hand out");
+  PeerChannel& ch = peers_[static_cast<std::size_t>(peer)];
+  const auto at = reinterpret_cast<std::uintptr_t>(c.buf);
+  const auto first = reinterpret_cast<std::uintptr_t>(ch.in_msg.base + kRingHeader + kSlotHeader);
+  const std::uintptr_t off = at - first;  // wraps to a huge value below the ring
+  if (at < first || off % kSlotStride != 0 || off / kSlotStride >= kMsgSlots)
+    return fail("local: release_rx of a buffer outside rank " + std::to_string(peer) + "'s ring");
+  const std::uint64_t pos = off / kSlotStride;
+  // Its free-running index: what is out spans less than a ring from the head.
+  const std::uint64_t index = ch.in_msg_head + ((pos - ch.in_msg_head) & (kMsgSlots - 1));
+  if (index >= ch.in_msg_next || ch.held[pos] != kHeld)
+    return fail("local: release_rx of a message from rank " + std::to_string(peer) +
+                " that is not held (released twice?)");
+  ch.held[pos] = kGivenBack;
+  std::uint64_t head = ch.in_msg_head;
+  while (head < ch.in_msg_next && ch.held[head & (kMsgSlots - 1)] == kGivenBack)
+    ch.held[head++ & (kMsgSlots - 1)] = 0;
+  if (head != ch.in_msg_head) {
+    ch.in_msg_head = head;
+    ch.in_msg.store_head(head);
+  }
+  return Status::ok;
 }
 
 void LocalTransport::connect(Bootstrap& boot) {
@@ -446,6 +536,7 @@ void LocalTransport::connect(Bootstrap& boot) {
       Fd fd = receive_segment(p, 0, deadline, &boot);
       ch.out_map = map_received(fd.get(), kChannelBytes, p);
       ch.in_msg = {ch.in_map.data(), kMsgSlots, kSlotStride};
+      ch.held.assign(kMsgSlots, 0);
       ch.in_note = {ch.in_map.data() + kMsgRingBytes, kNoteSlots, kNoteStride};
       ch.out_msg = {ch.out_map.data(), kMsgSlots, kSlotStride};
       ch.out_note = {ch.out_map.data() + kMsgRingBytes, kNoteSlots, kNoteStride};
@@ -618,6 +709,7 @@ Capabilities local_capabilities(const TransportOptions& options) {
   c.domain = "memfd";
   c.endpoint = options.endpoint == EndpointType::msg ? EndpointType::msg : EndpointType::rdm;
   c.inject_size = local::kChunk;
+  c.rx_in_place_max = local::kChunk;
   c.max_msg_size = local::kMaxMsg;
   c.cq_data_size = 8;
   c.max_rma_size = local::kMaxMsg;

@@ -165,7 +165,12 @@ struct PeerChannel {
   Mapping in_map;   // our segment: the peer produces, we consume
   Mapping out_map;  // the peer's segment: we produce, it consumes
   Ring in_msg, in_note, out_msg, out_note;
-  std::uint64_t in_msg_head = 0, in_note_head = 0;              // our consumer indices
+  std::uint64_t in_msg_head = 0, in_note_head = 0;  // our consumer indices
+  // Messages handed out by poll_rx_in_place are [in_msg_head, in_msg_next); `held` marks each
+  // one's slot (by ring position) until release_rx, and the head advances past what is given
+  // back. With posted receives in_msg_next == in_msg_head.
+  std::uint64_t in_msg_next = 0;
+  std::vector<std::uint8_t> held;
   std::uint64_t out_msg_tail = 0, out_note_tail = 0;            // our producer indices
   std::uint64_t out_msg_head_seen = 0, out_note_head_seen = 0;  // cached consumer indices
   bool dead = false;
@@ -321,7 +326,12 @@ class LocalTransport final : public Transport {
     return n;
   }
 
-  int poll_rx(std::span<Completion> out) noexcept override;
+  int poll_rx(std::span<Completion> out) noexcept override { return poll_rings<false>(out); }
+  // Messages of one slot (kChunk bytes) are read in place in the inbound ring.
+  int poll_rx_in_place(std::span<Completion> out) noexcept override {
+    return poll_rings<true>(out);
+  }
+  Status release_rx(const Completion& c) noexcept override;
 
   // Nothing to drive: data lands with the stores that write it.
   void progress() noexcept override {}
@@ -351,7 +361,8 @@ class LocalTransport final : public Transport {
  private:
   static constexpr std::uint32_t kCheckEvery = 256;  // empty polls between clock reads
   static constexpr auto kCheckPeriod = std::chrono::milliseconds(1);
-  static constexpr std::size_t kBigCopy = 32 * 1024;  // memcpy may use streaming stores
+  static constexpr std::size_t kBigCopy = 32 * 1024;        // memcpy may use streaming stores
+  static constexpr std::uint8_t kHeld = 1, kGivenBack = 2;  // PeerChannel::held
 
   struct PostedRecv {
     std::byte* buf = nullptr;
@@ -483,7 +494,11 @@ class LocalTransport final : public Transport {
     return check_peers();
   }
   bool check_peers() noexcept;
+  template <bool InPlace>
+  int poll_rings(std::span<Completion> out) noexcept;
+  int deliver_notices(PeerChannel& ch, std::span<Completion> out, int n) noexcept;
   int deliver(PeerChannel& ch, int peer, std::span<Completion> out, int n) noexcept;
+  int deliver_in_place(PeerChannel& ch, int peer, std::span<Completion> out, int n) noexcept;
   Fd receive_segment(int peer, std::uint64_t id, std::chrono::steady_clock::time_point deadline,
                      Bootstrap* boot);
 
