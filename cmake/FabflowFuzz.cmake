@@ -43,6 +43,8 @@ target_include_directories(fabflow_fuzz_parsers PUBLIC include ${PROJECT_BINARY_
 target_compile_options(fabflow_fuzz_parsers PUBLIC ${FABFLOW_FUZZ_SANITIZE} -g -O1
   PRIVATE -fsanitize=fuzzer-no-link)
 target_compile_definitions(fabflow_fuzz_parsers PRIVATE ${FABFLOW_BUILD_DEFINITIONS})
+target_include_directories(fabflow_fuzz_parsers PRIVATE ${PROJECT_BINARY_DIR}/generated)
+add_dependencies(fabflow_fuzz_parsers fabflow_revision)
 target_link_libraries(fabflow_fuzz_parsers PUBLIC Threads::Threads nlohmann_json::nlohmann_json
   ${FABFLOW_PRIVATE_LIBS})
 
