@@ -78,8 +78,10 @@ struct Capabilities {
   bool multi_recv = false;   // FI_MULTI_RECV: one posted buffer takes many messages (if asked)
   bool rx_cq_data_consumes_recv = false;  // FI_RX_CQ_DATA mode: writedata eats a posted recv
   // poll_rx_in_place: the largest message that can be read where it landed, in the transport's
-  // own memory, without a posted receive (0: none can; local: one ring slot).
+  // own memory, without a posted receive (0: none can; local: one ring slot), and how many
+  // messages of one peer can be held at once (the sender waits for more: local's ring, 512).
   std::size_t rx_in_place_max = 0;
+  std::size_t rx_in_place_depth = 0;
   // FI_ORDER_DATA: the bytes of a write land in order. fabflow relies on it as: a target that
   // sees a write's last aligned 8-byte word (acquire load) sees every earlier byte of that write
   // and of the initiator's earlier writes to it; local guarantees it (its writes store their

@@ -203,12 +203,12 @@ class Endpoint {
     }
   }
 
-  // Whether SEND frames of up to `frame` bytes are read where they land in the transport's
-  // memory (poll_rx_in_place: no posted receive, no copy, no repost; local), rather than
-  // received into this channel's buffers.
-  bool reads_in_place(std::size_t frame) const noexcept {
-    const std::size_t max = t_.caps().rx_in_place_max;
-    return max > 0 && frame <= max;
+  // Whether SEND frames of up to `frame` bytes, at most `held` of them held at once from one
+  // peer, are read where they land in the transport's memory (poll_rx_in_place: no posted
+  // receive, no copy, no repost; local), rather than received into this channel's buffers.
+  bool reads_in_place(std::size_t frame, std::size_t held) const noexcept {
+    const Capabilities& c = t_.caps();
+    return c.rx_in_place_max > 0 && frame <= c.rx_in_place_max && held <= c.rx_in_place_depth;
   }
   // Gives a frame read in place from `rank` back to the transport.
   Status give_back_in_place(int rank, const std::byte* frame) noexcept {
@@ -323,7 +323,9 @@ class RequesterImpl final : public Requester, Endpoint {
     responder_layout_.emplace(o, request_rx_buffers(o, peers_.total_slots), peers_.total_slots);
     state_.resize(slots);
     rx_buffers_ = response_rx_buffers(o, t.caps(), slots, peers_.responders);
-    in_place_ = !response_by_write(o.pattern) && reads_in_place(layout_.resp_slot);
+    // Responses are held until the user releases them: one per slot at most (a user who holds
+    // more than that before resubmitting holds up a responder either way).
+    in_place_ = !response_by_write(o.pattern) && reads_in_place(layout_.resp_slot, slots);
     if (!response_by_write(o.pattern) && !in_place_) post_all_receives();
   }
 
@@ -558,7 +560,8 @@ class ResponderImpl final : public Responder, Endpoint {
     for (int r = 0; r < requesters; ++r)
       requester_rx_off_.push_back(
           RequesterLayout(o, peers_.slots[static_cast<std::size_t>(r)], 0).rx_off);
-    in_place_ = !request_by_write(o.pattern) && reads_in_place(layout_->req_slot);
+    // Requests are given back as soon as they are served.
+    in_place_ = !request_by_write(o.pattern) && reads_in_place(layout_->req_slot, 1);
     if (!request_by_write(o.pattern) && !in_place_)
       for (std::size_t b = 0; b < peers_.total_slots; ++b)
         if (repost(b) != Status::ok) throw Error(error_);

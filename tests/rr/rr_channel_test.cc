@@ -440,6 +440,34 @@ TEST_P(RrMalformed, WriteWithForeignIds) {
 INSTANTIATE_TEST_SUITE_P(Providers, RrMalformed, ::testing::Values("shm", "local"),
                          [](const auto& info) { return std::string(info.param); });
 
+// A requester with more slots than local can hold in place (its ring: 512 messages) receives
+// its responses into posted buffers, so that holding one response per slot never stalls a
+// responder; the responder still reads requests in place.
+TEST(RrInPlace, ARequesterWithMoreSlotsThanTheRingPostsReceives) {
+  ChannelOptions o;
+  o.pattern = Pattern::send_send;
+  o.request_bytes = 64;
+  o.response_bytes = 64;
+  TransportOptions to = topts("local", o);
+  const unsigned slots = static_cast<unsigned>(probe_transport(to).rx_in_place_depth) + 1;
+  ChannelStats responder;
+  std::string err = one_to_one("local", o, slots, &responder, [&](Requester& q) {
+    ASSERT_EQ(q.submit(slots - 1, 0, 64), Status::ok) << q.error();
+    Response r;
+    Status st;
+    auto end = std::chrono::steady_clock::now() + 5s;
+    while ((st = q.poll(&r)) == Status::empty && std::chrono::steady_clock::now() < end) {
+    }
+    ASSERT_EQ(st, Status::ok) << q.error();
+    EXPECT_EQ(r.slot, slots - 1);
+    q.release(r);
+    ASSERT_EQ(q.close(), Status::ok) << q.error();
+    EXPECT_EQ(q.stats().in_place_receives, 0u);
+  });
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(responder.in_place_receives, 2u);  // the request and the bye
+}
+
 // A request above what local reads in place (one ring slot) fails the responder with an error.
 TEST(RrInPlace, ARequestAboveOneRingSlotIsRefusedOnLocal) {
   std::string e = responder_error(

@@ -86,7 +86,7 @@ class FaultTransport final : public Transport {
   double uniform() noexcept { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
   void refresh_caps() {
     caps_ = inner_->caps();
-    caps_.rx_in_place_max = 0;
+    caps_.rx_in_place_max = caps_.rx_in_place_depth = 0;
   }
 
   std::unique_ptr<Transport> inner_;

@@ -710,6 +710,7 @@ Capabilities local_capabilities(const TransportOptions& options) {
   c.endpoint = options.endpoint == EndpointType::msg ? EndpointType::msg : EndpointType::rdm;
   c.inject_size = local::kChunk;
   c.rx_in_place_max = local::kChunk;
+  c.rx_in_place_depth = local::kMsgSlots;
   c.max_msg_size = local::kMaxMsg;
   c.cq_data_size = 8;
   c.max_rma_size = local::kMaxMsg;
