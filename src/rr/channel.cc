@@ -645,7 +645,6 @@ class ResponderImpl final : public Responder, Endpoint {
     bool bye = false;
     const std::byte* frame = nullptr;
     std::size_t buffer = SIZE_MAX;  // receive buffer to post again (SEND requests)
-    bool in_place = false;          // frame lies in the transport's ring: give it back there
   };
 
   Status note(Status s) noexcept {
@@ -784,14 +783,14 @@ class ResponderImpl final : public Responder, Endpoint {
     if (s.seq <= last_seq_[peers_.base[r] + slot])
       return failed("requester " + std::to_string(r) + " replayed sequence " +
                     std::to_string(s.seq));
-    *out = Arrival{static_cast<int>(r), slot, s.seq, s.len, s.bye, frame, b, in_place_};
+    *out = Arrival{static_cast<int>(r), slot, s.seq, s.len, s.bye, frame, b};
     return Status::ok;
   }
 
-  // The receive buffer goes back to its queue as soon as the handler is done with it, before
-  // the response lets the requester send again.
+  // The receive buffer goes back to its queue (or the frame read in place to the transport) as
+  // soon as the handler is done with it, before the response lets the requester send again.
   Status give_back(const Arrival& a) noexcept {
-    if (a.in_place) return give_back_in_place(a.requester, a.frame);
+    if (in_place_) return give_back_in_place(a.requester, a.frame);
     return a.buffer == SIZE_MAX ? Status::ok : repost(a.buffer);
   }
 
