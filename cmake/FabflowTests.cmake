@@ -21,6 +21,11 @@ target_compile_options(fabflow_tests PRIVATE ${FABFLOW_WARNINGS})
 # GoogleTest's header, parsed once per tree instead of once per test file (about a fifth of a
 # test file's compile time; every test file includes it).
 target_precompile_headers(fabflow_tests PRIVATE <gtest/gtest.h> <string> <thread> <vector>)
+# The test files are compiled in unity batches of eight: the headers every one of them parses
+# and instantiates (GoogleTest's, fabflow's, nlohmann-json's) then cost once per batch. Under
+# ASan eight test files took 60 s one by one and 37 s as one batch. Each file keeps its helpers
+# in an anonymous namespace inside a namespace no other test file declares the same names in.
+set_target_properties(fabflow_tests PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
 # Under a sanitizer the code under test is optimised (the test command builds the library at
 # -O1); the test harness itself is built without optimisation and with line tables only: each
 # test file then compiles about three times faster. In the release tree the harness is built

@@ -26,13 +26,13 @@ struct BeffFlags : CommonFlags {
   bool no_pingpong = false;
 };
 
-struct Validated {
+struct BeffValidated {
   BeffParams params;
   std::vector<std::string> providers;
 };
 
-Validated validate(const BeffFlags& f) {
-  Validated v;
+BeffValidated validate(const BeffFlags& f) {
+  BeffValidated v;
   BeffParams& p = v.params;
   if (f.protocols == "all" || f.protocols.empty()) {
     p.protocols.assign(std::begin(bulk::kAllProtocols), std::end(bulk::kAllProtocols));
@@ -66,7 +66,7 @@ Validated validate(const BeffFlags& f) {
   return v;
 }
 
-int run_beff_rank(const BeffFlags& flags, const Validated& v) {
+int run_beff_rank(const BeffFlags& flags, const BeffValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     BeffParams params = v.params;
     params.provider = v.providers.front();
@@ -138,7 +138,7 @@ Runner add_bench_beff(CLI::App& bench, const Invocation& self) {
                 "skip the ping-pong bandwidth of ranks 0 and 1 at Lmax");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    BeffValidated v = validate(*f);
     if (started_by_launcher()) return run_beff_rank(*f, v);
     return launch_each_provider(self, *f, v.providers, v.params.endpoint,
                                 [&](LaunchConfig& lc) { lc.nprocs = f->ranks; });

@@ -65,13 +65,13 @@ std::string raise_memlock(const BulkParams& p) {
          bytes_text(need) + ")";
 }
 
-struct Validated {
+struct BulkValidated {
   BulkParams params;
   std::vector<std::string> providers;
 };
 
-Validated validate(const BulkFlags& f) {
-  Validated v;
+BulkValidated validate(const BulkFlags& f) {
+  BulkValidated v;
   BulkParams& p = v.params;
   if (f.protocols == "all" || f.protocols.empty()) {
     p.protocols.assign(std::begin(bulk::kAllProtocols), std::end(bulk::kAllProtocols));
@@ -113,7 +113,7 @@ Validated validate(const BulkFlags& f) {
   return v;
 }
 
-int run_bulk_rank(const BulkFlags& flags, const Validated& v) {
+int run_bulk_rank(const BulkFlags& flags, const BulkValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     BulkParams params = v.params;
     params.provider = v.providers.front();
@@ -178,7 +178,7 @@ Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
                 "also measure memcpy and the raw streaming RMA write of each size");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    BulkValidated v = validate(*f);
     if (started_by_launcher()) return run_bulk_rank(*f, v);
     return launch_each_provider(self, *f, v.providers, v.params.endpoint);
   };

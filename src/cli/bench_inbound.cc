@@ -30,14 +30,14 @@ struct InboundFlags : CommonFlags {
   std::string launched_ops;  // internal: the operations the provider supports
 };
 
-struct Validated {
+struct InboundValidated {
   InboundParams params;
   EndpointType endpoint = EndpointType::automatic;
   std::vector<std::string> providers;
 };
 
-Validated validate(const InboundFlags& f) {
-  Validated v;
+InboundValidated validate(const InboundFlags& f) {
+  InboundValidated v;
   InboundParams& p = v.params;
   std::string ops_text;  // "all": the four operations this family takes
   for (const auto& name : split(f.launched_ops.empty() ? f.ops : f.launched_ops, ','))
@@ -90,7 +90,7 @@ Validated validate(const InboundFlags& f) {
   return v;
 }
 
-TransportOptions transport_options(const Validated& v, const std::string& provider,
+TransportOptions transport_options(const InboundValidated& v, const std::string& provider,
                                    std::vector<Op> ops) {
   TransportOptions o;
   o.provider = provider;
@@ -99,7 +99,7 @@ TransportOptions transport_options(const Validated& v, const std::string& provid
   return o;
 }
 
-int run_inbound_rank(const InboundFlags& flags, const Validated& v) {
+int run_inbound_rank(const InboundFlags& flags, const InboundValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     InboundParams params = v.params;
     params.cpu = rank.cpu;
@@ -156,7 +156,7 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
   app->add_option("--launched-ops", f->launched_ops)->group("");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    InboundValidated v = validate(*f);
     if (started_by_launcher()) return run_inbound_rank(*f, v);
     std::string why;
     if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);

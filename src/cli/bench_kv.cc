@@ -43,14 +43,14 @@ struct KvFlags : CommonFlags {
   std::string reference_result;  // internal: the launcher's memcached figures, as JSON
 };
 
-struct Validated {
+struct KvValidated {
   KvParams params;
   int clients = 1;
   std::vector<std::string> providers;
 };
 
-Validated validate(const KvFlags& f) {
-  Validated v;
+KvValidated validate(const KvFlags& f) {
+  KvValidated v;
   KvParams& p = v.params;
   if (!f.sizes.empty())
     throw UsageError("bench kv sizes its values with --value-size: -S does not apply");
@@ -149,7 +149,7 @@ void print_reference(const KvFlags& f, const KvResult& r) {
   std::cout << line << std::flush;
 }
 
-int run_kv_rank(const KvFlags& flags, const Validated& v) {
+int run_kv_rank(const KvFlags& flags, const KvValidated& v) {
   return run_rank(
       flags,
       [&](Rank& rank) {
@@ -217,7 +217,7 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
   app->add_option("--reference-result", f->reference_result)->group("");  // internal
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    KvValidated v = validate(*f);
     if (started_by_launcher()) return run_kv_rank(*f, v);
     std::string reference;
     if (parse_name<KvReference>(f->reference) == KvReference::memcached) {

@@ -78,7 +78,7 @@ double parse_loss(const std::string& text) {
   return percent / 100;
 }
 
-struct Validated {
+struct LatValidated {
   std::vector<std::size_t> sizes;
   std::vector<LatMode> modes;
   std::vector<RecvPost> recv_posts;
@@ -105,8 +105,8 @@ SocketParams socket_params(const LatFlags& f, const std::vector<std::size_t>& si
   return p;
 }
 
-Validated validate(const LatFlags& f) {
-  Validated v;
+LatValidated validate(const LatFlags& f) {
+  LatValidated v;
   v.sizes = parse_sizes(f.sizes.empty() ? "8:8K" : f.sizes);
   v.modes = parse_choice_list<LatMode>(f.modes);
   v.recv_posts = parse_choice_list<RecvPost>(f.recv_posts);
@@ -257,7 +257,7 @@ void print_json(std::ostream& out, const RunEnvironment& env, const std::vector<
 
 // Rank side, fabric: every mode, inline off and on (on only for sizes up to the provider's
 // inject size), through run_raw's latency test.
-std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank,
+std::vector<LatRow> run_fabric(const LatFlags& f, const LatValidated& v, Rank& rank,
                                RunEnvironment& env, std::vector<std::string>& notes,
                                std::string& more) {
   std::vector<LatRow> rows;
@@ -345,7 +345,7 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const Validated& v, Rank& rank
 }
 
 // Rank side, sockets: every protocol and wait.
-std::vector<LatRow> run_sockets(const LatFlags& f, const Validated& v, Rank& rank,
+std::vector<LatRow> run_sockets(const LatFlags& f, const LatValidated& v, Rank& rank,
                                 RunEnvironment& env) {
   const Clock clock;
   env = machine_environment();
@@ -362,7 +362,7 @@ std::vector<LatRow> run_sockets(const LatFlags& f, const Validated& v, Rank& ran
   return rows;
 }
 
-int run_lat_rank(const LatFlags& f, const Validated& v) {
+int run_lat_rank(const LatFlags& f, const LatValidated& v) {
   return run_rank(f, [&](Rank& rank) {
     RunEnvironment env;
     std::vector<std::string> notes;
@@ -455,7 +455,7 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
   app->add_flag("--launched-sockets", f->launched_sockets)->group("");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    LatValidated v = validate(*f);
     if (started_by_launcher()) return run_lat_rank(*f, v);
     if (!f->samples.empty()) {
       std::ofstream create(f->samples, std::ios::trunc);

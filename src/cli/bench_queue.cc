@@ -65,13 +65,13 @@ std::vector<QueueDesign> parse_designs(const std::string& text, const std::strin
   return out;
 }
 
-struct Validated {
+struct QueueValidated {
   QueueParams params;
   std::vector<std::string> providers;
 };
 
-Validated validate(const QueueFlags& f) {
-  Validated v;
+QueueValidated validate(const QueueFlags& f) {
+  QueueValidated v;
   QueueParams& p = v.params;
   if (!is_preset(f.preset))
     throw UsageError("unknown preset '" + f.preset + "' (use " + name_list<QueuePreset>() + ")");
@@ -120,7 +120,7 @@ Validated validate(const QueueFlags& f) {
   return v;
 }
 
-int run_queue_rank(const QueueFlags& flags, const Validated& v) {
+int run_queue_rank(const QueueFlags& flags, const QueueValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     QueueParams params = v.params;
     params.provider = v.providers.front();
@@ -194,7 +194,7 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
                        "sharing the round trips; ratios are the median of the rounds' (default 5)");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    QueueValidated v = validate(*f);
     if (started_by_launcher()) return run_queue_rank(*f, v);
     return launch_each_provider(self, *f, v.providers, v.params.endpoint);
   };

@@ -56,15 +56,15 @@ std::vector<std::size_t> parse_sizes_or_zero(const std::string& text) {
 }
 
 // Everything that can be checked without a peer; throws UsageError.
-struct Validated {
+struct RawValidated {
   RawParams params;
   std::vector<Op> ops;
   EndpointType endpoint = EndpointType::automatic;
   std::vector<std::string> providers;
 };
 
-Validated validate(const RawFlags& f) {
-  Validated v;
+RawValidated validate(const RawFlags& f) {
+  RawValidated v;
   for (const auto& name : split(f.launched_op.empty() ? f.op : f.launched_op, ',')) {
     auto parsed = parse_op(name);
     if (!parsed) throw UsageError("unknown operation '" + name + "' (use " + name_list<Op>() + ")");
@@ -102,7 +102,7 @@ Validated validate(const RawFlags& f) {
   return v;
 }
 
-TransportOptions transport_options(const Validated& v, const std::string& provider, Op op) {
+TransportOptions transport_options(const RawValidated& v, const std::string& provider, Op op) {
   TransportOptions o;
   o.provider = provider;
   o.endpoint = v.endpoint;
@@ -126,7 +126,7 @@ std::vector<std::size_t> sizes_for(const RawFlags& f, const RawParams& p, Op op)
 }
 
 // Checks provider, operation and sizes against the provider's limits.
-void check_provider(const RawFlags& f, const Validated& v, const std::string& provider, Op op) {
+void check_provider(const RawFlags& f, const RawValidated& v, const std::string& provider, Op op) {
   Capabilities caps = probe_transport(transport_options(v, provider, op));
   const auto sizes = sizes_for(f, v.params, op);
   for (std::size_t s : sizes)
@@ -136,7 +136,7 @@ void check_provider(const RawFlags& f, const Validated& v, const std::string& pr
 }
 
 // One rank of a launched run; rank 0 reports (and leaves a JSON copy for --reference).
-int run_raw_rank(const RawFlags& flags, const Validated& v, const std::string& result_path) {
+int run_raw_rank(const RawFlags& flags, const RawValidated& v, const std::string& result_path) {
   return run_rank(flags, [&](Rank& rank) {
     RawParams params = v.params;
     params.op = v.ops.front();
@@ -259,7 +259,7 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   app->add_option("--result-path", f->result_path)->group("");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    RawValidated v = validate(*f);
     if (started_by_launcher()) return run_raw_rank(*f, v, f->result_path);
 
     for (const auto& p : v.providers)

@@ -52,14 +52,14 @@ unsigned parse_pct(const std::string& s) {
   return static_cast<unsigned>(v);
 }
 
-struct Validated {
+struct RrValidated {
   RrParams params;
   std::vector<unsigned> empty_pcts;
   std::vector<std::string> providers;
 };
 
-Validated validate(const RrFlags& f) {
-  Validated v;
+RrValidated validate(const RrFlags& f) {
+  RrValidated v;
   RrParams& p = v.params;
   p.patterns = parse_choice_list<rr::Pattern>(f.patterns);
   p.models = parse_choice_list<rr::Model>(f.models);
@@ -110,7 +110,7 @@ Validated validate(const RrFlags& f) {
   return v;
 }
 
-int run_rr_rank(const RrFlags& flags, const Validated& v) {
+int run_rr_rank(const RrFlags& flags, const RrValidated& v) {
   // Ranks under callgrind start slowly: give the bootstrap time to meet them all.
   const auto min_timeout =
       v.params.callgrind ? std::chrono::milliseconds(120000) : std::chrono::milliseconds(0);
@@ -226,7 +226,7 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
   app->add_option("--callgrind-dir", f->callgrind_dir)->group("");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    RrValidated v = validate(*f);
     if (started_by_launcher()) return run_rr_rank(*f, v);
     CallgrindDir dir(f->callgrind);
     return launch_each_provider(self, *f, v.providers, v.params.endpoint, [&](LaunchConfig& lc) {

@@ -32,14 +32,14 @@ inline constexpr NameTable<Respond, 2> kRespondNames{
     {{{"batched", Respond::batched}, {"single", Respond::single}}}};
 constexpr const auto& name_table(Respond) noexcept { return kRespondNames; }
 
-struct Validated {
+struct SeqValidated {
   SeqParams params;
   int clients = 1;
   std::vector<std::string> providers;
 };
 
-Validated validate(const SeqFlags& f) {
-  Validated v;
+SeqValidated validate(const SeqFlags& f) {
+  SeqValidated v;
   SeqParams& p = v.params;
   if (!f.sizes.empty()) throw UsageError("bench seq hands out 8-byte values: -S does not apply");
   p.designs = parse_choice_list<seq::Design>(f.designs);
@@ -65,7 +65,7 @@ Validated validate(const SeqFlags& f) {
   return v;
 }
 
-int run_seq_rank(const SeqFlags& flags, const Validated& v) {
+int run_seq_rank(const SeqFlags& flags, const SeqValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     SeqParams params = v.params;
     params.provider = v.providers.front();
@@ -122,7 +122,7 @@ Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
                 "also measure a bare shared-memory fetch-add loop by as many threads as clients");
 
   return [f, self]() -> int {
-    Validated v = validate(*f);
+    SeqValidated v = validate(*f);
     if (started_by_launcher()) return run_seq_rank(*f, v);
     return launch_each_provider(self, *f, v.providers, v.params.endpoint,
                                 [&](LaunchConfig& lc) { lc.nprocs = v.clients + 1; });

@@ -17,6 +17,7 @@ namespace {
 
 using testing::CliResult;
 using testing::lines;
+using testing::run_bench_json;
 using testing::run_cli;
 using namespace std::chrono_literals;
 
@@ -24,23 +25,9 @@ const std::set<std::string> kProtocols = {"copy",          "eager",           "r
                                           "rndv-read",     "leave-pinned",    "pipeline",
                                           "pipeline-read", "caching-pipeline"};
 
-std::vector<nlohmann::json> run_json(std::vector<std::string> args,
-                                     const std::map<std::string, std::string>& env = {}) {
-  args.insert(args.begin(), {"fabflow", "bench", "bulk"});
-  args.insert(args.end(), {"--json", "--timeout", "10000"});
-  CliResult r = run_cli(args, 120s, env);
-  EXPECT_FALSE(r.timed_out) << r.err;
-  EXPECT_EQ(r.status, 0) << r.err;
-  // A busy machine is reported on stderr with both load averages, the end one measured.
-  EXPECT_EQ(r.err.find("-1.00 at end"), std::string::npos) << r.err;
-  std::vector<nlohmann::json> out;
-  for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
 TEST(BulkCli, EveryProtocolOnLocalShmTcpMovesData) {
-  auto rows =
-      run_json({"-p", "local,shm,tcp", "--protocol", "all", "-S", "4K,300K", "--bytes", "1M"});
+  auto rows = run_bench_json(
+      "bulk", {"-p", "local,shm,tcp", "--protocol", "all", "-S", "4K,300K", "--bytes", "1M"});
   std::map<std::string, std::set<std::string>> seen;  // provider -> protocols
   for (const auto& j : rows) {
     ASSERT_EQ(j["bench"], "bulk");
@@ -82,8 +69,8 @@ TEST(BulkCli, EveryProtocolOnLocalShmTcpMovesData) {
 // RMA (shm registers; local moves by cross-memory attach and registers nothing) the cache of
 // leave-pinned and caching-pipeline sees misses and invalidations, and registrations happen.
 TEST(BulkCli, ReuseOneReachesTheRegistrationCache) {
-  auto rows = run_json({"-p", "shm", "--protocol", "leave-pinned,caching-pipeline", "-S", "300K",
-                        "--bytes", "1M", "--reuse", "1"});
+  auto rows = run_bench_json("bulk", {"-p", "shm", "--protocol", "leave-pinned,caching-pipeline",
+                                      "-S", "300K", "--bytes", "1M", "--reuse", "1"});
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& j : rows) {
     ASSERT_FALSE(j.contains("unsupported")) << j.dump();
@@ -106,8 +93,8 @@ TEST(BulkCli, ReferenceColumnsInTableAndJson) {
   EXPECT_NE(r.out.find("memcpy MB/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("raw write MB/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# registration cache: "), std::string::npos) << r.out;
-  auto rows = run_json(
-      {"-p", "local,shm", "--protocol", "copy", "-S", "300K", "--bytes", "1M", "--reference"});
+  auto rows = run_bench_json("bulk", {"-p", "local,shm", "--protocol", "copy", "-S", "300K",
+                                      "--bytes", "1M", "--reference"});
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& j : rows) {
     EXPECT_GT(j["memcpy_mb_s"].get<double>(), 0) << j["provider"];
@@ -120,8 +107,8 @@ TEST(BulkCli, ReferenceColumnsInTableAndJson) {
 }
 
 TEST(BulkCli, MrPinRunsAndIsLabelled) {
-  auto rows = run_json({"-p", "shm", "--protocol", "rndv-write,pipeline,leave-pinned", "-S", "300K",
-                        "--bytes", "1M", "--mr-pin"});
+  auto rows = run_bench_json("bulk", {"-p", "shm", "--protocol", "rndv-write,pipeline,leave-pinned",
+                                      "-S", "300K", "--bytes", "1M", "--mr-pin"});
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& j : rows) {
     ASSERT_FALSE(j.contains("unsupported")) << j.dump();
@@ -196,9 +183,10 @@ TEST(BulkCli, MemlockTooSmallForMrPinIsOneClearLine) {
 // header and the JSON, and leave-pinned still moves data, registering every time.
 TEST(BulkCli, UserfaultfdDeniedTurnsTheCacheOffWithTheReason) {
   const std::map<std::string, std::string> env = {{"FABFLOW_NO_USERFAULTFD", "1"}};
-  auto rows = run_json(
+  auto rows = run_bench_json(
+      "bulk",
       {"-p", "shm", "--protocol", "leave-pinned,caching-pipeline", "-S", "300K", "--bytes", "1M"},
-      env);
+      150s, env);
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& j : rows) {
     const std::string state = j["cache_state"];

@@ -16,41 +16,31 @@ namespace {
 
 using testing::CliResult;
 using testing::lines;
+using testing::run_bench_json;
 using testing::run_cli;
 using namespace std::chrono_literals;
 
-std::vector<nlohmann::json> run_json(std::vector<std::string> args) {
-  args.insert(args.begin(), {"fabflow", "bench", "kv"});
-  args.insert(args.end(), {"--json", "--timeout", "10000"});
-  CliResult r = run_cli(args, 120s);
-  EXPECT_FALSE(r.timed_out) << r.err;
-  EXPECT_EQ(r.status, 0) << r.err;
-  std::vector<nlohmann::json> out;
-  for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
 TEST(KvCli, EveryDesignOnLocalShmTcpPassesTheVerifyingMode) {
-  auto rows = run_json({"-p",
-                        "local,shm,tcp",
-                        "--design",
-                        "all",
-                        "--clients",
-                        "2",
-                        "--workers",
-                        "2",
-                        "--outstanding",
-                        "2",
-                        "--keys",
-                        "500",
-                        "--put-fraction",
-                        "0.3",
-                        "--zipf",
-                        "0.9",
-                        "-I",
-                        "400",
-                        "-w",
-                        "50"});
+  auto rows = run_bench_json("kv", {"-p",
+                                    "local,shm,tcp",
+                                    "--design",
+                                    "all",
+                                    "--clients",
+                                    "2",
+                                    "--workers",
+                                    "2",
+                                    "--outstanding",
+                                    "2",
+                                    "--keys",
+                                    "500",
+                                    "--put-fraction",
+                                    "0.3",
+                                    "--zipf",
+                                    "0.9",
+                                    "-I",
+                                    "400",
+                                    "-w",
+                                    "50"});
   std::map<std::string, std::set<std::string>> seen;
   for (const auto& j : rows) {
     ASSERT_EQ(j["bench"], "kv");
@@ -86,8 +76,9 @@ TEST(KvCli, EveryDesignOnLocalShmTcpPassesTheVerifyingMode) {
 }
 
 TEST(KvCli, TwoServersUnbatched) {
-  auto rows = run_json({"-p", "local", "--design", "herd,read", "--servers", "2", "--clients", "2",
-                        "--batch", "1", "--keys", "300", "-I", "300", "-w", "30"});
+  auto rows =
+      run_bench_json("kv", {"-p", "local", "--design", "herd,read", "--servers", "2", "--clients",
+                            "2", "--batch", "1", "--keys", "300", "-I", "300", "-w", "30"});
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& j : rows) {
     EXPECT_EQ(j["check"], "passed") << j.dump();
@@ -107,9 +98,9 @@ TEST(KvCli, MemcachedReferenceBesideTheRows) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("reference: memcached"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
-  auto rows =
-      run_json({"-p", "local", "--design", "herd", "--clients", "2", "--keys", "2000", "-I", "2000",
-                "-w", "100", "--put-fraction", "0.3", "--zipf", "0.9", "--reference", "memcached"});
+  auto rows = run_bench_json(
+      "kv", {"-p", "local", "--design", "herd", "--clients", "2", "--keys", "2000", "-I", "2000",
+             "-w", "100", "--put-fraction", "0.3", "--zipf", "0.9", "--reference", "memcached"});
   ASSERT_EQ(rows.size(), 2u);
   const auto& m = rows[1];
   EXPECT_EQ(m["type"], "kv_reference");
@@ -158,7 +149,7 @@ TEST(KvCli, BadInputsGiveOneErrorLineAndExit2) {
 
 // Kills rank `victim` (2: the server of two clients, 1: a client) once the run is under way:
 // the survivors report one error line well within the bound instead of hanging.
-void kill_rank_mid_run(int victim, const char* design) {
+void kill_kv_rank_mid_run(int victim, const char* design) {
   const auto run = testing::kill_rank_mid_run(
       {"fabflow", "bench", "kv", "-p", "shm", "--design", design, "--clients", "2", "--keys",
        "1000", "-I", "2000000000", "--timeout", "2000"},
@@ -168,10 +159,10 @@ void kill_rank_mid_run(int victim, const char* design) {
 }
 
 TEST(KvCliPeerDeath, ServerKilledMidRun) {
-  kill_rank_mid_run(2, "herd");
-  kill_rank_mid_run(2, "atomic");
+  kill_kv_rank_mid_run(2, "herd");
+  kill_kv_rank_mid_run(2, "atomic");
 }
-TEST(KvCliPeerDeath, ClientKilledMidRun) { kill_rank_mid_run(1, "read"); }
+TEST(KvCliPeerDeath, ClientKilledMidRun) { kill_kv_rank_mid_run(1, "read"); }
 
 }  // namespace
 }  // namespace fabflow

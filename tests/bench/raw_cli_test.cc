@@ -14,7 +14,8 @@
 
 #include "support/run_cli.h"
 
-namespace fabflow {
+// A namespace of its own: the test files are compiled together in unity batches.
+namespace fabflow::raw_cli_test {
 namespace {
 
 using testing::CliResult;
@@ -227,7 +228,7 @@ std::vector<std::string> shm_regions_of(pid_t pid) {
 
 // One rank is SIGKILLed mid-run: one error line, a bounded time, and no shm region of either
 // rank left in /dev/shm (the launcher removes the killed rank's).
-void kill_rank_mid_run(int victim) {
+void kill_raw_rank_mid_run(int victim) {
   const auto run = testing::kill_rank_mid_run(
       {"fabflow", "bench", "raw", "-p", "shm", "-o", "send", "-t", "lat", "-I", "2000000000"},
       {victim, 500ms});
@@ -238,8 +239,8 @@ void kill_rank_mid_run(int victim) {
     EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{}) << "rank pid " << pid;
 }
 
-TEST(RawCliBadInput, TargetKilledMidRun) { kill_rank_mid_run(1); }
-TEST(RawCliBadInput, InitiatorKilledMidRun) { kill_rank_mid_run(0); }
+TEST(RawCliBadInput, TargetKilledMidRun) { kill_raw_rank_mid_run(1); }
+TEST(RawCliBadInput, InitiatorKilledMidRun) { kill_raw_rank_mid_run(0); }
 
 TEST(InfoCli, ListsTcpAndShmWithInjectSizes) {
   CliResult r = run_cli({"fabflow", "info", "--json"}, 30s);
@@ -298,4 +299,4 @@ TEST(RawCliNetns, TcpAcrossNamespaces) {
 }
 
 }  // namespace
-}  // namespace fabflow
+}  // namespace fabflow::raw_cli_test

@@ -21,6 +21,7 @@ namespace {
 
 using testing::CliResult;
 using testing::lines;
+using testing::run_bench_json;
 using testing::run_cli;
 using namespace std::chrono_literals;
 
@@ -47,23 +48,11 @@ void expect_measured(const nlohmann::json& j) {
   }
 }
 
-std::vector<nlohmann::json> run_json(std::vector<std::string> args,
-                                     std::chrono::seconds bound = 150s) {
-  args.insert(args.begin(), {"fabflow", "bench", "rr"});
-  // These tests are not about the peer timeout: a loaded machine must not trip it.
-  args.insert(args.end(), {"--json", "--timeout", "10000"});
-  CliResult r = run_cli(args, bound);
-  EXPECT_FALSE(r.timed_out) << r.err;
-  EXPECT_EQ(r.status, 0) << r.err;
-  std::vector<nlohmann::json> out;
-  for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
 TEST(RrCli, AllPatternsAndModelsOnOneToOne) {
   for (const char* provider : {"shm", "tcp"}) {
-    auto rows = run_json({"-p", provider, "--pattern", "all", "--model", "all", "--topology", "1:1",
-                          "-S", "64", "--requests", requests("300"), "--verify"});
+    auto rows =
+        run_bench_json("rr", {"-p", provider, "--pattern", "all", "--model", "all", "--topology",
+                              "1:1", "-S", "64", "--requests", requests("300"), "--verify"});
     ASSERT_EQ(rows.size(), 8u) << provider;
     std::set<std::string> seen;
     for (const auto& j : rows) {
@@ -80,16 +69,17 @@ TEST(RrCli, AllPatternsAndModelsOnOneToOne) {
 }
 
 TEST(RrCli, RefusedCombinationIsALineWithAReason) {
-  auto rows = run_json({"-p", "shm", "--pattern", "SendSend,WriteWrite", "--mailbox", "dense", "-S",
-                        "64", "--requests", "200"});
+  auto rows = run_bench_json("rr", {"-p", "shm", "--pattern", "SendSend,WriteWrite", "--mailbox",
+                                    "dense", "-S", "64", "--requests", "200"});
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_NE(rows[0]["unsupported"].get<std::string>().find("dense"), std::string::npos);
   expect_measured(rows[1]);
 }
 
 TEST(RrCli, NToOneReportsAggregateBandwidth) {
-  auto rows = run_json({"-p", "tcp", "--topology", "N:1", "--requesters", "3", "-S", "1K",
-                        "--requests", requests("500"), "--pattern", "WriteWrite,SendSend"});
+  auto rows =
+      run_bench_json("rr", {"-p", "tcp", "--topology", "N:1", "--requesters", "3", "-S", "1K",
+                            "--requests", requests("500"), "--pattern", "WriteWrite,SendSend"});
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& j : rows) {
     expect_measured(j);
@@ -101,9 +91,9 @@ TEST(RrCli, NToOneReportsAggregateBandwidth) {
 }
 
 TEST(RrCli, EmptyMailboxStepsAndRawReference) {
-  auto rows = run_json({"-p", "shm", "--topology", "N:M", "--requesters", "2", "--responders", "2",
-                        "--threads", "2", "--empty-mailboxes", "0,50,90", "-S", "4K", "--requests",
-                        requests("300")});
+  auto rows = run_bench_json("rr", {"-p", "shm", "--topology", "N:M", "--requesters", "2",
+                                    "--responders", "2", "--threads", "2", "--empty-mailboxes",
+                                    "0,50,90", "-S", "4K", "--requests", requests("300")});
   ASSERT_EQ(rows.size(), 3u);
   std::uint64_t last = 0;
   for (const auto& j : rows) {
@@ -114,7 +104,8 @@ TEST(RrCli, EmptyMailboxStepsAndRawReference) {
   EXPECT_EQ(rows[0]["empty_mailboxes"], 0);
   EXPECT_EQ(rows[2]["empty_mailboxes"], 36);  // 2 requesters x 2 threads x depth 1 = 4 active
 
-  auto ref = run_json({"-p", "shm", "-S", "64", "--requests", requests("1000"), "--reference"});
+  auto ref = run_bench_json(
+      "rr", {"-p", "shm", "-S", "64", "--requests", requests("1000"), "--reference"});
   ASSERT_EQ(ref.size(), 1u);
   expect_measured(ref[0]);
   ASSERT_TRUE(ref[0]["raw_write_rtt_ns"].is_object());
@@ -122,16 +113,16 @@ TEST(RrCli, EmptyMailboxStepsAndRawReference) {
 
   // Each row's reference is its own measurement, taken next to it (one copied into every row
   // would repeat the same mean and maximum to the nanosecond).
-  auto two = run_json({"-p", "local", "-S", "64", "--pattern", "WriteWrite,SendSend", "--requests",
-                       requests("1000"), "--reference"});
+  auto two = run_bench_json("rr", {"-p", "local", "-S", "64", "--pattern", "WriteWrite,SendSend",
+                                   "--requests", requests("1000"), "--reference"});
   ASSERT_EQ(two.size(), 2u);
   for (const auto& j : two) ASSERT_TRUE(j["raw_write_rtt_ns"].is_object());
   EXPECT_NE(two[0]["raw_write_rtt_ns"].dump(), two[1]["raw_write_rtt_ns"].dump());
 
   // The row and its reference run in interleaved rounds sharing the requests: every figure
   // pools all rounds (1000 = 250 x 4), the ratio is the median of the rounds' own.
-  auto rounds = run_json(
-      {"-p", "local", "-S", "64", "--requests", "1000", "--reference", "--reference-rounds", "4"});
+  auto rounds = run_bench_json("rr", {"-p", "local", "-S", "64", "--requests", "1000",
+                                      "--reference", "--reference-rounds", "4"});
   ASSERT_EQ(rounds.size(), 1u);
   const auto& r = rounds[0];
   EXPECT_EQ(r["reference_rounds"], 4);
@@ -174,7 +165,7 @@ TEST(RrCli, BadInputsGiveOneErrorLineAndExit2) {
 
 // Kills rank `victim` (0: a requester, 1: the responder) once the run is under way: the
 // survivors report an error well within the launcher's bound instead of hanging.
-void kill_rank_mid_run(int victim, const char* pattern) {
+void kill_rr_rank_mid_run(int victim, const char* pattern) {
   const auto run = testing::kill_rank_mid_run({"fabflow", "bench", "rr", "-p", "shm", "--pattern",
                                                pattern, "-S", "64", "--requests", "2000000000"},
                                               {victim, 700ms});
@@ -183,12 +174,12 @@ void kill_rank_mid_run(int victim, const char* pattern) {
 }
 
 TEST(RrCliPeerDeath, ResponderKilledMidRun) {
-  kill_rank_mid_run(1, "WriteWrite");
-  kill_rank_mid_run(1, "SendSend");
+  kill_rr_rank_mid_run(1, "WriteWrite");
+  kill_rr_rank_mid_run(1, "SendSend");
 }
 TEST(RrCliPeerDeath, RequesterKilledMidRun) {
-  kill_rank_mid_run(0, "WriteWrite");
-  kill_rank_mid_run(0, "SendSend");
+  kill_rr_rank_mid_run(0, "WriteWrite");
+  kill_rr_rank_mid_run(0, "SendSend");
 }
 
 }  // namespace

@@ -20,23 +20,14 @@ namespace {
 
 using testing::CliResult;
 using testing::lines;
+using testing::run_bench_json;
 using testing::run_cli;
 using namespace std::chrono_literals;
 
-std::vector<nlohmann::json> run_json(std::vector<std::string> args) {
-  args.insert(args.begin(), {"fabflow", "bench", "seq"});
-  args.insert(args.end(), {"--json", "--timeout", "10000"});
-  CliResult r = run_cli(args, 120s);
-  EXPECT_FALSE(r.timed_out) << r.err;
-  EXPECT_EQ(r.status, 0) << r.err;
-  std::vector<nlohmann::json> out;
-  for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
 TEST(SeqCli, EveryDesignOnLocalShmTcpPassesTheExactlyOnceCheck) {
-  auto rows = run_json({"-p", "local,shm,tcp", "--design", "all", "--clients", "2", "--workers",
-                        "2", "--queues", "2", "--outstanding", "2", "-I", "300", "-w", "50"});
+  auto rows = run_bench_json(
+      "seq", {"-p", "local,shm,tcp", "--design", "all", "--clients", "2", "--workers", "2",
+              "--queues", "2", "--outstanding", "2", "-I", "300", "-w", "50"});
   std::map<std::string, std::set<std::string>> seen;  // provider -> designs
   for (const auto& j : rows) {
     ASSERT_EQ(j["bench"], "seq");
@@ -81,8 +72,8 @@ TEST(SeqCli, ReferenceRowAndRatioLine) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("reference: bare fetch-add by 2 threads"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
-  auto rows = run_json({"-p", "local", "--design", "atomic", "--clients", "2", "-I", "300", "-w",
-                        "50", "--reference"});
+  auto rows = run_bench_json("seq", {"-p", "local", "--design", "atomic", "--clients", "2", "-I",
+                                     "300", "-w", "50", "--reference"});
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["type"], "sequencer_reference");
   EXPECT_EQ(rows[0]["threads"], 2);
@@ -110,7 +101,7 @@ TEST(SeqCli, BadInputsGiveOneErrorLineAndExit2) {
 
 // Kills rank `victim` (2: the server of two clients, 1: a client) once the run is under way:
 // the survivors report an error well within the bound instead of hanging.
-void kill_rank_mid_run(int victim, const char* design) {
+void kill_seq_rank_mid_run(int victim, const char* design) {
   const auto run =
       testing::kill_rank_mid_run({"fabflow", "bench", "seq", "-p", "shm", "--design", design,
                                   "--clients", "2", "-I", "2000000000", "--timeout", "2000"},
@@ -120,12 +111,12 @@ void kill_rank_mid_run(int victim, const char* design) {
 }
 
 TEST(SeqCliPeerDeath, ServerKilledMidRun) {
-  kill_rank_mid_run(2, "rpc-batch");
-  kill_rank_mid_run(2, "spec");
+  kill_seq_rank_mid_run(2, "rpc-batch");
+  kill_seq_rank_mid_run(2, "spec");
 }
 TEST(SeqCliPeerDeath, ClientKilledMidRun) {
-  kill_rank_mid_run(1, "rpc");
-  kill_rank_mid_run(1, "spec");
+  kill_seq_rank_mid_run(1, "rpc");
+  kill_seq_rank_mid_run(1, "spec");
 }
 
 }  // namespace

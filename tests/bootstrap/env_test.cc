@@ -444,12 +444,12 @@ TEST(BootstrapEnv, DerivedSecretWarnsOnceOnRankZero) {
                        {"SLURM_NTASKS", "2"},
                        {"SLURM_JOB_ID", "4242"},
                        {"FABFLOW_COORD", "node1:7000"}});
-        testing::internal::CaptureStderr();
+        ::testing::internal::CaptureStderr();
         filled();
         filled();
         ::setenv("SLURM_PROCID", "1", 1);
         filled();
-        const std::string err = testing::internal::GetCapturedStderr();
+        const std::string err = ::testing::internal::GetCapturedStderr();
         std::fputs(err.c_str(), stderr);
         const std::string line =
             "fabflow: warning: no FABFLOW_SECRET or FABFLOW_SECRET_FILE; the secret is derived "
@@ -457,7 +457,7 @@ TEST(BootstrapEnv, DerivedSecretWarnsOnceOnRankZero) {
             "other users of the cluster\n";
         std::exit(err == line ? 0 : 1);
       },
-      testing::ExitedWithCode(0), "not against other users of the cluster");
+      ::testing::ExitedWithCode(0), "not against other users of the cluster");
 }
 
 }  // namespace

@@ -17,7 +17,8 @@
 
 #include "support/ranks.h"
 
-namespace fabflow::bulk {
+// A namespace of its own: the test files are compiled together in unity batches.
+namespace fabflow::bulk::channel_test {
 namespace {
 
 using fabflow::testing::run_ranks;
@@ -198,4 +199,4 @@ TEST_P(BulkProtocol, ManyInFlightMatchInOrderPerTag) {
 INSTANTIATE_TEST_SUITE_P(All, BulkProtocol, ::testing::ValuesIn(all_cases()), case_name);
 
 }  // namespace
-}  // namespace fabflow::bulk
+}  // namespace fabflow::bulk::channel_test

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -131,6 +132,21 @@ std::vector<std::string> lines(const std::string& text) {
   std::string line;
   while (std::getline(ss, line))
     if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+std::vector<nlohmann::json> run_bench_json(const std::string& bench, std::vector<std::string> args,
+                                           std::chrono::seconds bound,
+                                           const std::map<std::string, std::string>& env) {
+  args.insert(args.begin(), {"fabflow", "bench", bench});
+  args.insert(args.end(), {"--json", "--timeout", "10000"});
+  const CliResult r = run_cli(args, bound, env);
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.status, 0) << r.err;
+  // A busy machine is reported on stderr with both load averages, the end one measured.
+  EXPECT_EQ(r.err.find("-1.00 at end"), std::string::npos) << r.err;
+  std::vector<nlohmann::json> out;
+  for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -61,5 +62,12 @@ void expect_one_error_line(const CliResult& r);
 
 // Lines of `text` that are non-empty.
 std::vector<std::string> lines(const std::string& text);
+
+// Runs `fabflow bench <bench> args... --json --timeout 10000` (these tests are not about the
+// peer timeout: a loaded machine must not trip it), bounded at `bound`; expects exit status 0
+// and no unmeasured end load on stderr, and returns the JSON lines of its output.
+std::vector<nlohmann::json> run_bench_json(const std::string& bench, std::vector<std::string> args,
+                                           std::chrono::seconds bound = std::chrono::seconds(150),
+                                           const std::map<std::string, std::string>& env = {});
 
 }  // namespace fabflow::testing

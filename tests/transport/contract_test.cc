@@ -23,7 +23,8 @@
 #include "support/forked.h"
 #include "support/ranks.h"
 
-namespace fabflow {
+// A namespace of its own: the test files are compiled together in unity batches.
+namespace fabflow::contract_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -482,4 +483,4 @@ INSTANTIATE_TEST_SUITE_P(
     label);
 
 }  // namespace
-}  // namespace fabflow
+}  // namespace fabflow::contract_test

@@ -96,7 +96,7 @@ bool maps_memfd(pid_t pid) {
   return false;
 }
 
-void kill_rank_mid_run(int victim, const char* op) {
+void kill_local_rank_mid_run(int victim, const char* op) {
   const auto shm_before = dir_entries("/dev/shm");
   const auto tmp_before = dir_entries("/tmp");
   // Killed once both ranks map a segment (the transport is connected).
@@ -128,9 +128,9 @@ void kill_rank_mid_run(int victim, const char* op) {
   }
 }
 
-TEST(LocalCliDeath, TargetKilledDuringSends) { kill_rank_mid_run(1, "send"); }
-TEST(LocalCliDeath, InitiatorKilledDuringSends) { kill_rank_mid_run(0, "send"); }
-TEST(LocalCliDeath, TargetKilledDuringWrites) { kill_rank_mid_run(1, "write"); }
+TEST(LocalCliDeath, TargetKilledDuringSends) { kill_local_rank_mid_run(1, "send"); }
+TEST(LocalCliDeath, InitiatorKilledDuringSends) { kill_local_rank_mid_run(0, "send"); }
+TEST(LocalCliDeath, TargetKilledDuringWrites) { kill_local_rank_mid_run(1, "write"); }
 
 }  // namespace
 }  // namespace fabflow

@@ -22,7 +22,8 @@
 #include "transport/dispatch.h"
 #include "transport/local/local_transport.h"
 
-namespace fabflow {
+// A namespace of its own: the test files are compiled together in unity batches.
+namespace fabflow::local_transport_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -544,4 +545,4 @@ TEST(LocalConcurrent, FlagAfterPayloadIsOrdered) {
 }
 
 }  // namespace
-}  // namespace fabflow
+}  // namespace fabflow::local_transport_test
