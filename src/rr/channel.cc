@@ -577,8 +577,12 @@ class ResponderImpl final : public Responder, Endpoint {
       bool answer;
       std::size_t len = 0;
       Status st = take(handler, a, &answer, &len);
-      if (st == Status::ok) st = give_back(a);
+      // A posted receive goes back before the response lets the requester send again; a frame
+      // read in place goes back after it, off the round trip (the ring has room for the next
+      // request: this round's frames are all it holds).
+      if (st == Status::ok && !in_place_) st = give_back(a);
       if (st == Status::ok && answer) st = respond(a.requester, a.slot, a.seq, len, 0);
+      if (st == Status::ok && in_place_) st = give_back(a);
       if (st != Status::ok) return st;
       *served += answer;  // a close is taken, not served
     }
@@ -612,8 +616,11 @@ class ResponderImpl final : public Responder, Endpoint {
         return failed(std::string("handler failed: ") + e.what());
       }
     }
-    for (const Arrival& a : round_)
-      if (Status st = give_back(a); st != Status::ok) return st;
+    // Posted receives go back before the responses, frames read in place after them (as in
+    // serve).
+    if (!in_place_)
+      for (const Arrival& a : round_)
+        if (Status st = give_back(a); st != Status::ok) return st;
     // The responses go out back to back, FI_MORE on all but the last (one doorbell where the
     // provider batches).
     std::size_t k = 0;
@@ -626,6 +633,9 @@ class ResponderImpl final : public Responder, Endpoint {
       if (Status st = respond(a.requester, a.slot, a.seq, b.response_len, more); st != Status::ok)
         return st;
     }
+    if (in_place_)
+      for (const Arrival& a : round_)
+        if (Status st = give_back(a); st != Status::ok) return st;
     *served = static_cast<unsigned>(batch_.size());
     return Status::ok;
   }
@@ -787,8 +797,9 @@ class ResponderImpl final : public Responder, Endpoint {
     return Status::ok;
   }
 
-  // The receive buffer goes back to its queue (or the frame read in place to the transport) as
-  // soon as the handler is done with it, before the response lets the requester send again.
+  // The receive buffer goes back to its queue once the handler is done with it, before the
+  // response lets the requester send again; a frame read in place goes back to the transport
+  // right after the response (serve, serve_batch).
   Status give_back(const Arrival& a) noexcept {
     if (in_place_) return give_back_in_place(a.requester, a.frame);
     return a.buffer == SIZE_MAX ? Status::ok : repost(a.buffer);
