@@ -23,8 +23,9 @@ target_compile_options(fabflow_tests PRIVATE ${FABFLOW_WARNINGS})
 target_precompile_headers(fabflow_tests PRIVATE <gtest/gtest.h> <string> <thread> <vector>)
 # The test files are compiled in unity batches of eight: the headers every one of them parses
 # and instantiates (GoogleTest's, fabflow's, nlohmann-json's) then cost once per batch. Under
-# ASan eight test files took 60 s one by one and 37 s as one batch. Each file keeps its helpers
-# in an anonymous namespace inside a namespace no other test file declares the same names in.
+# ASan eight test files took 60 s one by one and 37 s as one batch. So no two test files may
+# define one helper name in the same namespace (anonymous or not): a file that reuses a name
+# keeps its helpers in a namespace of its own (tests/bulk/channel_test.cc, for one).
 set_target_properties(fabflow_tests PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
 # Under a sanitizer the code under test is optimised (the test command builds the library at
 # -O1); the test harness itself is built without optimisation and with line tables only: each
