@@ -190,6 +190,10 @@ int main(int argc, char** argv) {
       const std::uint64_t g = seq + 1;
       std::uint64_t head_seen = g - 1;
       which.store(k, std::memory_order_relaxed);
+      // Every item of the layout's earlier blocks was taken: both heads start at g - 1 (a head
+      // published every 16th item would otherwise lag a block behind, and a small ring stall).
+      ab[static_cast<std::size_t>(k)]->head.v.store(g - 1, std::memory_order_relaxed);
+      ba[static_cast<std::size_t>(k)]->head.v.store(g - 1, std::memory_order_relaxed);
       sync.done.v.store(0, std::memory_order_relaxed);
       sync.go.v.store(g, std::memory_order_release);
       // Warm-up: the first 64 round trips are not timed.
