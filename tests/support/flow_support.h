@@ -121,10 +121,10 @@ inline std::string point_name(const ::testing::TestParamInfo<Point>& info) {
   return label(info.param.design, info.param.provider);
 }
 
-// How GoogleTest prints a point or a provider (the "GetParam() = ..." of the test list, which
-// CTest's test names carry, and failure messages): by its label. Without these it prints their
-// bytes, a pointer among them (test names that change from build to build), and the ~1100
-// points' byte dumps were most of the test binary's start-up, paid by every test process.
+// How GoogleTest prints a point or a provider (the "GetParam() = ..." of the test list and
+// failure messages): by its label. Without these it prints their bytes, and the ~1100 points'
+// byte dumps were most of the test binary's start-up, paid by every test process. (CTest's
+// names leave the GetParam() part out: NO_PRETTY_VALUES in cmake/FabflowTests.cmake.)
 inline void PrintTo(const Point& p, std::ostream* os) { *os << label(p.design, p.provider); }
 inline void PrintTo(const Provider& p, std::ostream* os) { *os << label_of(p); }
 
