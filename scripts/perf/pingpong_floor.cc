@@ -44,6 +44,9 @@ namespace {
 
 constexpr std::uint64_t kTrips = 2048;
 constexpr std::uint64_t kSlots = 256;
+// A reader that publishes its head every 16th item lags it by up to 15: a ring of 16 slots or
+// fewer would leave the writer waiting for a head the reader publishes only after the next item.
+static_assert(kSlots > 16 && (kSlots & (kSlots - 1)) == 0);
 
 struct alignas(64) Line {
   std::atomic<std::uint64_t> v{0};
