@@ -87,7 +87,11 @@ struct Capabilities {
   // and of the initiator's earlier writes to it; local guarantees it (its writes store their
   // last 8 bytes last, with release). Compact flow slots need it (flow.h, SlotFormat).
   bool in_order_data = false;
-  bool write_after_write = false;                // FI_ORDER_WAW (RMA writes complete in order)
+  bool write_after_write = false;  // FI_ORDER_WAW (RMA writes complete in order)
+  // local: the stores that carry a message, a write or a flow item into a peer's memory are
+  // followed by CLDEMOTE of their cache lines (common/cldemote.h), where the CPU has it and
+  // FABFLOW_LOCAL_DEMOTE is not 0. A hint: what any reader sees does not change, only how soon.
+  bool stores_demoted = false;
   bool data_progress_manual = false;             // target must drive progress for data to land
   bool data_progress_advertised_manual = false;  // what the provider itself says
   bool control_progress_manual = false;

@@ -30,7 +30,8 @@ void print_header(std::ostream& out, const RunEnvironment& e, std::string_view f
       << e.kernel << ", load " << fmt("%.2f", e.load_start) << "\n";
   if (!c.provider.empty())  // a run with no fabric (bench lat's socket baselines) has none
     out << "# provider " << c.provider << "  endpoint " << to_string(c.endpoint) << "  fabric "
-        << c.fabric << "  domain " << c.domain << "\n"
+        << c.fabric << "  domain " << c.domain << (c.stores_demoted ? "  stores demoted" : "")
+        << "\n"
         << "# inject_size " << c.inject_size << "  max_msg_size "
         << (c.max_msg_size >= (std::size_t{1} << 48) ? std::string("unlimited")
                                                      : std::to_string(c.max_msg_size))
@@ -91,6 +92,7 @@ nlohmann::json base_row(const RunEnvironment& e, std::string_view family) {
           {"provider", e.caps.provider},
           {"endpoint", std::string(to_string(e.caps.endpoint))},
           {"inject_size", e.caps.inject_size},
+          {"stores_demoted", e.caps.stores_demoted},
           {"pinned", e.pinned},
           {"clock", e.clock},
           {"build_type", e.build_type},

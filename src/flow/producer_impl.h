@@ -48,6 +48,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       if (L_.compact && !active_ && !s_.options.batching) {
         peer_ring_ = t.mapped(s_.peer, s_.remote, 0, L_.ring_bytes);
         if (!peer_ring_) throw PeerError(s_.peer, "flow: " + t.last_error());
+        demote_ = t.caps().stores_demoted;
         // ... and with watermark transfer and space pull it reads the consumer's head cell
         // with a load where it would have posted a read of it (pump_direct).
         if constexpr (T == TransferNotify::watermark && S == SpaceNotify::pull) {
@@ -187,9 +188,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     const bool compact = L_.compact;
     for (std::uint64_t index = staged_; index < end; ++index) {
       std::byte* sl = ring + (mask ? index & mask : index % capacity) * stride;
-      if (compact)
+      if (compact) {
         write_compact(sl, stride, index, sl + at, len, 0);  // the payload is in place
-      else
+        demote_slot(sl, len);
+      } else
         write_slot(sl, index, sl + at, len, 0, kSum);
     }
     staged_ = end;
@@ -228,6 +230,13 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     else
       return false;
   }
+  // Direct stores where the transport demotes them (Capabilities::stores_demoted): the
+  // compact slot's lines, from its payload to its word, go to the shared cache, where the
+  // consumer's misses on them are served.
+  [[gnu::always_inline]] void demote_slot(const std::byte* sl, std::uint32_t len) const noexcept {
+    if (demote_ && len <= local::kDemoteMax)
+      demote_lines(sl + L_.stride - kCompactWord - round8(len), round8(len) + kCompactWord);
+  }
   // Where item `index` is built: this end's ring, or with direct stores the consumer's.
   [[gnu::always_inline]] std::byte* staging(std::uint64_t index) const noexcept {
     return peer_ring_ ? peer_ring_ + L_.slot(index) : B::slot(index);
@@ -237,9 +246,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   [[gnu::always_inline]] void publish(const std::byte* data, std::uint32_t len,
                                       std::uint32_t flags) noexcept {
     std::byte* sl = staging(staged_);
-    if (L_.compact)
+    if (L_.compact) {
       write_compact(sl, L_.stride, staged_, data, len, flags);
-    else
+      demote_slot(sl, len);
+    } else
       write_slot(sl, staged_, data, len, flags, kSum);
   }
   [[gnu::always_inline]] void stage_done() noexcept {
@@ -577,6 +587,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   bool active_ = false;
   std::byte* peer_ring_ = nullptr;        // direct stores: the consumer's ring, mapped here
   const std::byte* peer_head_ = nullptr;  // ... and its head cell (watermark, space pull)
+  bool demote_ = false;                   // ... and demotes what it stores there
   unsigned direct_rounds_ = 0;
   // Owner thread.
   std::uint64_t staged_ = 0;

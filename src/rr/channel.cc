@@ -193,6 +193,7 @@ class Endpoint {
   void map_peers(const Peers& p) {
     auto* local = dynamic_cast<local::LocalTransport*>(&t_);
     if (!local || framing_ != Framing::ordered) return;
+    demote_ = local->caps().stores_demoted;
     direct_.assign(p.remote.size(), nullptr);
     direct_bytes_.assign(p.remote.size(), 0);
     for (std::size_t r = 0; r < p.remote.size(); ++r) {
@@ -244,6 +245,7 @@ class Endpoint {
       std::memcpy(&stamp, frame, 8);
       std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(to))
           .store(stamp, std::memory_order_release);
+      if (demote_ && bytes <= local::kDemoteMax) demote_lines(to, bytes);
       ++stats_.direct_frames;
       return Status::ok;
     }
@@ -302,6 +304,7 @@ class Endpoint {
   Completion scratch_[16];
   std::vector<std::byte*> direct_;         // per rank: its region mapped here (map_peers), or null
   std::vector<std::size_t> direct_bytes_;  // ... and how many bytes of it
+  bool demote_ = false;                    // the frames' lines are demoted (stores_demoted)
 };
 
 // ---- requester ----

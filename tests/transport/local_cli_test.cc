@@ -42,6 +42,7 @@ TEST_P(LocalCli, RawBenchRunsEveryOp) {
     EXPECT_EQ(j["op"], op);
     EXPECT_EQ(j["size_bytes"], atomic(op) ? 8 : 64);
     EXPECT_EQ(j["iterations"], 300);
+    EXPECT_TRUE(j["stores_demoted"].is_boolean()) << line;
     if (j["type"] == "latency") {
       EXPECT_GT(j["latency_ns"]["mean"].get<double>(), 0);
     } else {
@@ -62,6 +63,23 @@ TEST(LocalCliSelection, AutoPicksLocalUnderTheLauncher) {
   auto out = lines(r.out);
   ASSERT_EQ(out.size(), 2u) << r.out;
   for (const auto& line : out) EXPECT_EQ(nlohmann::json::parse(line)["provider"], "local");
+}
+
+// FABFLOW_LOCAL_DEMOTE takes 0 or 1; 0 is reported in the JSON row.
+TEST(LocalCliSelection, DemoteSwitchIsCheckedAndReported) {
+  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", "local", "-o", "write", "-I", "100"}, 60s,
+                        {{"FABFLOW_LOCAL_DEMOTE", "yes"}});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("FABFLOW_LOCAL_DEMOTE must be 0 or 1, not 'yes'"), std::string::npos)
+      << r.err;
+  r = run_cli(
+      {"fabflow", "bench", "raw", "-p", "local", "-o", "write", "-t", "lat", "-I", "100", "--json"},
+      60s, {{"FABFLOW_LOCAL_DEMOTE", "0"}});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 1u) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(out[0])["stores_demoted"], false) << r.out;
 }
 
 // Ranks in separate network namespaces cannot reach each other's abstract sockets: refused

@@ -289,6 +289,122 @@ TEST(LocalTransport, OneSidedOperations) {
   EXPECT_EQ(err, "");
 }
 
+// Sets FABFLOW_LOCAL_DEMOTE for one scope (unset: nullptr), restoring what was there.
+class DemoteSwitch {
+ public:
+  explicit DemoteSwitch(const char* value) {
+    if (const char* old = std::getenv(kName)) old_ = old;
+    if (value)
+      ::setenv(kName, value, 1);
+    else
+      ::unsetenv(kName);
+  }
+  ~DemoteSwitch() {
+    if (old_)
+      ::setenv(kName, old_->c_str(), 1);
+    else
+      ::unsetenv(kName);
+  }
+  DemoteSwitch(const DemoteSwitch&) = delete;
+  DemoteSwitch& operator=(const DemoteSwitch&) = delete;
+
+ private:
+  static constexpr const char* kName = "FABFLOW_LOCAL_DEMOTE";
+  std::optional<std::string> old_;
+};
+
+TEST(LocalTransport, DemotionFollowsTheCpuAndTheSwitch) {
+  TransportOptions o;
+  o.provider = "local";
+  const bool cpu = cpu_has_cldemote();
+  {
+    DemoteSwitch d(nullptr);
+    EXPECT_EQ(probe_transport(o).stores_demoted, cpu);
+  }
+  {
+    DemoteSwitch d("1");
+    EXPECT_EQ(probe_transport(o).stores_demoted, cpu);
+  }
+  {
+    DemoteSwitch d("0");
+    EXPECT_FALSE(probe_transport(o).stores_demoted);
+    EXPECT_FALSE(open_transport(o)->caps().stores_demoted);
+  }
+  for (const char* bad : {"", "yes", "2", "1 "}) {
+    DemoteSwitch d(bad);
+    try {
+      open_transport(o);
+      ADD_FAILURE() << "FABFLOW_LOCAL_DEMOTE='" << bad << "' accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("FABFLOW_LOCAL_DEMOTE must be 0 or 1"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// Demotion is a hint: with it on and off, one-slot messages and short writes at every offset
+// within a line arrive intact (and the lines it names stay inside the peer's mapping: a write
+// that ends at the region's last byte, a message in the ring's last slot).
+class LocalDemotion : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LocalDemotion, MessagesAndWritesArriveIntact) {
+  DemoteSwitch d(GetParam());
+  constexpr std::size_t kRegion = 4096;
+  const std::array<std::size_t, 7> sizes{1, 8, 63, 64, 65, 200, local::kChunk};
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    expect(t.caps().stores_demoted == (GetParam()[0] == '1' && cpu_has_cldemote()), "capability");
+    auto mr = t.allocate(std::max(kRegion, local::kChunk), kAllAccess);
+    RemoteMemory peer = exchange(t, boot, *mr);
+    auto byte_of = [](std::size_t i, std::size_t salt) {
+      return static_cast<std::byte>((i * 7 + salt) & 0xff);
+    };
+    // Writes: every size at offsets 0..8 and at the region's end, checked after a barrier.
+    if (rank == 0) {
+      std::vector<std::byte> src(kRegion);
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = byte_of(i, 3);
+      for (std::size_t len : {std::size_t{8}, std::size_t{64}, std::size_t{100}, local::kDemoteMax})
+        for (std::size_t off : {std::size_t{0}, std::size_t{4}, std::size_t{8}, kRegion - len})
+          expect(t.post_write(1, src.data() + off, len, nullptr, peer, off, 0, 0) == Status::ok,
+                 t.last_error());
+    }
+    boot.barrier();
+    if (rank == 1)
+      for (std::size_t i = 0; i < kRegion; ++i)
+        if (i < local::kDemoteMax + 8 || i >= kRegion - local::kDemoteMax)
+          expect(mr->data()[i] == byte_of(i, 3), "written byte " + std::to_string(i));
+    // Messages: enough to wrap the ring, so that some land in its last slot.
+    const std::size_t rounds = local::kMsgSlots / sizes.size() + 2;
+    if (rank == 0) {
+      std::vector<std::byte> src(local::kChunk);
+      for (std::size_t k = 0; k < rounds * sizes.size(); ++k) {
+        for (std::size_t i = 0; i < sizes[k % sizes.size()]; ++i) src[i] = byte_of(i, k);
+        Status s;
+        while ((s = t.post_send(1, src.data(), sizes[k % sizes.size()], nullptr, k, 0)) ==
+               Status::again) {
+        }
+        expect(s == Status::ok, t.last_error());
+        boot.barrier();  // one at a time: the receive buffer is reused
+      }
+    } else {
+      for (std::size_t k = 0; k < rounds * sizes.size(); ++k) {
+        expect(t.post_recv(0, mr->data(), local::kChunk, nullptr, k) == Status::ok, t.last_error());
+        Completion c = wait_one(t, Cq::rx);
+        expect(c.context == k && c.length == sizes[k % sizes.size()],
+               "message " + std::to_string(k));
+        for (std::size_t i = 0; i < c.length; ++i)
+          expect(mr->data()[i] == byte_of(i, k),
+                 "message " + std::to_string(k) + " byte " + std::to_string(i));
+        boot.barrier();
+      }
+    }
+  });
+  EXPECT_EQ(err, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Switch, LocalDemotion, ::testing::Values("0", "1"),
+                         [](const auto& info) { return std::string("demote") + info.param; });
+
 TEST(LocalTransport, MalformedKeysAreRejected) {
   auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
     auto mr = t.allocate(100, kAllAccess);

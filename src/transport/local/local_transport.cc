@@ -161,7 +161,7 @@ Segment create_segment(std::size_t len, const char* what) {
 }
 
 LocalTransport::LocalTransport(const TransportOptions& options)
-    : options_(options), caps_(local_capabilities(options)) {
+    : options_(options), caps_(local_capabilities(options)), demote_(caps_.stores_demoted) {
   per_peer_recvs_ = caps_.endpoint == EndpointType::msg;
   tx_.reserve(std::max<std::size_t>(options.tx_depth * 2, kMinQueue));
 }
@@ -694,6 +694,13 @@ RemoteMemory LocalTransport::import_key(int peer, std::span<const std::byte> blo
   return m;
 }
 
+bool demotes_stores() {
+  const char* v = std::getenv("FABFLOW_LOCAL_DEMOTE");
+  if (v && std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
+    throw UsageError(std::string("local: FABFLOW_LOCAL_DEMOTE must be 0 or 1, not '") + v + "'");
+  return cpu_has_cldemote() && !(v && std::strcmp(v, "0") == 0);
+}
+
 }  // namespace fabflow::local
 
 namespace fabflow {
@@ -718,6 +725,7 @@ Capabilities local_capabilities(const TransportOptions& options) {
   c.atomics_u64 = true;
   c.in_order_data = true;
   c.write_after_write = true;
+  c.stores_demoted = local::demotes_stores();
   c.data_progress_manual = false;
   c.mr_mode = 0;
   return c;
