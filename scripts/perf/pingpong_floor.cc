@@ -24,6 +24,10 @@
 //   ring 64+h   ring 64, and the reader also publishes its head on a line of its own after
 //               each item, which the writer loads once per 128 items (the queue's lazy rule)
 //   ring 64+h/16  the same with the head stored after every 16th item only
+//   ring 64 dem ring 64 with the writer demoting the item's two lines after the word (CLDEMOTE,
+//               as fabflow's local transport does where the CPU has it: docs/local-transport.md);
+//               "n/a" on a CPU without the instruction
+#include <cpuid.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -61,11 +65,19 @@ void pin(int cpu) {
 
 void relax() { __builtin_ia32_pause(); }
 
-enum class Layout { line, line56, line64, ring56, ring64, ring64h, ring64h16 };
-constexpr Layout kLayouts[] = {Layout::line,   Layout::line56,  Layout::line64,   Layout::ring56,
-                               Layout::ring64, Layout::ring64h, Layout::ring64h16};
-constexpr const char* kNames[] = {"line",    "line+56",   "lines+64",    "ring 56",
-                                  "ring 64", "ring 64+h", "ring 64+h/16"};
+enum class Layout { line, line56, line64, ring56, ring64, ring64h, ring64h16, ring64d };
+constexpr Layout kLayouts[] = {Layout::line,   Layout::line56,  Layout::line64,    Layout::ring56,
+                               Layout::ring64, Layout::ring64h, Layout::ring64h16, Layout::ring64d};
+constexpr const char* kNames[] = {"line",    "line+56",   "lines+64",     "ring 56",
+                                  "ring 64", "ring 64+h", "ring 64+h/16", "ring 64 dem"};
+
+bool has_cldemote() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && (c & (1u << 25)) != 0;
+}
+void demote(const void* line) {
+  asm volatile("cldemote %0" : : "m"(*static_cast<const char*>(line)));
+}
 
 // One direction's memory: a ring of kSlots slots (stride bytes each), and the reader's head.
 struct Direction {
@@ -82,6 +94,7 @@ struct Shape {
   std::size_t stride, payload;
   bool rotate;
   unsigned head;  // publish the head every `head` items (0: never)
+  bool demote = false;
 };
 Shape shape_of(Layout l) {
   switch (l) {
@@ -92,6 +105,7 @@ Shape shape_of(Layout l) {
     case Layout::ring64: return {128, 64, true, 0};
     case Layout::ring64h: return {128, 64, true, 1};
     case Layout::ring64h16: return {128, 64, true, 16};
+    case Layout::ring64d: return {128, 64, true, 0, true};
   }
   return {};
 }
@@ -109,6 +123,10 @@ void send(Direction& d, const Shape& s, std::uint64_t seq, std::uint64_t& head_s
   std::byte* slot = d.ring + (s.rotate ? (seq & (kSlots - 1)) * s.stride : 0);
   if (s.payload) std::memcpy(slot + s.stride - 8 - s.payload, payload, s.payload);
   std::atomic_ref<std::uint64_t>(*word(slot, s)).store(seq, std::memory_order_release);
+  if (s.demote) {
+    demote(slot);
+    demote(slot + 64);
+  }
 }
 
 // Waits for item `seq` on `d` and copies its payload out.
@@ -186,10 +204,12 @@ int main(int argc, char** argv) {
   std::byte item[64], buf[64] = {};
   std::memset(item, 0x5a, sizeof item);
   std::uint64_t acc = 0;
+  const bool cldemote = has_cldemote();
   for (int r = 0; r < rounds; ++r) {
     double line_ns = 0;
     for (int k = 0; k < kN; ++k) {
       const Shape s = shape_of(kLayouts[k]);
+      if (s.demote && !cldemote) continue;
       const std::uint64_t g = seq + 1;
       std::uint64_t head_seen = g - 1;
       which.store(k, std::memory_order_relaxed);
@@ -228,8 +248,13 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(kTrips), cpu_a, cpu_b,
               static_cast<unsigned long long>(sink + acc) % 10);
   std::printf("%-10s %10s %22s\n", "layout", "one-way ns", "/ line: p25 p50 p75");
-  for (int k = 0; k < kN; ++k)
+  for (int k = 0; k < kN; ++k) {
+    if (ns[k].empty()) {
+      std::printf("%-10s %10s %12s\n", kNames[k], "n/a", "(no CLDEMOTE)");
+      continue;
+    }
     std::printf("%-10s %10.1f %12.2f %4.2f %4.2f\n", kNames[k], q(ns[k], 0.5), q(ratio[k], 0.25),
                 q(ratio[k], 0.5), q(ratio[k], 0.75));
+  }
   return 0;
 }
