@@ -367,12 +367,22 @@ TEST_P(LocalDemotion, MessagesAndWritesArriveIntact) {
         for (std::size_t off : {std::size_t{0}, std::size_t{4}, std::size_t{8}, kRegion - len})
           expect(t.post_write(1, src.data() + off, len, nullptr, peer, off, 0, 0) == Status::ok,
                  t.last_error());
+      // ... and one with data: its notice slot is demoted too.
+      expect(
+          t.post_write(1, src.data() + 1024, 64, nullptr, peer, 1024, 0, 0, 0x5eed) == Status::ok,
+          t.last_error());
     }
     boot.barrier();
-    if (rank == 1)
+    if (rank == 1) {
       for (std::size_t i = 0; i < kRegion; ++i)
-        if (i < local::kDemoteMax + 8 || i >= kRegion - local::kDemoteMax)
+        if (i < local::kDemoteMax + 8 || i >= kRegion - local::kDemoteMax ||
+            (i >= 1024 && i < 1088))
           expect(mr->data()[i] == byte_of(i, 3), "written byte " + std::to_string(i));
+      Completion c = wait_one(t, Cq::rx);
+      expect(c.kind == CompletionKind::remote_write && c.has_data && c.data == 0x5eed &&
+                 c.length == 64,
+             "writedata notice");
+    }
     // Messages: enough to wrap the ring, so that some land in its last slot.
     const std::size_t rounds = local::kMsgSlots / sizes.size() + 2;
     if (rank == 0) {

@@ -289,6 +289,7 @@ class LocalTransport final : public Transport {
       std::memcpy(s, &*imm, 8);
       std::memcpy(s + 8, &l, 8);
       r.store_tail(++ch->out_note_tail);
+      if (demote_) demote_lines(s, kNoteStride);
     }
     if (flags & kSignal)
       push_tx({context, 0, static_cast<std::uint32_t>(len), CompletionKind::write, false});
