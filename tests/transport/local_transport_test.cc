@@ -18,6 +18,7 @@
 #include <numeric>
 #include <thread>
 
+#include "support/launcher_test_util.h"
 #include "support/ranks.h"
 #include "transport/dispatch.h"
 #include "transport/local/local_transport.h"
@@ -289,49 +290,22 @@ TEST(LocalTransport, OneSidedOperations) {
   EXPECT_EQ(err, "");
 }
 
-// Sets FABFLOW_LOCAL_DEMOTE for one scope (unset: nullptr), restoring what was there.
-class DemoteSwitch {
- public:
-  explicit DemoteSwitch(const char* value) {
-    if (const char* old = std::getenv(kName)) old_ = old;
-    if (value)
-      ::setenv(kName, value, 1);
-    else
-      ::unsetenv(kName);
-  }
-  ~DemoteSwitch() {
-    if (old_)
-      ::setenv(kName, old_->c_str(), 1);
-    else
-      ::unsetenv(kName);
-  }
-  DemoteSwitch(const DemoteSwitch&) = delete;
-  DemoteSwitch& operator=(const DemoteSwitch&) = delete;
-
- private:
-  static constexpr const char* kName = "FABFLOW_LOCAL_DEMOTE";
-  std::optional<std::string> old_;
-};
+constexpr const char* kDemoteVar = "FABFLOW_LOCAL_DEMOTE";
 
 TEST(LocalTransport, DemotionFollowsTheCpuAndTheSwitch) {
   TransportOptions o;
   o.provider = "local";
   const bool cpu = cpu_has_cldemote();
-  {
-    DemoteSwitch d(nullptr);
-    EXPECT_EQ(probe_transport(o).stores_demoted, cpu);
-  }
-  {
-    DemoteSwitch d("1");
-    EXPECT_EQ(probe_transport(o).stores_demoted, cpu);
-  }
-  {
-    DemoteSwitch d("0");
-    EXPECT_FALSE(probe_transport(o).stores_demoted);
-    EXPECT_FALSE(open_transport(o)->caps().stores_demoted);
-  }
+  launcher_test::ScopedEnv env;
+  env.unset(kDemoteVar);
+  EXPECT_EQ(probe_transport(o).stores_demoted, cpu);
+  env.set(kDemoteVar, "1");
+  EXPECT_EQ(probe_transport(o).stores_demoted, cpu);
+  env.set(kDemoteVar, "0");
+  EXPECT_FALSE(probe_transport(o).stores_demoted);
+  EXPECT_FALSE(open_transport(o)->caps().stores_demoted);
   for (const char* bad : {"", "yes", "2", "1 "}) {
-    DemoteSwitch d(bad);
+    env.set(kDemoteVar, bad);
     try {
       open_transport(o);
       ADD_FAILURE() << "FABFLOW_LOCAL_DEMOTE='" << bad << "' accepted";
@@ -349,7 +323,8 @@ TEST(LocalTransport, DemotionFollowsTheCpuAndTheSwitch) {
 class LocalDemotion : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LocalDemotion, MessagesAndWritesArriveIntact) {
-  DemoteSwitch d(GetParam());
+  launcher_test::ScopedEnv env;
+  env.set(kDemoteVar, GetParam());
   constexpr std::size_t kRegion = 4096;
   const std::array<std::size_t, 7> sizes{1, 8, 63, 64, 65, 200, local::kChunk};
   auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
