@@ -157,11 +157,20 @@ constexpr bool needs_sum(DataFlow d, TransferNotify t) noexcept {
 // that. XXH3 from xxHash folded to 32 bits (checksum.cc); not cryptographic.
 std::uint32_t payload_sum(std::uint64_t seq, std::uint32_t len, const std::byte* p) noexcept;
 
+// The trailer's last word without a sum: the length/flags word mixed with the sequence number.
+// A read may get the new sequence numbers with the previous lap's length and last word (a
+// write's stores land in no set order, and a store across two cache lines lands in two parts);
+// where both items' trailers fall at the same place those two stale words would agree with each
+// other, and mixed they cannot agree with a fresh sequence number.
+constexpr std::uint64_t trailer_meta(std::uint64_t m, std::uint64_t seq) noexcept {
+  return m ^ (seq * 0x9e3779b97f4a7c15ull);
+}
+
 // Writes item `index` (sequence index + 1) into `slot`: payload and trailer first, the header
 // sequence last, so a reader that sees the header sees everything before it was written (when
-// it reads front to back). The trailer repeats the sequence number and the length/flags word;
-// with `sum` its second word is instead the length and payload_sum (the flags stay in the
-// header).
+// it reads front to back). The trailer repeats the sequence number and the length/flags word
+// (trailer_meta); with `sum` its second word is instead the length and payload_sum (the flags
+// stay in the header).
 inline void write_slot(std::byte* slot, std::uint64_t index, const void* data, std::uint32_t len,
                        std::uint32_t flags, bool sum = false) noexcept {
   const std::uint64_t seq = index + 1;
@@ -171,7 +180,7 @@ inline void write_slot(std::byte* slot, std::uint64_t index, const void* data, s
   const std::uint64_t m = meta(len, flags);
   const std::uint64_t t =
       sum ? std::uint64_t{len} | (std::uint64_t{payload_sum(seq, len, slot + kSlotHeader)} << 32)
-          : m;
+          : trailer_meta(m, seq);
   std::memcpy(trailer + 8, &t, 8);
   std::memcpy(slot + 8, &m, 8);
   store_release(slot, seq);
@@ -182,8 +191,8 @@ inline void write_slot(std::byte* slot, std::uint64_t index, const void* data, s
 enum class SlotState : std::uint8_t { absent, valid, bad, torn };
 
 // Checks slot `index`: valid when header and trailer both carry its sequence number and the
-// same length/flags (with `sum`: the same length, and the payload its sum). `bad` when a
-// complete-looking header names an impossible length or flag.
+// same length/flags (trailer_meta; with `sum`: the same length, and the payload its sum). `bad`
+// when a complete-looking header names an impossible length or flag.
 inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::size_t item_bytes,
                             std::uint32_t* len, std::uint32_t* flags, bool sum = false) noexcept {
   const std::uint64_t seq = index + 1;
@@ -203,7 +212,7 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
   std::memcpy(&tm, trailer + 8, 8);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (tseq != seq) return SlotState::absent;
-  if (!sum && tm != m) return SlotState::absent;
+  if (!sum && tm != trailer_meta(m, seq)) return SlotState::absent;
   if (sum) {
     if (static_cast<std::uint32_t>(tm) != l) return SlotState::absent;
     if (static_cast<std::uint32_t>(tm >> 32) != payload_sum(seq, l, slot + kSlotHeader))
@@ -250,8 +259,8 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
 struct Hello {
   static constexpr std::uint32_t kMagic = 0x48514646;  // 'FFQH'
   std::uint32_t magic = kMagic;
-  std::uint16_t version = 3;
-  std::uint8_t role = 0;  // 0 producer, 1 consumer
+  std::uint16_t version = 4;  // 4: the framed trailer word mixed with seq (trailer_meta)
+  std::uint8_t role = 0;      // 0 producer, 1 consumer
   std::uint8_t data = 0, transfer = 0, space = 0;
   std::uint8_t refused = 0;   // 1: this end cannot run the queue; the key bytes are the reason
   std::uint8_t separate = 0;  // 1: notifications on a second endpoint (a second key follows)

@@ -272,6 +272,31 @@ TEST(FlowSlot, HeaderAndTrailerMustBothMatch) {
   EXPECT_EQ(detail::check_slot(buf, 9, 4, &len, &flags), detail::SlotState::bad);
 }
 
+// A read of a slot the producer is writing one lap later, where the write's stores land in no
+// set order (a memcpy, a store split across two cache lines): the header's sequence number and
+// the trailer's are new, while its length word and the trailer's last word are still those of
+// the previous lap. When the two items' trailers fall at the same place, the old length and the
+// old last word agree with each other: the last word carries the sequence number too, so the
+// read is not taken for the new item (seen on `local`, a slot whose header straddled a line).
+TEST(FlowSlot, StaleLengthWithFreshSequenceNumbersIsNotValid) {
+  alignas(8) std::byte old_slot[64] = {}, new_slot[64] = {}, seen[64] = {};
+  const char old_item[5] = {1, 2, 3, 4, 5}, new_item[2] = {9, 8};
+  detail::write_slot(old_slot, 2527, old_item, sizeof old_item, 0);
+  detail::write_slot(new_slot, 2535, new_item, sizeof new_item, 0);
+  static_assert(detail::round8(sizeof old_item) == detail::round8(sizeof new_item));
+  std::memcpy(seen, old_slot, sizeof seen);
+  std::memcpy(seen, new_slot, 8);  // the header's sequence number
+  const std::size_t trailer = detail::kSlotHeader + detail::round8(sizeof new_item);
+  std::memcpy(seen + detail::kSlotHeader, new_slot + detail::kSlotHeader,
+              trailer + 8 - detail::kSlotHeader);  // payload and the trailer's sequence number
+  std::uint32_t len = 0, flags = 0;
+  EXPECT_EQ(detail::check_slot(seen, 2535, 100, &len, &flags), detail::SlotState::absent);
+  // Once the rest lands, the slot is the new item.
+  std::memcpy(seen, new_slot, sizeof seen);
+  EXPECT_EQ(detail::check_slot(seen, 2535, 100, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(len, sizeof new_item);
+}
+
 // Pull-watermark slots carry a payload sum: a read that got new header and trailer around a
 // stale cache line of the previous lap (string copies need not run front to back) is torn.
 TEST(FlowSlot, PayloadSumCatchesAStaleLine) {
