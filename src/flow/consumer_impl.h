@@ -24,7 +24,6 @@ enum class HeadNotice { when_due, now };
 template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
 class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   using B = EndBase<Tr>;
-  static constexpr bool kSum = needs_sum(D, T);
   using B::base_;
   using B::desc_;
   using B::failed;
@@ -142,7 +141,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       else if (active)
         ok = validated(index, &len, &flags);
       else  // as advance() checks the slot at next_ (a sum that fails: not yet, read it again)
-        ok = check_slot(sl, index, item_bytes, &len, &flags, kSum) == SlotState::valid;
+        ok = check_slot(sl, index, item_bytes, &len, &flags, L_.sum) == SlotState::valid;
       if (!ok || flags) break;
       items[index - head] = std::span<const std::byte>(
           sl + (compact ? stride - kCompactWord - round8(len) : kSlotHeader), len);
@@ -492,8 +491,19 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   }
 
   // A read that caught the producer mid-write is read again; the same slot torn many times
-  // in a row is a producer whose sums are wrong. False: the queue failed.
+  // in a row is a producer whose sums are wrong. False: the queue failed. Push1 data: each
+  // check looks at the same memory while the provider's copy may still be placing the slot, so
+  // the bound is the time the slot stays torn (peer_timeout), not a count of checks.
   bool note_torn() noexcept {
+    if constexpr (D == DataFlow::push1) {
+      const auto now = std::chrono::steady_clock::now();
+      if (torn_++ == 0) torn_since_ = now;
+      if (now - torn_since_ <= s_.options.peer_timeout) return true;
+      fail("flow: slot " + std::to_string(next_) + " failed its payload sum for " +
+           std::to_string(s_.options.peer_timeout.count()) +
+           " ms in a row (protocol violation by the producer)");
+      return false;
+    }
     if (++torn_ <= kMaxTorn) return true;
     fail("flow: slot " + std::to_string(next_) + " failed its payload sum " +
          std::to_string(torn_) + " times in a row (protocol violation by the producer)");
@@ -504,7 +514,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (L_.compact)
       return check_compact(B::slot(next_), L_.stride, next_, L_.item_bytes, &pump_len_,
                            &pump_flags_);
-    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, kSum);
+    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, L_.sum);
   }
 
   // Range-checks a tail value: the producer can never be more than capacity ahead of the
@@ -642,6 +652,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   Clock::time_point read_posted_{};
   unsigned valid_polls_ = 0;
   unsigned torn_ = 0;  // consecutive torn reads of the slot at next_
+  std::chrono::steady_clock::time_point torn_since_{};  // push1: the first of them
   // Between the two (active).
   std::atomic<std::uint64_t> ready_pub_{0};  // slots below this are valid
   std::atomic<std::uint64_t> head_pub_{0};   // the owner's head_

@@ -207,6 +207,9 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
     throw bad(std::string("uses ") + std::string(to_string(static_cast<SlotFormat>(h.format))) +
               " slots, this end " + std::string(to_string(static_cast<SlotFormat>(expect.format))) +
               " ones");
+  if (h.sum != expect.sum)
+    throw bad(std::string(h.sum ? "carries" : "does not carry") +
+              " payload sums in its slots, this end " + (expect.sum ? "does" : "does not"));
   if (h.separate != expect.separate)
     throw bad(std::string("uses ") + (h.separate ? "a separate" : "a shared") +
               " notification endpoint, this end " + (expect.separate ? "a separate" : "a shared") +

@@ -69,6 +69,7 @@ inline std::uint64_t meta(std::uint32_t len, std::uint32_t flags) noexcept {
 // pushed head counters: push2 space on the producer).
 struct Layout {
   bool compact = false;  // SlotFormat::compact (else framed)
+  bool sum = false;      // framed slots carry the payload sum (needs_sum)
   std::size_t capacity = 0;
   std::size_t mask = 0;  // capacity - 1 when capacity is a power of two, else 0 (slot divides)
   std::size_t item_bytes = 0;
@@ -138,14 +139,18 @@ struct Layout {
   std::size_t peer_notify_bytes() const noexcept { return separate() ? cell(kCells) : 0; }
 };
 
-// Pull data with watermark transfer: the consumer reads slots speculatively, and the payload
-// sum guards against torn reads (below).
-constexpr bool needs_sum(DataFlow d, TransferNotify t) noexcept {
+// Whether framed slots carry the payload sum: where the consumer polls slots (watermark
+// transfer) that a copy may still be placing. Pull data: the consumer reads speculatively.
+// Push1 data on a transport that does not place writes in order: the provider's copy may run
+// in the producer's process while the consumer polls (shm's cross-memory attach), and a copy's
+// cache lines land in no set order. The sum guards against the torn reads (below).
+constexpr bool needs_sum(DataFlow d, TransferNotify t, bool in_order_data) noexcept {
 #ifdef FABFLOW_UNSAFE_NO_PAYLOAD_SUM
-  (void)d, (void)t;
+  (void)d, (void)t, (void)in_order_data;
   return false;  // measurement-only build (CMakeLists.txt): torn reads go undetected
 #else
-  return d == DataFlow::pull && t == TransferNotify::watermark;
+  return t == TransferNotify::watermark &&
+         (d == DataFlow::pull || (d == DataFlow::push1 && !in_order_data));
 #endif
 }
 
@@ -265,6 +270,7 @@ struct Hello {
   std::uint8_t refused = 0;   // 1: this end cannot run the queue; the key bytes are the reason
   std::uint8_t separate = 0;  // 1: notifications on a second endpoint (a second key follows)
   std::uint8_t format = 0;    // SlotFormat the end resolved (framed or compact)
+  std::uint8_t sum = 0;       // 1: framed slots carry the payload sum (Layout::sum)
   std::uint64_t capacity = 0, item_bytes = 0, region_bytes = 0;
   std::uint32_t key_len = 0;
   std::uint32_t notify_key_len = 0;

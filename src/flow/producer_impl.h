@@ -20,7 +20,6 @@ enum class HeadRefresh { lazy, now };
 template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
 class ProducerImpl final : public Producer, private EndBase<Tr> {
   using B = EndBase<Tr>;
-  static constexpr bool kSum = needs_sum(D, T);
   using B::base_;
   using B::desc_;
   using B::failed;
@@ -192,7 +191,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
         write_compact(sl, stride, index, sl + at, len, 0);  // the payload is in place
         demote_slot(sl, len);
       } else
-        write_slot(sl, index, sl + at, len, 0, kSum);
+        write_slot(sl, index, sl + at, len, 0, L_.sum);
     }
     staged_ = end;
     if (active_) staged_pub_.store(end, std::memory_order_release);
@@ -250,7 +249,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       write_compact(sl, L_.stride, staged_, data, len, flags);
       demote_slot(sl, len);
     } else
-      write_slot(sl, staged_, data, len, flags, kSum);
+      write_slot(sl, staged_, data, len, flags, L_.sum);
   }
   [[gnu::always_inline]] void stage_done() noexcept {
     ++staged_;

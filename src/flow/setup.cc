@@ -15,8 +15,10 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
                  EndRole role, RecvPool pool, const std::function<void(Shared&)>& before_exchange) {
   const bool separate = o.separate_notify_endpoint;
   const SlotFormat format = slot_format(t.caps(), o);
-  const Layout layout = Layout::make(effective_capacity(o), o.item_bytes, pool.cells, separate,
-                                     pool.on == RecvOn::notify, format);
+  Layout layout = Layout::make(effective_capacity(o), o.item_bytes, pool.cells, separate,
+                               pool.on == RecvOn::notify, format);
+  layout.sum =
+      !layout.compact && needs_sum(o.design.data, o.design.transfer, t.caps().in_order_data);
   Shared s{t, n, boot, peer, o, layout, {}, {}, {}, {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);
   if (separate) s.nmr = n.allocate(s.layout.notify_bytes, kAllAccess);
@@ -37,6 +39,7 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   h.space = static_cast<std::uint8_t>(o.design.space);
   h.separate = separate ? 1 : 0;
   h.format = static_cast<std::uint8_t>(format);
+  h.sum = layout.sum ? 1 : 0;
   h.capacity = s.layout.capacity;  // push2: bounded by recv_pool, which must agree as well
   h.item_bytes = o.item_bytes;
   h.region_bytes = s.layout.region_bytes;

@@ -300,9 +300,16 @@ TEST(FlowSlot, StaleLengthWithFreshSequenceNumbersIsNotValid) {
 // Pull-watermark slots carry a payload sum: a read that got new header and trailer around a
 // stale cache line of the previous lap (string copies need not run front to back) is torn.
 TEST(FlowSlot, PayloadSumCatchesAStaleLine) {
-  EXPECT_TRUE(detail::needs_sum(DataFlow::pull, TransferNotify::watermark));
-  EXPECT_FALSE(detail::needs_sum(DataFlow::pull, TransferNotify::push));
-  EXPECT_FALSE(detail::needs_sum(DataFlow::push1, TransferNotify::watermark));
+  for (bool in_order : {false, true}) {
+    EXPECT_TRUE(detail::needs_sum(DataFlow::pull, TransferNotify::watermark, in_order));
+    EXPECT_FALSE(detail::needs_sum(DataFlow::pull, TransferNotify::push, in_order));
+    EXPECT_FALSE(detail::needs_sum(DataFlow::push1, TransferNotify::push, in_order));
+    EXPECT_FALSE(detail::needs_sum(DataFlow::push2, TransferNotify::watermark, in_order));
+  }
+  // Push1 slots polled while a provider's copy may still place them: only where writes are
+  // not placed in order (local stores a write's last word last).
+  EXPECT_TRUE(detail::needs_sum(DataFlow::push1, TransferNotify::watermark, false));
+  EXPECT_FALSE(detail::needs_sum(DataFlow::push1, TransferNotify::watermark, true));
   alignas(64) std::byte buf[512] = {};
   std::byte old_item[200], new_item[200];
   for (std::size_t i = 0; i < sizeof old_item; ++i) {

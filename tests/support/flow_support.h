@@ -165,6 +165,8 @@ struct FakeEnd {
     const bool separate = o.separate_notify_endpoint;
     const SlotFormat format = slot_format(t.caps(), o);
     layout = detail::Layout::make(o.capacity, o.item_bytes, 0, separate, false, format);
+    layout.sum = !layout.compact &&
+                 detail::needs_sum(o.design.data, o.design.transfer, t.caps().in_order_data);
     mr = t.allocate(layout.region_bytes, kAllAccess);
     if (separate) nmr = notify->allocate(layout.notify_bytes, kAllAccess);
     detail::Hello h;
@@ -174,6 +176,7 @@ struct FakeEnd {
     h.space = static_cast<std::uint8_t>(o.design.space);
     h.separate = separate ? 1 : 0;
     h.format = static_cast<std::uint8_t>(format);
+    h.sum = layout.sum ? 1 : 0;
     h.capacity = o.capacity;
     h.item_bytes = o.item_bytes;
     h.region_bytes = layout.region_bytes;
