@@ -44,6 +44,14 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (notify_every_ > L_.capacity) notify_every_ = L_.capacity;
     active_ = s_.options.active_consumer;
     in_place_ = L_.compact && !active_ && D == DataFlow::push1 && T == TransferNotify::watermark;
+    if constexpr (D == DataFlow::pull && T == TransferNotify::watermark) {
+      // Only where a batch can be worth a probe: the measurement runs the library's widest
+      // vector code (AVX-512 here), which slowed a queue of 64 B items that never runs it by
+      // 20% on shm when it ran once at setup.
+      if (L_.sum &&
+          L_.item_bytes * std::min<std::size_t>(kBatchRead, L_.capacity) >= kProbeMinBytes)
+        measure_sum();
+    }
     if (active_)
       B::start_helper(
           [this](bool* moved, bool* outstanding) { return try_pump(moved, outstanding); });
@@ -141,7 +149,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       else if (active)
         ok = validated(index, &len, &flags);
       else  // as advance() checks the slot at next_ (a sum that fails: not yet, read it again)
-        ok = check_slot(sl, index, item_bytes, &len, &flags, L_.sum) == SlotState::valid;
+        ok = check_slot(sl, index, item_bytes, &len, &flags, L_.sum, index >= trusted_end_) ==
+             SlotState::valid;
       if (!ok || flags) break;
       items[index - head] = std::span<const std::byte>(
           sl + (compact ? stride - kCompactWord - round8(len) : kSlotHeader), len);
@@ -169,7 +178,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
-  enum class Read : std::uint8_t { none, tail, slots };
+  enum class Read : std::uint8_t { none, tail, slots, probe };
 
   Status peek_generic(std::span<const std::byte>* item) noexcept {
     if (failed()) return Status::failed;
@@ -457,7 +466,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         const std::uint64_t wrap = L_.capacity - L_.ring_pos(next_);
         const std::uint64_t room = L_.capacity - (next_ - seen_);
         n = std::max<std::uint64_t>(1, std::min({n, wrap, room}));
+        if (probe_worth(n)) {  // empty while the probe is in flight; done: post the batch now
+          if (Status ps = probe(next_ + n - 1); ps != Status::ok) return ps;
+        }
         const std::size_t off = L_.slot(next_);
+        read_trust_ = std::clamp(published_, next_, next_ + n);
+        read_last_ = next_ + n - 1;
         if (Status rs = start_read(Read::slots, base_ + off, n * L_.stride, off); rs != Status::ok)
           return rs;
         st = local_state();
@@ -514,8 +528,80 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (L_.compact)
       return check_compact(B::slot(next_), L_.stride, next_, L_.item_bytes, &pump_len_,
                            &pump_flags_);
-    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, L_.sum);
+    return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, L_.sum,
+                      next_ >= trusted_end_);
   }
+
+  // Trusted reads (pull data, watermark transfer). A read that starts after the producer
+  // published a slot cannot catch it mid-write: the producer stores the header last, so a read
+  // that saw the header saw a slot whose writes were all done, and any later read gets them.
+  // Before a large batch the consumer reads the batch's last header alone (the probe; the
+  // producer publishes in order, so that header covers the whole batch): slots below
+  // published_ were seen published so, and a slot read posted after that is checked without
+  // recomputing its sum. One small read instead of a sum over every slot, and no copy of slots
+  // not yet written (a speculative batch read copies the whole batch, published or not). Worth
+  // it where the batch is large and the producer was ahead at the last read (its last slot
+  // valid); otherwise the batch is read speculatively, with its sums, as before.
+  // Worth it where the sums the probe saves take longer than the probe (both measured here:
+  // the sum at setup, the probe's round trip as it goes; where they come within 8x, every
+  // kProbeRetry-th batch probes anyway, so the estimate follows the fabric) and the producer
+  // was ahead at the last read (its last slot valid); otherwise the batch is read
+  // speculatively, with its sums.
+  bool probe_worth(std::uint64_t n) noexcept {
+    if constexpr (T != TransferNotify::watermark) {
+      return false;
+    } else {
+      if (!L_.sum || !ahead_ || n < 2 || published_ >= next_ + n ||
+          n * L_.item_bytes < kProbeMinBytes)
+        return false;
+      const double saved = sum_ns_per_byte_ * static_cast<double>(n * L_.item_bytes);
+      if (saved > probe_ns_) return true;
+      return saved * 8 > probe_ns_ && ++batches_unprobed_ >= kProbeRetry;
+    }
+  }
+
+  // The sum's cost per byte on this CPU: the best of three sums over 64 KiB of scratch memory
+  // (not the ring: a first touch that reads would map its pages as the zero page, and the
+  // reads that write them later would get small pages; shm 64 B throughput lost 20%).
+  void measure_sum() {
+    constexpr std::uint32_t len = 64 << 10;
+    const std::vector<std::byte> scratch(len);
+    std::int64_t best = INT64_MAX;
+    for (std::uint64_t i = 0; i < 3; ++i) {
+      const auto t0 = Clock::now();
+      sum_sink_ ^= payload_sum(i, len, scratch.data());
+      best = std::min<std::int64_t>(best, (Clock::now() - t0).count());
+    }
+    sum_ns_per_byte_ =
+        static_cast<double>(std::chrono::nanoseconds(Clock::duration(best)).count()) /
+        static_cast<double>(len);
+  }
+
+  // Reads the header of slot `index` into its place in the local ring: the batch read that
+  // follows overwrites it, and until then nothing checks that slot (index > next_; a header
+  // alone, without its trailer, is never taken for a valid slot).
+  Status probe(std::uint64_t index) noexcept {
+    probe_index_ = index;
+    const std::size_t off = L_.slot(index);
+    return start_read(Read::probe, base_ + off, 8, off);
+  }
+
+  void take_probe() noexcept {
+    const double ns =
+        static_cast<double>(std::chrono::nanoseconds(Clock::now() - read_posted_).count());
+    probe_ns_ = probe_ns_ == 0 ? ns : 0.75 * probe_ns_ + 0.25 * ns;
+    batches_unprobed_ = 0;
+    if (load_acquire(B::slot(probe_index_)) == probe_index_ + 1)
+      published_ = std::max(published_, probe_index_ + 1);
+    else
+      ahead_ = false;  // not yet: read the batch now, with its sums
+  }
+
+  // Whether the producer was ahead: the batch's last slot came whole. Only probes raise
+  // published_: a slot whose sum failed is read again with its sum (a producer writing wrong
+  // sums still fails, FlowMisbehaving.PayloadSumNeverMatches), unless a probe since saw it
+  // published.
+  void take_slots_read() noexcept { ahead_ = load_acquire(B::slot(read_last_)) == read_last_ + 1; }
 
   // Range-checks a tail value: the producer can never be more than capacity ahead of the
   // head it can know of (seen_: what the pump has published or sent).
@@ -537,6 +623,9 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   Status start_read(Read what, std::byte* dst, std::size_t len, std::size_t remote_off) noexcept {
     const bool tail = what == Read::tail;  // a notification: over n_, into the notify region
     Tr& tr = tail ? n_ : t_;
+    // Before the post: a provider may do the whole read inside it (shm's cross-memory
+    // attach), and a probe's round trip (take_probe) must count that.
+    const Clock::time_point posted = Clock::now();
     Status st = tr.post_read(s_.peer, dst, len, tail ? B::ndesc_ : desc_,
                              tail ? s_.nremote : s_.remote, remote_off, kCtxRead, kSignal);
     if (st == Status::again) {
@@ -551,7 +640,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       return Status::failed;
     }
     pending_ = what;
-    read_posted_ = Clock::now();
+    if (what == Read::slots) trusted_end_ = read_trust_;  // the ring now holds this read's slots
+    read_posted_ = posted;
     read_polls_ = 0;
     if (what == Read::tail)
       transfer_ops_.inc();
@@ -591,6 +681,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     pending_ = Read::none;
     if (what == Read::tail && !take_tail(load_acquire(B::cell(kLandingCell))))
       return Status::failed;
+    if (what == Read::probe) take_probe();
+    if (what == Read::slots) take_slots_read();
     return Status::ok;
   }
 
@@ -627,6 +719,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 
   static constexpr std::uint64_t kBatchRead = 16;
   static constexpr unsigned kMaxTorn = 16;
+  static constexpr unsigned kProbeRetry = 64;
+  // Below this a batch's sums take less than any read's round trip (XXH3 hashes 16 KiB in
+  // about 0.4 us here): no probe, not even the first one that measures its cost.
+  static constexpr std::size_t kProbeMinBytes = std::size_t{16} << 10;
   bool active_ = false;
   bool in_place_ = false;  // in_place() applies
   // Owner thread.
@@ -651,7 +747,21 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   unsigned read_polls_ = 0;
   Clock::time_point read_posted_{};
   unsigned valid_polls_ = 0;
-  unsigned torn_ = 0;  // consecutive torn reads of the slot at next_
+  // Trusted reads: slots below published_ were seen published by a completed read; slots
+  // below trusted_end_ in the ring came from a read posted after that (read_trust_: the bound
+  // of the read being posted). read_last_: the last slot of the slot read; probe_index_: the
+  // slot whose header the probe reads; ahead_: the last read's batch was whole.
+  std::uint64_t published_ = 0;
+  std::uint64_t trusted_end_ = 0;
+  std::uint64_t read_trust_ = 0;
+  std::uint64_t read_last_ = 0;
+  std::uint64_t probe_index_ = 0;
+  bool ahead_ = true;
+  double sum_ns_per_byte_ = 0;  // measure_sum
+  double probe_ns_ = 0;         // a probe's round trip, a moving average
+  unsigned batches_unprobed_ = 0;
+  std::uint32_t sum_sink_ = 0;  // keeps measure_sum's sums
+  unsigned torn_ = 0;           // consecutive torn reads of the slot at next_
   std::chrono::steady_clock::time_point torn_since_{};  // push1: the first of them
   // Between the two (active).
   std::atomic<std::uint64_t> ready_pub_{0};  // slots below this are valid

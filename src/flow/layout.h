@@ -198,8 +198,11 @@ enum class SlotState : std::uint8_t { absent, valid, bad, torn };
 // Checks slot `index`: valid when header and trailer both carry its sequence number and the
 // same length/flags (trailer_meta; with `sum`: the same length, and the payload its sum). `bad`
 // when a complete-looking header names an impossible length or flag.
+// `verify` false: a slot with the sum whose read cannot have overlapped the producer's writes
+// (the consumer knew it published before the read was posted); the sum is not recomputed.
 inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::size_t item_bytes,
-                            std::uint32_t* len, std::uint32_t* flags, bool sum = false) noexcept {
+                            std::uint32_t* len, std::uint32_t* flags, bool sum = false,
+                            bool verify = true) noexcept {
   const std::uint64_t seq = index + 1;
   if (load_acquire(slot) != seq) return SlotState::absent;
   std::uint64_t m;
@@ -220,7 +223,7 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
   if (!sum && tm != trailer_meta(m, seq)) return SlotState::absent;
   if (sum) {
     if (static_cast<std::uint32_t>(tm) != l) return SlotState::absent;
-    if (static_cast<std::uint32_t>(tm >> 32) != payload_sum(seq, l, slot + kSlotHeader))
+    if (verify && static_cast<std::uint32_t>(tm >> 32) != payload_sum(seq, l, slot + kSlotHeader))
       return SlotState::torn;
   }
   *len = l;

@@ -310,6 +310,32 @@ TEST(FlowCompactSlots, CoalescingProducersWriteOneSlotPerWrite) {
   }
 }
 
+// Pull data with watermark transfer and batch reads of 16 slots of 8 KiB: the consumer reads
+// a batch's last header before the batch where the producer was ahead (trusted reads, no sums
+// recomputed) and reads speculatively, with the sums, where it was not. The random pauses on
+// both sides give both kinds, with a passive and an active consumer, with and without a data
+// mover; order, count and contents as everywhere.
+class FlowProbedBatches : public ::testing::TestWithParam<Provider> {};
+
+TEST_P(FlowProbedBatches, LargeItemsIntact) {
+  for (const char* design : {"pull-watermark-pull", "pull-watermark-push", "pull-watermark-push2"})
+    for (const char* preset : {"batching", "datamover"})
+      for (bool active : {false, true}) {
+        SCOPED_TRACE(std::string(design) + " " + preset + (active ? " active" : ""));
+        auto o = QueueOptions::preset(preset, *Design::parse(design));
+        o.active_consumer = active;
+        o.capacity = 64;
+        o.item_bytes = 8192;
+        const std::size_t n = env_count("FABFLOW_FLOW_PRESET_ITEMS", 2000);
+        Result r;
+        ASSERT_EQ(stream(GetParam(), o, {n, 23, true, 0, 100}, &r), "");
+        EXPECT_EQ(r.consumer.items, n);
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, FlowProbedBatches, ::testing::Values(kShm, kTcp, kRxm, kLocal),
+                         [](const auto& info) { return label_of(info.param); });
+
 class FlowStress : public ::testing::TestWithParam<Point> {};
 
 // The separate stress target (`ninja stress`, scripts/stress.sh): 10^7 items per point.
@@ -471,6 +497,79 @@ TEST_P(FlowMisbehaving, PayloadSumNeverMatches) {
         detail::store_release(fake.mr->data(), seq);
       },
       0);
+  ASSERT_EQ(err, "");
+  EXPECT_NE(seen.find("payload sum"), std::string::npos) << seen;
+}
+
+// Trusted reads. Options whose batch read is large enough for the consumer to probe its last
+// header first: 16 slots of 8 KiB.
+QueueOptions probed_batches(const char* design) {
+  QueueOptions o = conformance_options(*Design::parse(design));
+  o.batching = true;
+  o.capacity = 16;
+  o.item_bytes = 8192;
+  return o;
+}
+
+// Publishes items of `slots` slots of the fake producer's ring, each with one payload byte
+// changed after its sum was taken: slots 1.. first, then slot 0 (header last in each).
+void publish_wrong_sums(FakeEnd& fake, std::size_t slots, std::size_t item_bytes) {
+  std::vector<std::byte> item(item_bytes);
+  std::vector<std::uint64_t> buf(detail::slot_used(item_bytes) / 8 + 1);
+  auto* slot = reinterpret_cast<std::byte*>(buf.data());
+  for (std::size_t k = 0; k < slots; ++k) {
+    const std::size_t i = (k + 1) % slots;  // 1, 2, ..., slots - 1, then 0
+    detail::write_slot(slot, i, item.data(), static_cast<std::uint32_t>(item_bytes), 0, true);
+    slot[detail::kSlotHeader + 3] ^= std::byte{1};
+    std::byte* at = fake.mr->data() + fake.layout.slot(i);
+    std::memcpy(at + 8, slot + 8, detail::slot_used(item_bytes) - 8);
+    std::uint64_t seq;
+    std::memcpy(&seq, slot, 8);
+    detail::store_release(at, seq);
+  }
+}
+
+// A batch whose last slot the consumer saw published before it read the batch cannot have been
+// read mid-write, so its sums are not recomputed: the items are taken as the producer wrote
+// them (here with wrong sums, which only a misbehaving producer writes).
+TEST_P(FlowMisbehaving, ReadOfAPublishedBatchIsTrusted) {
+  if (GetParam().slots != SlotFormat::automatic) GTEST_SKIP() << "pull data has framed slots";
+  QueueOptions o = on(GetParam(), probed_batches("pull-watermark-pull"));
+  std::string seen;
+  // The batch is whole before the consumer's first read (the first barrier), so its first
+  // probe sees it published; the second keeps the fake's ring alive while it reads.
+  auto err =
+      run_pair(transport_options(GetParam(), o), [&](int rank, Transport& t, Bootstrap& boot) {
+        if (rank == 0) {
+          auto cons = make_consumer(t, boot, 1, o);
+          boot.barrier([&] { t.progress(); });
+          std::vector<std::byte> buf(o.item_bytes);
+          std::size_t len = 0;
+          if (Status st = cons->dequeue(buf, &len, 30s); st != Status::ok)
+            seen = std::string(to_string(st)) + ": " + cons->error();
+          else if (len != o.item_bytes)
+            seen = "length " + std::to_string(len);
+          boot.barrier([&] { t.progress(); });
+        } else {
+          FakeEnd fake(t, boot, 0, o, 0);
+          publish_wrong_sums(fake, o.capacity, o.item_bytes);
+          boot.barrier([&] { t.progress(); });
+          boot.barrier([&] { t.progress(); });
+        }
+      });
+  ASSERT_EQ(err, "");
+  EXPECT_EQ(seen, "");
+}
+
+// ... and one it did not see published is checked: a batch whose last slot never comes, read
+// again and again, fails on the first slot's sum as a small one does.
+TEST_P(FlowMisbehaving, ReadOfAnUnpublishedBatchIsSummed) {
+  if (GetParam().slots != SlotFormat::automatic) GTEST_SKIP() << "pull data has framed slots";
+  QueueOptions o = probed_batches("pull-watermark-pull");
+  std::string seen;
+  auto err = misbehave(
+      GetParam(), o, consumer_must_fail(o, 30s, &seen),
+      [&](Transport&, FakeEnd& fake) { publish_wrong_sums(fake, 1, o.item_bytes); }, 0);
   ASSERT_EQ(err, "");
   EXPECT_NE(seen.find("payload sum"), std::string::npos) << seen;
 }

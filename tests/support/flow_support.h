@@ -199,6 +199,9 @@ struct Stream {
   // peek_many / release_many, random batch sizes, partial commits and releases, mixed with
   // the one-item calls); item lengths then change every 7 items, so batches of one length form.
   std::size_t burst = 0;
+  // > 0: the consumer also sleeps 100 us after every this many items, so the producer gets
+  // ahead and the ring fills (single-item calls).
+  std::size_t consumer_rest = 0;
 };
 
 // The length of item i of stream `s`.
@@ -391,6 +394,8 @@ inline std::string stream(const Provider& p, const QueueOptions& options, const 
                       cons->error());
         check_item(s, i, {buf.data(), len}, o.item_bytes);
         pause();
+        if (s.consumer_rest && i % s.consumer_rest == 0)
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
       std::size_t len = 0;
       Status st = cons->dequeue(buf, &len, 5s);
