@@ -110,7 +110,7 @@ stage "build-asan: the CLI's hostile-input tests"
 # Its filter runs no test of the CLI: the tree builds neither the CLI nor those tests.
 TARGETS=fabflow_tests run_tree build-tsan "${sanitized[@]}" -DFABFLOW_SANITIZE=thread \
   -DFABFLOW_CLI_TESTS=OFF -- \
-  -R 'Bootstrap|Launcher|Progress|RegCache|LocalTransport|LocalConcurrent|SeqConformance.*local|RrConformance.*dispatcher_.*_shm|RrConformance.*Send.*_private_.*_local|RrInPlace|FlowConformance.*local_rdm|FlowSeparateNotify.*local_rdm'
+  -R 'Bootstrap|Launcher|Progress|RegCache|LocalTransport|LocalConcurrent|SeqConformance.*local|RrConformance.*dispatcher_.*_shm|RrConformance.*Send.*_private_.*_local|RrInPlace|FlowConformance.*local_rdm|FlowProbedBatches.*local_rdm|FlowSeparateNotify.*local_rdm'
 stage "fuzz targets (clang, ASan + UBSan), ${FABFLOW_FUZZ_SECONDS:-5} s each"
 scripts/fuzz.sh all "${FABFLOW_FUZZ_SECONDS:-5}"
 stage "all test trees passed"
