@@ -539,9 +539,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // producer publishes in order, so that header covers the whole batch): slots below
   // published_ were seen published so, and a slot read posted after that is checked without
   // recomputing its sum. One small read instead of a sum over every slot, and no copy of slots
-  // not yet written (a speculative batch read copies the whole batch, published or not). Worth
-  // it where the batch is large and the producer was ahead at the last read (its last slot
-  // valid); otherwise the batch is read speculatively, with its sums, as before.
+  // not yet written (a speculative batch read copies the whole batch, published or not).
   // Worth it where the sums the probe saves take longer than the probe (both measured here:
   // the sum at setup, the probe's round trip as it goes; where they come within 8x, every
   // kProbeRetry-th batch probes anyway, so the estimate follows the fabric) and the producer
@@ -560,9 +558,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
   }
 
-  // The sum's cost per byte on this CPU: the best of three sums over 64 KiB of scratch memory
-  // (not the ring: a first touch that reads would map its pages as the zero page, and the
-  // reads that write them later would get small pages; shm 64 B throughput lost 20%).
+  // The sum's cost per byte on this CPU: the best of three sums over 64 KiB of scratch memory.
   void measure_sum() {
     constexpr std::uint32_t len = 64 << 10;
     const std::vector<std::byte> scratch(len);
@@ -747,7 +743,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   unsigned read_polls_ = 0;
   Clock::time_point read_posted_{};
   unsigned valid_polls_ = 0;
-  // Trusted reads: slots below published_ were seen published by a completed read; slots
+  // Trusted reads: slots below published_ were seen published by a completed probe; slots
   // below trusted_end_ in the ring came from a read posted after that (read_trust_: the bound
   // of the read being posted). read_last_: the last slot of the slot read; probe_index_: the
   // slot whose header the probe reads; ahead_: the last read's batch was whole.
