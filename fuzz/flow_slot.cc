@@ -1,7 +1,7 @@
 // Fuzz target: what a flow-queue consumer reads from a peer. Mode 0: the queue hello a peer
 // contributes to the setup all-gather (decode_hello). Mode 1: a slot's header, payload and
 // trailer as the consumer checks them (check_slot), with and without the payload sum, and the
-// same bytes as a compact slot (check_compact).
+// same bytes as a compact slot, word last or word first (check_compact).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,7 +25,13 @@ void hello(std::span<const std::byte> blob, bool separate) {
   expect.separate = separate;
   std::span<const std::byte> notify;
   try {
-    auto key = d::decode_hello(blob, 3, expect, &notify);
+    d::Hello peer;
+    auto key = d::decode_hello(blob, 3, expect, &notify, &peer);
+    // The slot format it accepts from the producer is one this end can read.
+    if (peer.word_first > 1 ||
+        (peer.word_first &&
+         peer.format != static_cast<std::uint8_t>(fabflow::flow::SlotFormat::compact)))
+      __builtin_trap();
     // The keys it hands out lie inside the blob.
     auto inside = [&](std::span<const std::byte> s) {
       return s.empty() ||
@@ -52,16 +58,20 @@ void slot(const std::uint8_t* data, std::size_t size) {
                                 &len, &flags, sum);
   // A valid slot's length fits the item and its flags are known.
   if (st == d::SlotState::valid && (len > item_bytes || (flags & ~d::kFlagClose))) __builtin_trap();
-  // The same bytes as a compact slot (the word at its end): the same promises, and the payload
-  // the consumer would hand out lies inside the slot.
-  const std::size_t stride = d::compact_stride(item_bytes);
-  std::vector<std::uint64_t> compact(stride / 8);
+  // The same bytes as a compact slot (the word at its end, or word first): the same promises,
+  // and the payload the consumer would hand out lies inside the slot, clear of the word.
+  auto l = d::Layout::make(1, item_bytes, 0, false, false, fabflow::flow::SlotFormat::compact);
+  l.word_first = data[2] & 2;
+  std::vector<std::uint64_t> compact(l.stride / 8);
   std::memcpy(compact.data(), data + 11, std::min(size - 11, compact.size() * 8));
-  const auto cs = d::check_compact(reinterpret_cast<const std::byte*>(compact.data()), stride,
+  const auto cs = d::check_compact(reinterpret_cast<const std::byte*>(compact.data()), l.word_at(),
                                    index, item_bytes, &len, &flags);
-  if (cs == d::SlotState::valid &&
-      (len > item_bytes || (flags & ~d::kFlagClose) || d::round8(len) + d::kCompactWord > stride))
-    __builtin_trap();
+  if (cs == d::SlotState::valid) {
+    const std::size_t at = l.payload_at(len), word = l.word_at();
+    if (len > item_bytes || (flags & ~d::kFlagClose) || at + len > l.stride ||
+        (at < word + d::kCompactWord && word < at + len))
+      __builtin_trap();
+  }
 }
 
 }  // namespace

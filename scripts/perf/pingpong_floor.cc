@@ -27,6 +27,14 @@
 //   ring 64 dem ring 64 with the writer demoting the item's two lines after the word (CLDEMOTE,
 //               as fabflow's local transport does where the CPU has it: docs/local-transport.md);
 //               "n/a" on a CPU without the instruction
+//   ring 64 dem wf  ring 64 dem with the word first: [word][payload], the payload's first 56
+//               bytes in the word's line (fabflow's word-first compact slots, for direct
+//               stores); the writer stores the payload's last 8 bytes, then its first 56, then
+//               the word
+//   8/64 dem    ring 64 dem, but the writer stores only the payload's first 8 bytes and the
+//               reader reads only those (what bench queue's zero-copy API does with a 64-byte
+//               item: its sequence number); word last, so those 8 bytes are in the other line
+//   8/64 dem wf the same with the word first: the 8 bytes share the word's line
 #include <cpuid.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -65,11 +73,26 @@ void pin(int cpu) {
 
 void relax() { __builtin_ia32_pause(); }
 
-enum class Layout { line, line56, line64, ring56, ring64, ring64h, ring64h16, ring64d };
-constexpr Layout kLayouts[] = {Layout::line,   Layout::line56,  Layout::line64,    Layout::ring56,
-                               Layout::ring64, Layout::ring64h, Layout::ring64h16, Layout::ring64d};
-constexpr const char* kNames[] = {"line",    "line+56",   "lines+64",     "ring 56",
-                                  "ring 64", "ring 64+h", "ring 64+h/16", "ring 64 dem"};
+enum class Layout {
+  line,
+  line56,
+  line64,
+  ring56,
+  ring64,
+  ring64h,
+  ring64h16,
+  ring64d,
+  ring64dwf,
+  head8d,
+  head8dwf
+};
+constexpr Layout kLayouts[] = {Layout::line,      Layout::line56,  Layout::line64,
+                               Layout::ring56,    Layout::ring64,  Layout::ring64h,
+                               Layout::ring64h16, Layout::ring64d, Layout::ring64dwf,
+                               Layout::head8d,    Layout::head8dwf};
+constexpr const char* kNames[] = {"line",           "line+56",   "lines+64",     "ring 56",
+                                  "ring 64",        "ring 64+h", "ring 64+h/16", "ring 64 dem",
+                                  "ring 64 dem wf", "8/64 dem",  "8/64 dem wf"};
 
 bool has_cldemote() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -95,6 +118,8 @@ struct Shape {
   bool rotate;
   unsigned head;  // publish the head every `head` items (0: never)
   bool demote = false;
+  bool word_first = false;  // [word][payload] instead of [payload][word]
+  bool head8 = false;       // only the payload's first 8 bytes are written and read
 };
 Shape shape_of(Layout l) {
   switch (l) {
@@ -106,12 +131,18 @@ Shape shape_of(Layout l) {
     case Layout::ring64h: return {128, 64, true, 1};
     case Layout::ring64h16: return {128, 64, true, 16};
     case Layout::ring64d: return {128, 64, true, 0, true};
+    case Layout::ring64dwf: return {128, 64, true, 0, true, true};
+    case Layout::head8d: return {128, 64, true, 0, true, false, true};
+    case Layout::head8dwf: return {128, 64, true, 0, true, true, true};
   }
   return {};
 }
 
 std::uint64_t* word(std::byte* slot, const Shape& s) {
-  return reinterpret_cast<std::uint64_t*>(slot + s.stride - 8);
+  return reinterpret_cast<std::uint64_t*>(s.word_first ? slot : slot + s.stride - 8);
+}
+std::byte* payload_of(std::byte* slot, const Shape& s) {
+  return s.word_first ? slot + 8 : slot + s.stride - 8 - s.payload;
 }
 
 // Sends item `seq` on `d`: payload, then the word (release).
@@ -121,7 +152,15 @@ void send(Direction& d, const Shape& s, std::uint64_t seq, std::uint64_t& head_s
     while (seq - (head_seen = d.head.v.load(std::memory_order_acquire)) >= kSlots) relax();
   }
   std::byte* slot = d.ring + (s.rotate ? (seq & (kSlots - 1)) * s.stride : 0);
-  if (s.payload) std::memcpy(slot + s.stride - 8 - s.payload, payload, s.payload);
+  std::byte* p = payload_of(slot, s);
+  if (s.head8) {
+    std::memcpy(p, payload, 8);
+  } else if (s.word_first && s.payload > 56) {  // the word's line last, in one go
+    std::memcpy(p + 56, payload + 56, s.payload - 56);
+    std::memcpy(p, payload, 56);
+  } else if (s.payload) {
+    std::memcpy(p, payload, s.payload);
+  }
   std::atomic_ref<std::uint64_t>(*word(slot, s)).store(seq, std::memory_order_release);
   if (s.demote) {
     demote(slot);
@@ -135,8 +174,10 @@ std::uint64_t receive(Direction& d, const Shape& s, std::uint64_t seq, std::byte
   while (std::atomic_ref<std::uint64_t>(*word(slot, s)).load(std::memory_order_acquire) != seq)
     relax();
   std::uint64_t first = 0;
-  if (s.payload) {
-    std::memcpy(out, slot + s.stride - 8 - s.payload, s.payload);
+  if (s.head8) {
+    std::memcpy(&first, payload_of(slot, s), 8);
+  } else if (s.payload) {
+    std::memcpy(out, payload_of(slot, s), s.payload);
     std::memcpy(&first, out, 8);
   }
   if (s.head && seq % s.head == 0) d.head.v.store(seq, std::memory_order_release);
@@ -247,13 +288,13 @@ int main(int argc, char** argv) {
   std::printf("%d rounds of %llu round trips per layout, cpus %d/%d (sink %llu)\n", rounds,
               static_cast<unsigned long long>(kTrips), cpu_a, cpu_b,
               static_cast<unsigned long long>(sink + acc) % 10);
-  std::printf("%-10s %10s %22s\n", "layout", "one-way ns", "/ line: p25 p50 p75");
+  std::printf("%-15s %10s %22s\n", "layout", "one-way ns", "/ line: p25 p50 p75");
   for (int k = 0; k < kN; ++k) {
     if (ns[k].empty()) {
-      std::printf("%-10s %10s %12s\n", kNames[k], "n/a", "(no CLDEMOTE)");
+      std::printf("%-15s %10s %12s\n", kNames[k], "n/a", "(no CLDEMOTE)");
       continue;
     }
-    std::printf("%-10s %10.1f %12.2f %4.2f %4.2f\n", kNames[k], q(ns[k], 0.5), q(ratio[k], 0.25),
+    std::printf("%-15s %10.1f %12.2f %4.2f %4.2f\n", kNames[k], q(ns[k], 0.5), q(ratio[k], 0.25),
                 q(ratio[k], 0.5), q(ratio[k], 0.75));
   }
   return 0;

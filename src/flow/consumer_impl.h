@@ -137,23 +137,26 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         head + items.size(), active_ ? ready_pub_.load(std::memory_order_acquire) : ahead_limit());
     // As commit_many's loop: locals, so the slots' acquire loads do not reload the members.
     const std::size_t stride = L_.stride, mask = L_.mask, capacity = L_.capacity;
-    const std::size_t item_bytes = L_.item_bytes;
+    const std::size_t item_bytes = L_.item_bytes, word_at = L_.word_at();
     const std::byte* const ring = base_;
-    const bool compact = L_.compact, active = active_;
+    const bool compact = L_.compact, word_first = L_.word_first, active = active_;
     std::uint64_t index = head + 1;
     for (std::uint32_t len, flags; index < limit; ++index) {
       const std::byte* sl = ring + (mask ? index & mask : index % capacity) * stride;
       bool ok;
       if (compact)  // the word (active: validated by the helper, checked again the same way)
-        ok = check_compact(sl, stride, index, item_bytes, &len, &flags) == SlotState::valid;
+        ok = check_compact(sl, word_at, index, item_bytes, &len, &flags) == SlotState::valid;
       else if (active)
         ok = validated(index, &len, &flags);
       else  // as advance() checks the slot at next_ (a sum that fails: not yet, read it again)
         ok = check_slot(sl, index, item_bytes, &len, &flags, L_.sum, index >= trusted_end_) ==
              SlotState::valid;
       if (!ok || flags) break;
-      items[index - head] = std::span<const std::byte>(
-          sl + (compact ? stride - kCompactWord - round8(len) : kSlotHeader), len);
+      items[index - head] =
+          std::span<const std::byte>(sl + (!compact     ? kSlotHeader
+                                           : word_first ? kCompactWord
+                                                        : stride - kCompactWord - round8(len)),
+                                     len);
     }
     peeked_n_ = static_cast<std::size_t>(index - head);
     *n = peeked_n_;
@@ -249,14 +252,16 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (B::check_peer_sometimes() != Status::ok) return InPlace::other;
     const std::byte* sl = B::slot(head_);
     std::uint32_t len, flags;
-    SlotState st = check_compact(sl, L_.stride, head_, L_.item_bytes, &len, &flags);
+    SlotState st = check_compact(sl, L_.word_at(), head_, L_.item_bytes, &len, &flags);
     if (st == SlotState::absent) {
       // As advance(): inbound writes land while this end drives progress (a no-op on local);
-      // the line before the word's, which a long item's payload starts in, is fetched early.
+      // the payload's line next to the word's (after it, word first; else before it) is
+      // fetched early.
       t_.progress();
-      st = check_compact(sl, L_.stride, head_, L_.item_bytes, &len, &flags);
+      st = check_compact(sl, L_.word_at(), head_, L_.item_bytes, &len, &flags);
       if (st == SlotState::absent) {
-        if (L_.stride >= 2 * kCellBytes) __builtin_prefetch(sl + L_.stride - 2 * kCellBytes);
+        if (L_.stride >= 2 * kCellBytes)
+          __builtin_prefetch(sl + (L_.word_first ? kCellBytes : L_.stride - 2 * kCellBytes));
         return InPlace::empty;
       }
     }
@@ -290,7 +295,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   bool validated(std::uint64_t index, std::uint32_t* len, std::uint32_t* flags) const noexcept {
     const std::byte* sl = B::slot(index);
     if (L_.compact)
-      return check_compact(sl, L_.stride, index, L_.item_bytes, len, flags) == SlotState::valid;
+      return check_compact(sl, L_.word_at(), index, L_.item_bytes, len, flags) == SlotState::valid;
     const bool same = load_acquire(sl) == index + 1;
     std::uint64_t m;
     std::memcpy(&m, sl + 8, 8);
@@ -526,7 +531,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 
   [[gnu::always_inline]] SlotState local_state() noexcept {
     if (L_.compact)
-      return check_compact(B::slot(next_), L_.stride, next_, L_.item_bytes, &pump_len_,
+      return check_compact(B::slot(next_), L_.word_at(), next_, L_.item_bytes, &pump_len_,
                            &pump_flags_);
     return check_slot(B::slot(next_), next_, L_.item_bytes, &pump_len_, &pump_flags_, L_.sum,
                       next_ >= trusted_end_);

@@ -171,8 +171,8 @@ SlotFormat slot_format(const Capabilities& caps, const QueueOptions& o) noexcept
 namespace detail {
 
 std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int peer,
-                                        const Hello& expect,
-                                        std::span<const std::byte>* notify_key) {
+                                        const Hello& expect, std::span<const std::byte>* notify_key,
+                                        Hello* peer_hello) {
   auto bad = [&](const std::string& why) {
     return PeerError(peer, "flow: rank " + std::to_string(peer) + " " + why);
   };
@@ -210,6 +210,12 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
   if (h.sum != expect.sum)
     throw bad(std::string(h.sum ? "carries" : "does not carry") +
               " payload sums in its slots, this end " + (expect.sum ? "does" : "does not"));
+  // Only a producer with compact slots may store them word first.
+  if (h.word_first > 1 ||
+      (h.word_first &&
+       (h.role != 0 /* producer */ || h.format != static_cast<std::uint8_t>(SlotFormat::compact))))
+    throw bad("sent a queue hello with a bad word_first byte (" + std::to_string(h.word_first) +
+              ")");
   if (h.separate != expect.separate)
     throw bad(std::string("uses ") + (h.separate ? "a separate" : "a shared") +
               " notification endpoint, this end " + (expect.separate ? "a separate" : "a shared") +
@@ -220,6 +226,7 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
       (h.separate ? h.notify_key_len == 0 : h.notify_key_len != 0))
     throw bad("sent a queue hello with a bad key length");
   if (notify_key) *notify_key = blob.subspan(sizeof h + h.key_len, h.notify_key_len);
+  if (peer_hello) *peer_hello = h;
   return blob.subspan(sizeof h, h.key_len);
 }
 

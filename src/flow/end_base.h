@@ -58,6 +58,11 @@ struct RecvPool {
 // separate_notify_endpoint). Throws.
 Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const QueueOptions& o,
                  EndRole role, RecvPool pool, const std::function<void(Shared&)>& before_exchange);
+// Whether a producer end stores its slots itself into the consumer's ring, mapped in its
+// process (local's direct stores), instead of writing them through the transport: compact
+// slots, push1 data, transfer notification other than immediate data, no coalescing (batching,
+// data mover), on the local transport. Such slots carry their word first (Layout::word_first).
+bool stores_directly(Transport& t, const QueueOptions& o, const Layout& l) noexcept;
 // Posts a receive of `len` bytes at `offset` of the data region (RecvOn::notify: of the notify
 // transport's region holding the pool).
 void post_setup_recv(Shared& s, RecvOn on, std::size_t offset, std::size_t len, std::uint64_t ctx);

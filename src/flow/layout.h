@@ -37,6 +37,11 @@ constexpr std::size_t slot_used(std::size_t len) noexcept {
 // sequence number (index + 1: a stale slot of an earlier lap differs, as capacity < 2^32), the
 // length (31 bits: item_bytes <= 1 GiB) and the close flag (bit 63). Each slot starts on its own
 // cache line.
+// Word first (Layout::word_first): [word][payload][padding], for slots the producer stores
+// itself into the consumer's memory (local's direct stores), where the order of the stores, not
+// the place of the word in a write, publishes the item. The payload's first 56 bytes then share
+// the word's cache line: a consumer that reads an item's head waits for one line, not two
+// (docs/flow-queues.md, "Word-first compact slots").
 inline constexpr std::size_t kCompactWord = 8;
 inline constexpr std::uint64_t kCompactClose = std::uint64_t{1} << 63;
 constexpr std::size_t compact_stride(std::size_t item_bytes) noexcept {
@@ -69,7 +74,10 @@ inline std::uint64_t meta(std::uint32_t len, std::uint32_t flags) noexcept {
 // pushed head counters: push2 space on the producer).
 struct Layout {
   bool compact = false;  // SlotFormat::compact (else framed)
-  bool sum = false;      // framed slots carry the payload sum (needs_sum)
+  // Compact slots with the word first: the producer stores slots directly (stores_directly);
+  // the consumer takes it from the producer's hello. Never carried by a transport write.
+  bool word_first = false;
+  bool sum = false;  // framed slots carry the payload sum (needs_sum)
   std::size_t capacity = 0;
   std::size_t mask = 0;  // capacity - 1 when capacity is a power of two, else 0 (slot divides)
   std::size_t item_bytes = 0;
@@ -119,10 +127,16 @@ struct Layout {
   }
   // Where the payload of a `len`-byte item starts within its slot.
   [[gnu::always_inline]] std::size_t payload_at(std::size_t len) const noexcept {
-    return compact ? stride - kCompactWord - round8(len) : kSlotHeader;
+    if (!compact) return kSlotHeader;
+    return word_first ? kCompactWord : stride - kCompactWord - round8(len);
+  }
+  // Where a compact slot's word is within the slot.
+  [[gnu::always_inline]] std::size_t word_at() const noexcept {
+    return word_first ? 0 : stride - kCompactWord;
   }
   // The bytes of a slot that carry a `len`-byte item: [wire_begin, wire_end) within the slot.
-  // A write of them ends with the word that publishes the item (compact) or the trailer.
+  // A write of them ends with the word that publishes the item (compact, word last) or the
+  // trailer. (Word-first slots are stored, never written.)
   [[gnu::always_inline]] std::size_t wire_begin(std::size_t len) const noexcept {
     return compact ? payload_at(len) : 0;
   }
@@ -231,27 +245,30 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
   return SlotState::valid;
 }
 
-// Writes item `index` into the compact slot at `slot` (`stride` bytes): the payload (unless it
-// is already in place, at stride - 8 - round8(len)), then the word with a release store. A
-// reader that sees the word sees the payload, in this memory and at a peer whose transport
-// places writes in order (the word is the last 8 bytes of the write that carries the slot).
-[[gnu::always_inline]] inline void write_compact(std::byte* slot, std::size_t stride,
-                                                 std::uint64_t index, const void* data,
-                                                 std::uint32_t len, std::uint32_t flags) noexcept {
-  std::byte* payload = slot + stride - kCompactWord - round8(len);
+// Writes item `index` into the compact slot at `slot`, its word at `word_at` and its payload at
+// `payload_at` (Layout::word_at, Layout::payload_at): the payload (unless it is already in
+// place), then the word with a release store. A reader that sees the word sees the payload, in
+// this memory (the stores' order: either place of the word) and at a peer whose transport
+// places writes in order (word last: the last 8 bytes of the write that carries the slot).
+[[gnu::always_inline]] inline void write_compact(std::byte* slot, std::size_t word_at,
+                                                 std::size_t payload_at, std::uint64_t index,
+                                                 const void* data, std::uint32_t len,
+                                                 std::uint32_t flags) noexcept {
+  std::byte* payload = slot + payload_at;
   if (len && data != payload) std::memcpy(payload, data, len);
-  store_release(slot + stride - kCompactWord, compact_word(index, len, flags));
+  store_release(slot + word_at, compact_word(index, len, flags));
 }
 
-// Checks compact slot `index`: valid when its word carries the sequence number (low 32 bits)
-// and a possible length and flag; `bad` when the sequence matches but the length or flag is
-// impossible. There is no torn state: the format relies on the transport's ordering (the
-// payload is complete once the word is visible), which is why only in-order transports use it.
-[[gnu::always_inline]] inline SlotState check_compact(const std::byte* slot, std::size_t stride,
+// Checks compact slot `index`, its word at `word_at`: valid when the word carries the sequence
+// number (low 32 bits) and a possible length and flag; `bad` when the sequence matches but the
+// length or flag is impossible. There is no torn state: the format relies on the order of the
+// stores or of the transport's placement (the payload is complete once the word is visible),
+// which is why only in-order transports use it.
+[[gnu::always_inline]] inline SlotState check_compact(const std::byte* slot, std::size_t word_at,
                                                       std::uint64_t index, std::size_t item_bytes,
                                                       std::uint32_t* len,
                                                       std::uint32_t* flags) noexcept {
-  const std::uint64_t w = load_acquire(slot + stride - kCompactWord);
+  const std::uint64_t w = load_acquire(slot + word_at);
   if (static_cast<std::uint32_t>(w) != static_cast<std::uint32_t>(index + 1))
     return SlotState::absent;
   const auto l = static_cast<std::uint32_t>((w >> 32) & 0x7fff'ffffu);
@@ -267,13 +284,14 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
 struct Hello {
   static constexpr std::uint32_t kMagic = 0x48514646;  // 'FFQH'
   std::uint32_t magic = kMagic;
-  std::uint16_t version = 4;  // 4: the framed trailer word mixed with seq (trailer_meta)
+  std::uint16_t version = 5;  // 5: word-first compact slots (word_first)
   std::uint8_t role = 0;      // 0 producer, 1 consumer
   std::uint8_t data = 0, transfer = 0, space = 0;
-  std::uint8_t refused = 0;   // 1: this end cannot run the queue; the key bytes are the reason
-  std::uint8_t separate = 0;  // 1: notifications on a second endpoint (a second key follows)
-  std::uint8_t format = 0;    // SlotFormat the end resolved (framed or compact)
-  std::uint8_t sum = 0;       // 1: framed slots carry the payload sum (Layout::sum)
+  std::uint8_t refused = 0;     // 1: this end cannot run the queue; the key bytes are the reason
+  std::uint8_t separate = 0;    // 1: notifications on a second endpoint (a second key follows)
+  std::uint8_t format = 0;      // SlotFormat the end resolved (framed or compact)
+  std::uint8_t sum = 0;         // 1: framed slots carry the payload sum (Layout::sum)
+  std::uint8_t word_first = 0;  // producer: 1 when it stores compact slots word first
   std::uint64_t capacity = 0, item_bytes = 0, region_bytes = 0;
   std::uint32_t key_len = 0;
   std::uint32_t notify_key_len = 0;
@@ -293,9 +311,10 @@ inline std::vector<std::byte> encode_hello(Hello h, std::span<const std::byte> k
 
 // Validates the peer's blob against what this end expects; throws PeerError on mismatch and
 // returns the data key blob (and the notify key blob in *notify_key: empty without
-// separate_notify_endpoint).
+// separate_notify_endpoint; the peer's checked hello in *peer_hello).
 std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int peer,
                                         const Hello& expect,
-                                        std::span<const std::byte>* notify_key = nullptr);
+                                        std::span<const std::byte>* notify_key = nullptr,
+                                        Hello* peer_hello = nullptr);
 
 }  // namespace fabflow::flow::detail

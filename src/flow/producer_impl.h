@@ -41,10 +41,11 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     active_ = s_.options.active_producer;
     // Direct stores: on local, a compact-slot producer that moves each item itself (no data
     // mover, no batching, no write with immediate data) builds items in the consumer's ring,
-    // where its write would have copied them; the word's release store publishes them.
+    // where its write would have copied them; the word's release store publishes them. Setup
+    // decided it (stores_directly) and told the consumer: the slots carry their word first.
     if constexpr (std::is_same_v<Tr, local::LocalTransport> && D == DataFlow::push1 &&
                   T != TransferNotify::imm) {
-      if (L_.compact && !active_ && !s_.options.batching) {
+      if (L_.word_first) {
         peer_ring_ = t.mapped(s_.peer, s_.remote, 0, L_.ring_bytes);
         if (!peer_ring_) throw PeerError(s_.peer, "flow: " + t.last_error());
         demote_ = t.caps().stores_demoted;
@@ -56,6 +57,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
         }
       }
     }
+    if (L_.word_first && !peer_ring_)  // setup and this instantiation disagree: a bug
+      throw Error("flow: word-first slots without direct stores");
     // The data mover's whole job is moving batches: it keeps several coalesced writes in
     // flight so the fabric never idles between one write's completion and the next post.
     if (active_) max_inflight_ = kMoverWrites;
@@ -80,9 +83,18 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     std::span<std::byte> dst;
     Status st = reserve(item.size(), &dst);
     if (st != Status::ok) return st;
-    if (!item.empty()) std::memcpy(dst.data(), item.data(), item.size());
+    const std::size_t n = item.size();
+    if (L_.word_first && n > kHeadBytes) {
+      // The payload's head shares the word's line: store it last, just before the word, so
+      // that line is written once, in one go, not again after the rest.
+      std::memcpy(dst.data() + kHeadBytes, item.data() + kHeadBytes, n - kHeadBytes);
+      std::memcpy(dst.data(), item.data(), kHeadBytes);
+    } else if (n) {
+      std::memcpy(dst.data(), item.data(), n);
+    }
     return commit();
   }
+  static constexpr std::size_t kHeadBytes = kCellBytes - kCompactWord;
 
   Status enqueue(std::span<const std::byte> item,
                  std::chrono::milliseconds timeout) noexcept override {
@@ -179,7 +191,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   [[gnu::always_inline]] Status commit_reserved(std::size_t n) noexcept {
     reserved_n_ = 0;
     const std::uint32_t len = reserved_len_;
-    const std::size_t at = L_.payload_at(len);
+    const std::size_t at = L_.payload_at(len), word_at = L_.word_at();
     const std::uint64_t end = staged_ + n;
     mark_visible(end);
     std::byte* const ring = peer_ring_ ? peer_ring_ : base_;
@@ -188,7 +200,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     for (std::uint64_t index = staged_; index < end; ++index) {
       std::byte* sl = ring + (mask ? index & mask : index % capacity) * stride;
       if (compact) {
-        write_compact(sl, stride, index, sl + at, len, 0);  // the payload is in place
+        write_compact(sl, word_at, at, index, sl + at, len, 0);  // the payload is in place
         demote_slot(sl, len);
       } else
         write_slot(sl, index, sl + at, len, 0, L_.sum);
@@ -230,11 +242,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       return false;
   }
   // Direct stores where the transport demotes them (Capabilities::stores_demoted): the
-  // compact slot's lines, from its payload to its word, go to the shared cache, where the
-  // consumer's misses on them are served.
+  // compact slot's lines, its word and its payload (word first), go to the shared cache, where
+  // the consumer's misses on them are served.
   [[gnu::always_inline]] void demote_slot(const std::byte* sl, std::uint32_t len) const noexcept {
-    if (demote_ && len <= local::kDemoteMax)
-      demote_lines(sl + L_.stride - kCompactWord - round8(len), round8(len) + kCompactWord);
+    if (demote_ && len <= local::kDemoteMax) demote_lines(sl, kCompactWord + round8(len));
   }
   // Where item `index` is built: this end's ring, or with direct stores the consumer's.
   [[gnu::always_inline]] std::byte* staging(std::uint64_t index) const noexcept {
@@ -246,7 +257,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
                                       std::uint32_t flags) noexcept {
     std::byte* sl = staging(staged_);
     if (L_.compact) {
-      write_compact(sl, L_.stride, staged_, data, len, flags);
+      write_compact(sl, L_.word_at(), L_.payload_at(len), staged_, data, len, flags);
       demote_slot(sl, len);
     } else
       write_slot(sl, staged_, data, len, flags, L_.sum);
@@ -477,7 +488,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::uint32_t slot_len(std::uint64_t index) const noexcept {
     std::uint64_t m;
     if (L_.compact) {
-      std::memcpy(&m, B::slot(index) + L_.stride - kCompactWord, 8);
+      std::memcpy(&m, B::slot(index) + L_.word_at(), 8);
       return static_cast<std::uint32_t>((m >> 32) & 0x7fff'ffffu);
     }
     std::memcpy(&m, B::slot(index) + 8, 8);

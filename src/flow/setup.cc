@@ -3,8 +3,15 @@
 #include <fabflow/bootstrap.h>
 
 #include "flow/end_base.h"
+#include "transport/local/local_transport.h"
 
 namespace fabflow::flow::detail {
+
+bool stores_directly(Transport& t, const QueueOptions& o, const Layout& l) noexcept {
+  return l.compact && o.design.data == DataFlow::push1 &&
+         o.design.transfer != TransferNotify::imm && !o.batching && !o.active_producer &&
+         dynamic_cast<local::LocalTransport*>(&t) != nullptr;
+}
 
 std::size_t effective_capacity(const QueueOptions& o) noexcept {
   if (o.design.data != DataFlow::push2 || o.recv_pool == 0) return o.capacity;
@@ -19,6 +26,7 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
                                pool.on == RecvOn::notify, format);
   layout.sum =
       !layout.compact && needs_sum(o.design.data, o.design.transfer, t.caps().in_order_data);
+  layout.word_first = role == EndRole::producer && stores_directly(t, o, layout);
   Shared s{t, n, boot, peer, o, layout, {}, {}, {}, {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);
   if (separate) s.nmr = n.allocate(s.layout.notify_bytes, kAllAccess);
@@ -40,6 +48,7 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   h.separate = separate ? 1 : 0;
   h.format = static_cast<std::uint8_t>(format);
   h.sum = layout.sum ? 1 : 0;
+  h.word_first = layout.word_first ? 1 : 0;
   h.capacity = s.layout.capacity;  // push2: bounded by recv_pool, which must agree as well
   h.item_bytes = o.item_bytes;
   h.region_bytes = s.layout.region_bytes;
@@ -58,7 +67,11 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
     throw PeerError(
         peer, "flow: the bootstrap all-gather returned no blob for rank " + std::to_string(peer));
   std::span<const std::byte> peer_nkey;
-  auto peer_key = decode_hello(all[static_cast<std::size_t>(peer)], peer, h, &peer_nkey);
+  Hello peer_hello;
+  auto peer_key =
+      decode_hello(all[static_cast<std::size_t>(peer)], peer, h, &peer_nkey, &peer_hello);
+  // Where the producer's slots carry their word is the producer's choice (its options).
+  if (role == EndRole::consumer) s.layout.word_first = peer_hello.word_first != 0;
   auto too_small = [&](const char* which, std::uint64_t got, std::size_t need) {
     return PeerError(peer, "flow: rank " + std::to_string(peer) + " registered a" + which +
                                " region of " + std::to_string(got) + " bytes, the queue needs " +

@@ -167,7 +167,16 @@ TEST(FlowSlot, CompactGeometry) {
   EXPECT_EQ(b.wire_begin(100), 128u - 8u - 104u);
   EXPECT_EQ(b.wire_end(100), 128u);  // a write of the item ends with the word
   EXPECT_EQ(b.wire_begin(0), 120u);
+  EXPECT_EQ(b.word_at(), 120u);
   EXPECT_EQ(b.ring_bytes, 8 * 128u);
+  // Word first (direct stores): the word at 0, the payload after it whatever its length, so a
+  // 64-byte item's first 56 bytes share the word's line; same stride.
+  auto w = Layout::make(8, 64, 4, false, false, SlotFormat::compact);
+  w.word_first = true;
+  EXPECT_EQ(w.stride, 128u);
+  EXPECT_EQ(w.word_at(), 0u);
+  EXPECT_EQ(w.payload_at(64), 8u);
+  EXPECT_EQ(w.payload_at(5), 8u);
   // Framed keeps the header at 0 and ends at the trailer.
   auto f = Layout::make(8, 100, 4);
   EXPECT_FALSE(f.compact);
@@ -181,6 +190,7 @@ TEST(FlowSlot, CompactGeometry) {
 // publishes a slot, so it is absent; a wrong sequence, an impossible length or flag is refused.
 TEST(FlowSlot, CompactWordIsTheOnlyPublisher) {
   constexpr std::size_t kStride = detail::compact_stride(100);
+  constexpr std::size_t kWord = kStride - 8, kAt = kStride - 8 - 104;
   alignas(64) std::byte slot[kStride] = {};
   std::byte old_item[100], new_item[100];
   for (std::size_t i = 0; i < sizeof old_item; ++i) {
@@ -188,33 +198,61 @@ TEST(FlowSlot, CompactWordIsTheOnlyPublisher) {
     new_item[i] = std::byte(200 - i);
   }
   std::uint32_t len = 0, flags = 0;
-  EXPECT_EQ(detail::check_compact(slot, kStride, 0, 100, &len, &flags), detail::SlotState::absent);
-  detail::write_compact(slot, kStride, 3, old_item, 100, 0);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 3, 100, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 0, 100, &len, &flags), detail::SlotState::absent);
+  detail::write_compact(slot, kWord, kAt, 3, old_item, 100, 0);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 3, 100, &len, &flags), detail::SlotState::valid);
   EXPECT_EQ(len, 100u);
-  EXPECT_EQ(std::memcmp(slot + kStride - 8 - 104, old_item, 100), 0);
+  EXPECT_EQ(std::memcmp(slot + kAt, old_item, 100), 0);
   // One lap later (capacity 8): the new payload lands, the word does not (yet).
-  std::memcpy(slot + kStride - 8 - 104, new_item, 100);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 11, 100, &len, &flags), detail::SlotState::absent);
-  detail::write_compact(slot, kStride, 11, new_item, 100, 0);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 11, 100, &len, &flags), detail::SlotState::valid);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 3, 100, &len, &flags), detail::SlotState::absent);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 12, 100, &len, &flags), detail::SlotState::absent);
+  std::memcpy(slot + kAt, new_item, 100);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 11, 100, &len, &flags), detail::SlotState::absent);
+  detail::write_compact(slot, kWord, kAt, 11, new_item, 100, 0);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 11, 100, &len, &flags), detail::SlotState::valid);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 3, 100, &len, &flags), detail::SlotState::absent);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 12, 100, &len, &flags), detail::SlotState::absent);
   // A length beyond item_bytes, or a close marker with a length: a protocol violation.
-  EXPECT_EQ(detail::check_compact(slot, kStride, 11, 64, &len, &flags), detail::SlotState::bad);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 11, 64, &len, &flags), detail::SlotState::bad);
   std::uint64_t w = detail::compact_word(12, 4, detail::kFlagClose);
-  std::memcpy(slot + kStride - 8, &w, 8);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 12, 100, &len, &flags), detail::SlotState::bad);
-  detail::write_compact(slot, kStride, 13, nullptr, 0, detail::kFlagClose);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 13, 100, &len, &flags), detail::SlotState::valid);
+  std::memcpy(slot + kWord, &w, 8);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 12, 100, &len, &flags), detail::SlotState::bad);
+  detail::write_compact(slot, kWord, kAt, 13, nullptr, 0, detail::kFlagClose);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 13, 100, &len, &flags), detail::SlotState::valid);
   EXPECT_EQ(flags, detail::kFlagClose);
   EXPECT_EQ(len, 0u);
   // Any other flag bit cannot be expressed: the word has one.
   w = detail::compact_word(14, 1u << 30, 0);
-  std::memcpy(slot + kStride - 8, &w, 8);
-  EXPECT_EQ(detail::check_compact(slot, kStride, 14, std::size_t{1} << 30, &len, &flags),
+  std::memcpy(slot + kWord, &w, 8);
+  EXPECT_EQ(detail::check_compact(slot, kWord, 14, std::size_t{1} << 30, &len, &flags),
             detail::SlotState::valid);
   EXPECT_EQ(len, 1u << 30);
+}
+
+// The same promises with the word first (direct stores): the word at 0 alone publishes.
+TEST(FlowSlot, WordFirstCompactWordIsTheOnlyPublisher) {
+  auto l = detail::Layout::make(8, 100, 0, false, false, SlotFormat::compact);
+  l.word_first = true;
+  alignas(64) std::byte slot[detail::compact_stride(100)] = {};
+  std::byte item[100];
+  for (std::size_t i = 0; i < sizeof item; ++i) item[i] = std::byte(i + 7);
+  std::uint32_t len = 0, flags = 0;
+  detail::write_compact(slot, l.word_at(), l.payload_at(100), 3, item, 100, 0);
+  EXPECT_EQ(detail::check_compact(slot, l.word_at(), 3, 100, &len, &flags),
+            detail::SlotState::valid);
+  EXPECT_EQ(std::memcmp(slot + 8, item, 100), 0);
+  std::uint64_t first;
+  std::memcpy(&first, slot, 8);
+  EXPECT_EQ(first, detail::compact_word(3, 100, 0));
+  // Read as a word-last slot, the same bytes publish nothing.
+  EXPECT_EQ(detail::check_compact(slot, l.stride - 8, 3, 100, &len, &flags),
+            detail::SlotState::absent);
+  // One lap later the payload lands first: absent until the word; a bad length is refused.
+  std::memset(slot + 8, 0x11, 100);
+  EXPECT_EQ(detail::check_compact(slot, l.word_at(), 11, 100, &len, &flags),
+            detail::SlotState::absent);
+  const std::uint64_t w = detail::compact_word(11, 101, 0);
+  std::memcpy(slot, &w, 8);
+  EXPECT_EQ(detail::check_compact(slot, l.word_at(), 11, 100, &len, &flags),
+            detail::SlotState::bad);
 }
 
 // Which transports and designs get compact slots, and what refuses them.
@@ -384,6 +422,35 @@ TEST(FlowSlot, HelloMismatchIsAPeerError) {
   EXPECT_THROW(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine), PeerError);
   EXPECT_THROW(detail::decode_hello(std::span<const std::byte>(blob.data(), 10), 1, mine),
                PeerError);
+}
+
+// Word-first slots: a producer with compact slots says so, and the consumer learns it; any
+// other end claiming them, or a value other than 0 and 1, is a malformed hello.
+TEST(FlowSlot, HelloWordFirstOnlyFromACompactProducer) {
+  detail::Hello consumer;
+  consumer.role = 1;
+  consumer.capacity = 8;
+  consumer.item_bytes = 64;
+  consumer.format = static_cast<std::uint8_t>(SlotFormat::compact);
+  detail::Hello producer = consumer;
+  producer.role = 0;
+  producer.word_first = 1;
+  std::vector<std::byte> key(4, std::byte{1});
+  detail::Hello got;
+  EXPECT_EQ(
+      detail::decode_hello(detail::encode_hello(producer, key), 0, consumer, nullptr, &got).size(),
+      4u);
+  EXPECT_EQ(got.word_first, 1);
+  producer.word_first = 2;
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(producer, key), 0, consumer), PeerError);
+  // From a consumer (to a producer), or with framed slots: refused.
+  consumer.word_first = 1;
+  producer.word_first = 0;
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(consumer, key), 1, producer), PeerError);
+  consumer.word_first = 0;
+  producer.word_first = 1;
+  producer.format = consumer.format = static_cast<std::uint8_t>(SlotFormat::framed);
+  EXPECT_THROW(detail::decode_hello(detail::encode_hello(producer, key), 0, consumer), PeerError);
 }
 
 TEST(FlowSlot, HelloWithANotifyKey) {

@@ -354,12 +354,13 @@ INSTANTIATE_TEST_SUITE_P(All, FlowStress, ::testing::ValuesIn(points(kAllFormats
 
 template <class Victim>
 std::string misbehave(const Provider& p, const QueueOptions& o, Victim victim,
-                      const std::function<void(Transport&, FakeEnd&)>& attack, int fake_role) {
+                      const std::function<void(Transport&, FakeEnd&)>& attack, int fake_role,
+                      bool word_first = false) {
   return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
     if (rank == 0) {
       victim(t, boot);
     } else {
-      FakeEnd fake(t, boot, 0, o, fake_role);
+      FakeEnd fake(t, boot, 0, o, fake_role, nullptr, word_first);
       attack(t, fake);
       boot.barrier([&] { t.progress(); });
     }
@@ -574,38 +575,42 @@ TEST_P(FlowMisbehaving, ReadOfAnUnpublishedBatchIsSummed) {
   EXPECT_NE(seen.find("payload sum"), std::string::npos) << seen;
 }
 
-// In both slot formats (local runs compact and, forced, framed; libfabric providers framed).
+// In both slot formats (local runs compact and, forced, framed; libfabric providers framed),
+// compact with the word last and first.
 TEST_P(FlowMisbehaving, SlotLengthBeyondItemBytes) {
   QueueOptions o = on(GetParam(), conformance_options(*Design::parse("push1-watermark-pull")));
-  std::string seen;
-  auto err = misbehave(
-      GetParam(), o, consumer_must_fail(o, 5s, &seen),
-      [&](Transport& t, FakeEnd& fake) {
-        // Slot 0 with a valid sequence number and a length far past item_bytes: the framed
-        // header, or the compact word at the end of the slot.
-        std::byte* s = fake.mr->data();
-        std::size_t at = 0, len = 16;
-        if (fake.layout.compact) {
-          at = fake.layout.stride - detail::kCompactWord;
-          len = detail::kCompactWord;
-          const std::uint64_t word = detail::compact_word(0, 1u << 20, 0);
-          std::memcpy(s + at, &word, 8);
-        } else {
-          std::uint64_t seq = 1, meta = 1u << 20;
-          std::memcpy(s, &seq, 8);
-          std::memcpy(s + 8, &meta, 8);
-        }
-        post_ok(t, [&] {
-          return t.post_write(0, s + at, len, fake.mr->desc(), fake.remote, at, 0, kSignal);
-        });
-        Completion c[1];
-        auto deadline = std::chrono::steady_clock::now() + 5s;
-        while (t.poll_tx(c) == 0 && std::chrono::steady_clock::now() < deadline) {
-        }
-      },
-      0);
-  ASSERT_EQ(err, "");
-  EXPECT_NE(seen.find("protocol violation"), std::string::npos) << seen;
+  for (bool word_first : {false, true}) {
+    std::string seen;
+    auto err = misbehave(
+        GetParam(), o, consumer_must_fail(o, 5s, &seen),
+        [&](Transport& t, FakeEnd& fake) {
+          // Slot 0 with a valid sequence number and a length far past item_bytes: the framed
+          // header, or the compact word (at the end of the slot, or at its start).
+          std::byte* s = fake.mr->data();
+          std::size_t at = 0, len = 16;
+          if (fake.layout.compact) {
+            at = fake.layout.word_at();
+            len = detail::kCompactWord;
+            const std::uint64_t word = detail::compact_word(0, 1u << 20, 0);
+            std::memcpy(s + at, &word, 8);
+          } else {
+            std::uint64_t seq = 1, meta = 1u << 20;
+            std::memcpy(s, &seq, 8);
+            std::memcpy(s + 8, &meta, 8);
+          }
+          post_ok(t, [&] {
+            return t.post_write(0, s + at, len, fake.mr->desc(), fake.remote, at, 0, kSignal);
+          });
+          Completion c[1];
+          auto deadline = std::chrono::steady_clock::now() + 5s;
+          while (t.poll_tx(c) == 0 && std::chrono::steady_clock::now() < deadline) {
+          }
+        },
+        0, word_first);
+    ASSERT_EQ(err, "") << (word_first ? "word first" : "word last");
+    EXPECT_NE(seen.find("protocol violation"), std::string::npos) << seen;
+    if (GetParam().slots == SlotFormat::framed || GetParam().name != std::string("local")) break;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, FlowMisbehaving, ::testing::ValuesIn(kAllFormats),

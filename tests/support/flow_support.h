@@ -154,19 +154,22 @@ inline std::size_t env_count(const char* name, std::size_t fallback) {
 
 // A hand-made queue end that takes part in the key exchange like a real one, for tests that
 // play a misbehaving peer. Owns its region(s). With separate_notify_endpoint, `notify` is its
-// second transport: the cells live in `nmr`, the peer's in `nremote`.
+// second transport: the cells live in `nmr`, the peer's in `nremote`. It writes its slots
+// through the transport: compact ones word last, unless `word_first` (a producer's claim in
+// its hello: the consumer then reads the word at the slot's start).
 struct FakeEnd {
   detail::Layout layout;
   std::unique_ptr<MemoryRegion> mr, nmr;
   RemoteMemory remote, nremote;
 
   FakeEnd(Transport& t, Bootstrap& boot, int peer, const QueueOptions& o, int role,
-          Transport* notify = nullptr) {
+          Transport* notify = nullptr, bool word_first = false) {
     const bool separate = o.separate_notify_endpoint;
     const SlotFormat format = slot_format(t.caps(), o);
     layout = detail::Layout::make(o.capacity, o.item_bytes, 0, separate, false, format);
     layout.sum = !layout.compact &&
                  detail::needs_sum(o.design.data, o.design.transfer, t.caps().in_order_data);
+    layout.word_first = word_first && layout.compact;
     mr = t.allocate(layout.region_bytes, kAllAccess);
     if (separate) nmr = notify->allocate(layout.notify_bytes, kAllAccess);
     detail::Hello h;
@@ -177,6 +180,7 @@ struct FakeEnd {
     h.separate = separate ? 1 : 0;
     h.format = static_cast<std::uint8_t>(format);
     h.sum = layout.sum ? 1 : 0;
+    h.word_first = layout.word_first ? 1 : 0;
     h.capacity = o.capacity;
     h.item_bytes = o.item_bytes;
     h.region_bytes = layout.region_bytes;
