@@ -240,7 +240,11 @@ class Endpoint {
                       std::to_string(off) + " is outside rank " + std::to_string(peer) +
                       "'s mapped region");
       std::byte* to = direct_[r] + off;
-      std::memcpy(to + 8, frame + 8, bytes - 8);
+      // The stamp's line last, in one go: the frame beyond it first, then the rest of that line
+      // (a line written, left and written again for the stamp costs the reader's poll).
+      const std::size_t line = std::min(bytes, kAlign - off % kAlign);
+      if (bytes > line) std::memcpy(to + line, frame + line, bytes - line);
+      std::memcpy(to + 8, frame + 8, line - 8);
       std::uint64_t stamp;
       std::memcpy(&stamp, frame, 8);
       std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(to))
