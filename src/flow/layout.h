@@ -43,6 +43,7 @@ constexpr std::size_t slot_used(std::size_t len) noexcept {
 // the word's cache line: a consumer that reads an item's head waits for one line, not two
 // (docs/flow-queues.md, "Word-first compact slots").
 inline constexpr std::size_t kCompactWord = 8;
+inline constexpr std::size_t kCompactHead = kCellBytes - kCompactWord;  // word first: in its line
 inline constexpr std::uint64_t kCompactClose = std::uint64_t{1} << 63;
 constexpr std::size_t compact_stride(std::size_t item_bytes) noexcept {
   return (round8(item_bytes) + kCompactWord + kCellBytes - 1) / kCellBytes * kCellBytes;

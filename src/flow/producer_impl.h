@@ -84,17 +84,16 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     Status st = reserve(item.size(), &dst);
     if (st != Status::ok) return st;
     const std::size_t n = item.size();
-    if (L_.word_first && n > kHeadBytes) {
+    if (L_.word_first && n > kCompactHead) {
       // The payload's head shares the word's line: store it last, just before the word, so
       // that line is written once, in one go, not again after the rest.
-      std::memcpy(dst.data() + kHeadBytes, item.data() + kHeadBytes, n - kHeadBytes);
-      std::memcpy(dst.data(), item.data(), kHeadBytes);
+      std::memcpy(dst.data() + kCompactHead, item.data() + kCompactHead, n - kCompactHead);
+      std::memcpy(dst.data(), item.data(), kCompactHead);
     } else if (n) {
       std::memcpy(dst.data(), item.data(), n);
     }
     return commit();
   }
-  static constexpr std::size_t kHeadBytes = kCellBytes - kCompactWord;
 
   Status enqueue(std::span<const std::byte> item,
                  std::chrono::milliseconds timeout) noexcept override {
