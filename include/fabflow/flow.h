@@ -59,7 +59,10 @@ struct Design {
 //            16 bytes again after it: the consumer accepts the slot only when both agree, so a
 //            write whose bytes land in any order is never taken half-written;
 //   compact  the payload, then one 8-byte word (sequence number, length, flags) stored last,
-//            slots on their own cache lines (a 56-byte item and its word fill one line). Needs a
+//            slots on their own cache lines (a 56-byte item and its word fill one line); a
+//            producer that stores slots into the consumer's ring itself (local, no batching,
+//            no data mover, no writedata) puts the word first, so an item's first 56 bytes
+//            share its line (the producer's hello says which). Needs a
 //            transport whose writes become visible in order, the last aligned word last
 //            (Capabilities::in_order_data: local, or a provider advertising FI_ORDER_DATA), and
 //            data the producer writes (push1): the consumer polls that one word;
