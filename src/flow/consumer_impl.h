@@ -152,11 +152,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         ok = check_slot(sl, index, item_bytes, &len, &flags, L_.sum, index >= trusted_end_) ==
              SlotState::valid;
       if (!ok || flags) break;
-      items[index - head] =
-          std::span<const std::byte>(sl + (!compact     ? kSlotHeader
-                                           : word_first ? kCompactWord
-                                                        : stride - kCompactWord - round8(len)),
-                                     len);
+      items[index - head] = std::span<const std::byte>(
+          sl + (compact ? compact_payload_at(word_first, stride, len) : kSlotHeader), len);
     }
     peeked_n_ = static_cast<std::size_t>(index - head);
     *n = peeked_n_;

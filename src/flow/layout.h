@@ -48,6 +48,11 @@ inline constexpr std::uint64_t kCompactClose = std::uint64_t{1} << 63;
 constexpr std::size_t compact_stride(std::size_t item_bytes) noexcept {
   return (round8(item_bytes) + kCompactWord + kCellBytes - 1) / kCellBytes * kCellBytes;
 }
+// Where a compact slot's payload of `len` bytes starts: after the word, or right before it.
+constexpr std::size_t compact_payload_at(bool word_first, std::size_t stride,
+                                         std::size_t len) noexcept {
+  return word_first ? kCompactWord : stride - kCompactWord - round8(len);
+}
 constexpr std::uint64_t compact_word(std::uint64_t index, std::uint32_t len,
                                      std::uint32_t flags) noexcept {
   return ((index + 1) & 0xffff'ffffu) | (std::uint64_t{len & 0x7fff'ffffu} << 32) |
@@ -128,8 +133,7 @@ struct Layout {
   }
   // Where the payload of a `len`-byte item starts within its slot.
   [[gnu::always_inline]] std::size_t payload_at(std::size_t len) const noexcept {
-    if (!compact) return kSlotHeader;
-    return word_first ? kCompactWord : stride - kCompactWord - round8(len);
+    return compact ? compact_payload_at(word_first, stride, len) : kSlotHeader;
   }
   // Where a compact slot's word is within the slot.
   [[gnu::always_inline]] std::size_t word_at() const noexcept {
