@@ -32,7 +32,7 @@
 //               stores); the writer stores the payload's last 8 bytes, then its first 56, then
 //               the word
 //   8/64 dem    ring 64 dem, but the writer stores only the payload's first 8 bytes and the
-//               reader reads only those (what bench queue's zero-copy API does with a 64-byte
+//               reader reads only those (what bench queue's seq-only API does with a 64-byte
 //               item: its sequence number); word last, so those 8 bytes are in the other line
 //   8/64 dem wf the same with the word first: the 8 bytes share the word's line
 #include <cpuid.h>

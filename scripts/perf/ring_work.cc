@@ -6,7 +6,7 @@
 //   /tmp/ring_work [cpu_producer] [cpu_consumer]
 //
 // Two threads, pinned, 4*10^6 items through a 1024-slot ring, zero-copy (each side touches
-// only the item's first 8 bytes, as `bench queue --api zero-copy` does). Three layouts:
+// only the item's first 8 bytes, as `bench queue --api seq-only` does). Three layouts:
 //   index        64-byte slots, head and tail counters on their own lines (the SPSC-ring
 //                reference of `bench queue --reference`);
 //   word, 1 line 56-byte items, the sequence word in the slot's last 8 bytes, one line a slot

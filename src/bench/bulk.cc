@@ -146,20 +146,6 @@ double stream(const Point& pt, std::uint64_t* sent, double* cpu) {
   return s;
 }
 
-// memcpy of `size` bytes between two touched buffers: MB/s over about `bytes` moved.
-double memcpy_rate(std::size_t size, std::uint64_t bytes) {
-  Mapped a(size, 1), b(size, 2);
-  const std::uint64_t n = std::max<std::uint64_t>(4, bytes / std::max<std::size_t>(size, 1));
-  std::memcpy(b.span().data(), a.span().data(), size);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (std::uint64_t i = 0; i < n; ++i) {
-    std::memcpy(b.span().data(), a.span().data(), size);
-    asm volatile("" ::: "memory");
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return static_cast<double>(size) * static_cast<double>(n) / s / 1e6;
-}
-
 // The raw streaming RMA write of `size` bytes from rank 0 into rank 1's registered region,
 // `window` in flight; MB/s on rank 0. Both regions come from Transport::allocate (so local
 // takes part too).
@@ -294,7 +280,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
         std::clamp<std::uint64_t>(params.bytes_per_point / std::max<std::size_t>(size, 1),
                                   params.min_messages, params.max_messages);
     if (params.reference) {
-      if (rank == 0) memcpy_mb_s = memcpy_rate(size, params.bytes_per_point);
+      if (rank == 0) memcpy_mb_s = bench::memcpy_mb_s(size, params.bytes_per_point);
       if (t->caps().supports(Op::write))
         raw_mb_s = raw_write_rate(*t, *ch, boot, size, params.window, messages,
                                   std::chrono::milliseconds(params.timeout_ms));

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/item_payload.h"
 #include "common/affinity.h"
 
 namespace fabflow {
@@ -103,8 +104,7 @@ CachelineReference cacheline_pingpong(std::uint64_t round_trips, std::uint64_t w
 }
 
 double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
-                             bool zero_copy, int cpu_producer, int cpu_consumer,
-                             const Clock& clock) {
+                             QueueApi api, int cpu_producer, int cpu_consumer, const Clock& clock) {
   // Indices on their own lines; each side caches the other's index and re-reads it only when
   // the cached value says full (producer) or empty (consumer).
   struct alignas(kLine) Indices {
@@ -123,10 +123,11 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
                                                        std::byte[capacity * stride]);
   std::memset(ring.get(), 0, capacity * stride);
   std::uint64_t first = 0, last = 0, bad = 0;
+  const bench::ItemPayload payload(item_bytes);
   on_two_cores(
       cpu_producer, cpu_consumer,
       [&] {
-        std::vector<std::byte> item(item_bytes, std::byte{0x5a});
+        std::vector<std::byte> item(item_bytes);  // copy API: the item copied in
         std::uint64_t head_seen = 0;
         for (std::uint64_t i = 0; i < items; ++i) {
           while (i - head_seen >= capacity) {
@@ -134,10 +135,12 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
             if (i - head_seen >= capacity) cpu_relax();
           }
           std::byte* slot = &ring[(i % capacity) * stride];
-          if (zero_copy) {
-            if (item_bytes >= 8) std::memcpy(slot, &i, 8);
+          if (api == QueueApi::zero_copy) {
+            payload.fill({slot, item_bytes}, i);
+          } else if (api == QueueApi::seq_only) {
+            payload.stamp({slot, item_bytes}, i);
           } else {
-            if (item_bytes >= 8) std::memcpy(item.data(), &i, 8);
+            payload.fill(item, i);
             std::memcpy(slot, item.data(), item_bytes);
           }
           idx->tail.v.store(i + 1, std::memory_order_release);
@@ -152,20 +155,20 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
             if (i >= tail_seen) cpu_relax();
           }
           const std::byte* slot = &ring[(i % capacity) * stride];
-          std::uint64_t got = i;
-          if (zero_copy) {
-            if (item_bytes >= 8) std::memcpy(&got, slot, 8);
-          } else {
+          std::span<const std::byte> got{slot, item_bytes};
+          if (api == QueueApi::copy) {
             std::memcpy(out.data(), slot, item_bytes);
-            if (item_bytes >= 8) std::memcpy(&got, out.data(), 8);
+            got = out;
           }
+          bad += api == QueueApi::seq_only ? bench::ItemPayload::seq_of(got, i) != i
+                                           : !payload.intact(got, i);
           idx->head.v.store(i + 1, std::memory_order_release);
-          bad += got != i;
           if (i == 0) first = clock.now();  // the clock is read twice, not once per item
         }
         last = clock.now();
       });
-  if (bad) throw Error("SPSC ring reference: " + std::to_string(bad) + " items out of order");
+  if (bad)
+    throw Error("SPSC ring reference: " + std::to_string(bad) + " items out of order or corrupt");
   const double seconds = clock.to_ns(last - first) / 1e9;
   // Timed like the queue: on the consumer, first to last item (items - 1 intervals).
   return seconds > 0 ? static_cast<double>(items - 1) / seconds : 0;

@@ -20,6 +20,8 @@
 #include <ostream>
 #include <type_traits>
 
+#include "bench/item_payload.h"
+#include "bench/mapped_buffer.h"
 #include "common/bounded_wait.h"
 #include "flow/socket/socket_queue.h"
 
@@ -95,22 +97,46 @@ EndSummary summary_of(const flow::QueueStats& s) {
   return {0, s.items, s.data_ops, s.transfer_ops, s.space_ops, s.full, s.empty};
 }
 
-// Spins until the producer takes item `seq`; the sequence number rides in the first 8 bytes
-// when there is room. Copy API: try_enqueue of `buf`. Zero-copy API: reserve / commit, writing
-// only the sequence number into the slot (the raw write stream does not touch its payload
-// either).
-void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy, Stall& stall,
-         const Clock& clock, std::vector<double>* samples) {
-  if (!zero_copy && buf.size() >= 8) std::memcpy(buf.data(), &seq, 8);
+// How the bench's ends touch each item (QueueParams::api): every byte of it, written by the
+// producer and read by the consumer, except with seq_only.
+struct ItemAccess {
+  QueueApi api;
+  bench::ItemPayload payload;
+  bool in_place() const noexcept { return api != QueueApi::copy; }
+  bool whole() const noexcept { return api != QueueApi::seq_only; }
+};
+
+// The error for an item that arrived with the wrong length, sequence number or bytes (`len`
+// bytes, `got` its sequence number), or "" when it is item `seq` whole.
+std::string item_fault(const ItemAccess& a, std::span<const std::byte> item, std::uint64_t seq) {
+  const std::string which = "queue bench: item " + std::to_string(seq);
+  if (item.size() != a.payload.size())
+    return which + " has " + std::to_string(item.size()) + " bytes, expected " +
+           std::to_string(a.payload.size());
+  const std::uint64_t got = bench::ItemPayload::seq_of(item, seq);
+  if (got != seq) return which + " arrived as " + std::to_string(got);
+  if (a.whole() && !a.payload.intact(item, seq)) return which + "'s payload is corrupt (checksum)";
+  return {};
+}
+
+// Spins until the producer takes item `seq`, which carries its sequence number in its first 8
+// bytes when there is room. Copy API: try_enqueue of `buf`, item `seq` written into it; zero-copy:
+// reserve / commit, the payload written into the slot; seq_only: only the number written.
+void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, const ItemAccess& a,
+         Stall& stall, const Clock& clock, std::vector<double>* samples) {
+  if (!a.in_place()) a.payload.fill(buf, seq);  // the item the copy API enqueues
   stall.reset();
   for (;;) {
     std::uint64_t t0 = samples ? clock.now() : 0;
     Status s;
-    if (zero_copy) {
+    if (a.in_place()) {
       std::span<std::byte> slot;
       s = p.reserve(buf.size(), &slot);
       if (s == Status::ok) {
-        if (slot.size() >= 8) std::memcpy(slot.data(), &seq, 8);
+        if (a.whole())
+          a.payload.fill(slot, seq);
+        else
+          a.payload.stamp(slot, seq);
         s = p.commit();
       }
     } else {
@@ -125,36 +151,32 @@ void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_
   }
 }
 
-// Spins until item `seq` arrives; false at end of stream. Checks length and order. Copy API:
-// try_dequeue into `buf`; zero-copy API: peek / release, reading the item in place.
-bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_copy, Stall& stall,
-         const Clock& clock, std::vector<double>* samples) {
+// Spins until item `seq` arrives; false at end of stream. Checks its length, its order and
+// (but with seq_only) every byte. Copy API: try_dequeue into `buf`; zero-copy APIs: peek /
+// release, reading the item in place.
+bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, const ItemAccess& a,
+         Stall& stall, const Clock& clock, std::vector<double>* samples) {
   stall.reset();
   for (;;) {
-    std::size_t len = 0;
     std::uint64_t t0 = samples ? clock.now() : 0;
-    std::uint64_t got = seq;
+    std::string fault;
     Status s;
-    if (zero_copy) {
+    if (a.in_place()) {
       std::span<const std::byte> item;
       s = c.peek(&item);
       if (s == Status::ok) {
-        len = item.size();
-        if (len >= 8) std::memcpy(&got, item.data(), 8);
+        fault = item_fault(a, item, seq);
         s = c.release();
       }
     } else {
+      std::size_t len = 0;
       s = c.try_dequeue(buf, &len);
-      if (s == Status::ok && len >= 8) std::memcpy(&got, buf.data(), 8);
+      if (s == Status::ok)
+        fault = item_fault(a, std::span(buf).first(std::min(len, buf.size())), seq);
     }
     if (s == Status::ok) {
       if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
-      if (len != buf.size())
-        throw Error("queue bench: item " + std::to_string(seq) + " has " + std::to_string(len) +
-                    " bytes, expected " + std::to_string(buf.size()));
-      if (got != seq)
-        throw Error("queue bench: item " + std::to_string(seq) + " arrived as " +
-                    std::to_string(got));
+      if (!fault.empty()) throw Error(fault);
       return true;
     }
     if (s == Status::closed) return false;
@@ -164,17 +186,20 @@ bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, bool zero_
 }
 
 // --burst: takes up to slots.size() items at once (reserve_many / commit_many), items seq on,
-// writing each one's sequence number into its slot; returns how many. Spins while full.
-std::size_t put_many(Producer& p, std::size_t len, std::uint64_t seq,
+// writing each one into its slot (seq_only: its sequence number); returns how many. Spins
+// while full.
+std::size_t put_many(Producer& p, const ItemAccess& a, std::uint64_t seq,
                      std::span<std::span<std::byte>> slots, Stall& stall) {
   stall.reset();
   for (;;) {
     std::size_t granted = 0;
-    Status s = p.reserve_many(len, slots, &granted);
+    Status s = p.reserve_many(a.payload.size(), slots, &granted);
     if (s == Status::ok) {
       for (std::size_t i = 0; i < granted; ++i) {
-        const std::uint64_t v = seq + i;
-        if (len >= 8) std::memcpy(slots[i].data(), &v, 8);
+        if (a.whole())
+          a.payload.fill(slots[i], seq + i);
+        else
+          a.payload.stamp(slots[i], seq + i);
       }
       s = p.commit_many(granted);
       if (s == Status::ok) return granted;
@@ -185,24 +210,17 @@ std::size_t put_many(Producer& p, std::size_t len, std::uint64_t seq,
 }
 
 // --burst: gives the items that are there, up to items.size() (peek_many / release_many),
-// checking each one's length and sequence number from seq on; 0 at end of stream.
-std::size_t get_many(Consumer& c, std::size_t len, std::uint64_t seq,
+// checking each one from seq on as get() does; 0 at end of stream.
+std::size_t get_many(Consumer& c, const ItemAccess& a, std::uint64_t seq,
                      std::span<std::span<const std::byte>> items, Stall& stall) {
   stall.reset();
   for (;;) {
     std::size_t n = 0;
     Status s = c.peek_many(items, &n);
     if (s == Status::ok) {
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint64_t got = seq + i;
-        if (items[i].size() != len)
-          throw Error("queue bench: item " + std::to_string(seq + i) + " has " +
-                      std::to_string(items[i].size()) + " bytes, expected " + std::to_string(len));
-        if (len >= 8) std::memcpy(&got, items[i].data(), 8);
-        if (got != seq + i)
-          throw Error("queue bench: item " + std::to_string(seq + i) + " arrived as " +
-                      std::to_string(got));
-      }
+      for (std::size_t i = 0; i < n; ++i)
+        if (std::string fault = item_fault(a, items[i], seq + i); !fault.empty())
+          throw Error(fault);
       s = c.release_many(n);
       if (s != Status::ok) throw Error(queue_error("dequeue", c.error(), s));
       return n;
@@ -257,7 +275,9 @@ void close_queue(Producer& p, std::uint64_t timeout_ms) {
 
 void throughput(const QueueParams& params, const QueueOptions& o, QueueTransports q,
                 Bootstrap& boot, const Clock& clock, QueueRow& row) {
-  std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
+  const ItemAccess access{params.api, bench::ItemPayload(o.item_bytes)};
+  std::vector<std::byte> buf(o.item_bytes);  // the copy API's item
+  access.payload.fill(buf, 0);
   Stall stall(boot, params.timeout_ms);
   std::vector<double> samples;
   if (params.latency) samples.reserve(params.items);
@@ -270,11 +290,11 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
       for (std::uint64_t i = 0; i < params.items;) {
         const auto want =
             static_cast<std::size_t>(std::min<std::uint64_t>(params.burst, params.items - i));
-        i += put_many(*p, o.item_bytes, i, std::span(slots).first(want), stall);
+        i += put_many(*p, access, i, std::span(slots).first(want), stall);
       }
     } else {
       for (std::uint64_t i = 0; i < params.items; ++i)
-        put(*p, buf, i, params.zero_copy, stall, clock, params.latency ? &samples : nullptr);
+        put(*p, buf, i, access, stall, clock, params.latency ? &samples : nullptr);
     }
     close_queue(*p, params.timeout_ms);
     mine = summary_of(p->stats());
@@ -288,7 +308,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
     std::uint64_t first = 0, last = 0, n = 0, before_first = 0;
     if (params.burst > 1) {
       std::vector<std::span<const std::byte>> items(params.burst);
-      while (std::size_t got = get_many(*c, o.item_bytes, n, items, stall)) {
+      while (std::size_t got = get_many(*c, access, n, items, stall)) {
         if (n == 0) {
           first = clock.now();
           before_first = got;
@@ -298,7 +318,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
         if (n > params.items) break;  // reported below
       }
     } else {
-      while (get(*c, buf, n, params.zero_copy, stall, clock, params.latency ? &samples : nullptr)) {
+      while (get(*c, buf, n, access, stall, clock, params.latency ? &samples : nullptr)) {
         if (n == 0) {
           first = clock.now();
           before_first = 1;
@@ -322,7 +342,9 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
   row.seconds = c.seconds;
   // The consumer times first to last item: the items after the first call's.
   if (c.seconds > 0) row.items_per_s = static_cast<double>(c.timed) / c.seconds;
-  row.mbps = row.items_per_s * static_cast<double>(o.item_bytes) / 1e6;
+  // Bytes per second only where every byte of every item was written and read.
+  if (params.api != QueueApi::seq_only)
+    row.mbps = row.items_per_s * static_cast<double>(o.item_bytes) / 1e6;
   double n = static_cast<double>(std::max<std::uint64_t>(params.items, 1));
   row.data_per_item = static_cast<double>(p.data + c.data) / n;
   row.transfer_per_item = static_cast<double>(p.transfer + c.transfer) / n;
@@ -396,7 +418,9 @@ void line_block(LineBlocks& b, const std::vector<double>& samples, Bootstrap& bo
 void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports t,
               QueueTransports back, Bootstrap& boot, const Clock& clock, QueueRow& row,
               std::vector<double>* keep, LineBlocks* lines = nullptr) {
-  std::vector<std::byte> buf(o.item_bytes, std::byte{0x5a});
+  const ItemAccess access{params.api, bench::ItemPayload(o.item_bytes)};
+  std::vector<std::byte> buf(o.item_bytes);  // the copy API's item
+  access.payload.fill(buf, 0);
   const std::uint64_t total = params.warmup + params.round_trips;
   std::vector<double> samples;
   EndSummary mine;
@@ -418,9 +442,9 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
     std::uint64_t prev = 0;
     for (std::uint64_t i = 0; i < total; ++i) {
       if (i == params.warmup) prev = clock.now();
-      put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
+      put(*p, buf, i, access, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
-      if (!get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr))
+      if (!get(*c, buf, i, access, get_stall, clock, nullptr))
         throw Error("queue bench: echo queue closed early");
       if (i >= params.warmup) {
         const std::uint64_t t = clock.now();
@@ -436,8 +460,8 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
     c = consumer_on(t, boot, 0, o);
     p = producer_on(back, boot, 0, o);
     boot.barrier();
-    for (std::uint64_t i = 0; get(*c, buf, i, params.zero_copy, get_stall, clock, nullptr); ++i) {
-      put(*p, buf, i, params.zero_copy, put_stall, clock, nullptr);
+    for (std::uint64_t i = 0; get(*c, buf, i, access, get_stall, clock, nullptr); ++i) {
+      put(*p, buf, i, access, put_stall, clock, nullptr);
       flush_queue(*p, params.timeout_ms);
       if (lines && i >= params.warmup && (i + 1 - params.warmup) % lines->trips == 0) {
         boot.barrier();  // rank 0 has the item back; it bounces the line while we sleep
@@ -480,6 +504,7 @@ struct References {
   bool raw_pingpong_measured = false;
   double raw_stream_mbps = 0, raw_stream_msgs_per_s = 0;
   double spsc_items_per_s = 0;
+  double memcpy_mbps = 0;
   LatencyStats cacheline;
   double cacheline_whole_run_ns = 0;
   bool cacheline_measured = false;
@@ -490,6 +515,7 @@ struct References {
     row.raw_stream_mbps = raw_stream_mbps;
     row.raw_stream_msgs_per_s = raw_stream_msgs_per_s;
     row.spsc_items_per_s = spsc_items_per_s;
+    row.memcpy_mbps = memcpy_mbps;
     row.cacheline = cacheline;
     row.cacheline_whole_run_ns = cacheline_whole_run_ns;
     row.cacheline_measured = cacheline_measured;
@@ -535,8 +561,8 @@ void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot,
   }
 }
 
-// The two-core hardware references: rank 0 runs both threads on the two ranks' CPUs while
-// rank 1 sleeps in a barrier. Collective.
+// The hardware references: rank 0 runs both threads on the two ranks' CPUs (and, throughput
+// mode, the memcpy on its own) while rank 1 sleeps in a barrier. Collective.
 void core_references(const QueueParams& params, std::size_t size, Bootstrap& boot,
                      const Clock& clock, int cpu0, int cpu1, References& ref,
                      std::vector<double>* keep = nullptr) {
@@ -549,7 +575,10 @@ void core_references(const QueueParams& params, std::size_t size, Bootstrap& boo
       ref.cacheline_measured = true;
     } else {
       ref.spsc_items_per_s = spsc_ring_items_per_s(params.items, size, queue_capacity(params, size),
-                                                   params.zero_copy, cpu0, cpu1, clock);
+                                                   params.api, cpu0, cpu1, clock);
+      // The copy the producer's thread makes of each item, alone, on its CPU.
+      if (params.api != QueueApi::seq_only)
+        ref.memcpy_mbps = bench::memcpy_mb_s(size, params.items * size);
     }
     boot.barrier();
   } else {

@@ -17,6 +17,17 @@ std::string label(const QueueDesign& d) {
   return d.preset.empty() || d.preset == "basic" ? d.design : d.design + "/" + d.preset;
 }
 
+std::string api_text(const QueueParams& p) {
+  const std::string touched = p.api == QueueApi::seq_only
+                                  ? ", only the 8-byte sequence number written and read: no MB/s"
+                                  : ", every item written whole and read whole (checksum)";
+  if (p.burst > 1)
+    return std::string(name_of(p.api)) + ", bursts of up to " + std::to_string(p.burst) +
+           " (reserve_many/commit_many, peek_many/release_many)" + touched;
+  if (p.api == QueueApi::copy) return "copy (try_enqueue/try_dequeue)" + touched;
+  return std::string(name_of(p.api)) + " (reserve/commit, peek/release)" + touched;
+}
+
 }  // namespace
 
 void print_queue_header(std::ostream& out, const QueueResult& r) {
@@ -26,11 +37,7 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
       {"capacity " +
            (p.capacity ? std::to_string(p.capacity) + " items"
                        : std::string("auto (1024 items, ring <= 4 MiB)")) +
-           (p.active_consumer ? "  active consumer" : "") + "  api " +
-           (p.burst > 1 ? "zero-copy, bursts of up to " + std::to_string(p.burst) +
-                              " (reserve_many/commit_many, peek_many/release_many)"
-            : p.zero_copy ? std::string("zero-copy (reserve/commit, peek/release)")
-                          : std::string("copy (try_enqueue/try_dequeue)")),
+           (p.active_consumer ? "  active consumer" : "") + "  api " + api_text(p),
        "slots " + std::string(name_of(p.slot_format)) +
            (p.slot_format == flow::SlotFormat::automatic
                 ? " (compact where the transport places writes in order and the producer writes "
@@ -74,12 +81,13 @@ void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& ro
                   l.p99 / 1e3, l.p999 / 1e3, l.max / 1e3, raw, row.data_per_item,
                   row.transfer_per_item, row.space_per_item);
   } else {
+    char mbps[32] = "n/a";  // seq-only: no payload moved
+    if (r.params.api != QueueApi::seq_only) std::snprintf(mbps, sizeof mbps, "%.2f", row.mbps);
     std::snprintf(
-        line, sizeof line, "  %-32s %6zu %8llu %10.4f %10.2f %8.3f %8.3f %8.3f %9llu %9llu\n",
+        line, sizeof line, "  %-32s %6zu %8llu %10.4f %10s %8.3f %8.3f %8.3f %9llu %9llu\n",
         label(row.design).c_str(), row.item_bytes, static_cast<unsigned long long>(row.items),
-        row.items_per_s / 1e6, row.mbps, row.data_per_item, row.transfer_per_item,
-        row.space_per_item, static_cast<unsigned long long>(row.full),
-        static_cast<unsigned long long>(row.empty));
+        row.items_per_s / 1e6, mbps, row.data_per_item, row.transfer_per_item, row.space_per_item,
+        static_cast<unsigned long long>(row.full), static_cast<unsigned long long>(row.empty));
   }
   out << line;
   if (row.unsupported.empty() && r.params.reference) {
@@ -108,8 +116,16 @@ void print_queue_row(std::ostream& out, const QueueResult& r, const QueueRow& ro
       }
     } else {
       if (row.raw_stream_mbps > 0) {
-        std::snprintf(part, sizeof part, "raw write stream %.2f MB/s (queue %.2fx)",
-                      row.raw_stream_mbps, row.mbps / row.raw_stream_mbps);
+        if (r.params.api == QueueApi::seq_only)
+          std::snprintf(part, sizeof part, "raw write stream %.2f MB/s", row.raw_stream_mbps);
+        else
+          std::snprintf(part, sizeof part, "raw write stream %.2f MB/s (queue %.2fx)",
+                        row.raw_stream_mbps, row.mbps / row.raw_stream_mbps);
+        refs += part;
+      }
+      if (row.memcpy_mbps > 0) {
+        std::snprintf(part, sizeof part, "%smemcpy %.2f MB/s (queue %.3fx)",
+                      refs.empty() ? "" : "; ", row.memcpy_mbps, row.mbps / row.memcpy_mbps);
         refs += part;
       }
       if (row.spsc_items_per_s > 0) {
@@ -143,7 +159,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
       {"provider", row.provider},
       {"item_bytes", row.item_bytes},
       {"capacity", row.capacity},
-      {"api", r.params.zero_copy ? "zero-copy" : "copy"},
+      {"api", name_of(r.params.api)},
       {"burst", r.params.burst},
       {"active_consumer", r.params.active_consumer && row.design.design != "socket"},
       {"notify_endpoint", r.params.separate_notify ? "separate" : "shared"},
@@ -157,7 +173,8 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
   }
   j["items"] = row.items;
   j["items_per_s"] = r.params.pingpong ? nlohmann::json(nullptr) : nlohmann::json(row.items_per_s);
-  j["MBps"] = r.params.pingpong ? nlohmann::json(nullptr) : nlohmann::json(row.mbps);
+  j["MBps"] = r.params.pingpong || r.params.api == QueueApi::seq_only ? nlohmann::json(nullptr)
+                                                                      : nlohmann::json(row.mbps);
   j["seconds"] = row.seconds;
   j["ops_per_item"] = {{"data", row.data_per_item},
                        {"transfer_notify", row.transfer_per_item},
@@ -192,7 +209,8 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
     } else {
       j["reference"] = {{"raw_write_stream_MBps", num(row.raw_stream_mbps)},
                         {"raw_write_stream_msgs_per_s", num(row.raw_stream_msgs_per_s)},
-                        {"spsc_ring_items_per_s", num(row.spsc_items_per_s)}};
+                        {"spsc_ring_items_per_s", num(row.spsc_items_per_s)},
+                        {"memcpy_MBps", num(row.memcpy_mbps)}};
     }
   }
   j["progress_threads"] = row.progress_threads;

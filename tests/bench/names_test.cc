@@ -29,7 +29,7 @@ TEST(NameTables, EveryValueRoundTrips) {
   round_trips<Switch>(2);
   round_trips<RawTest>(3);
   round_trips<QueuePreset>(3);
-  round_trips<QueueApi>(2);
+  round_trips<QueueApi>(3);
   round_trips<NotifyEndpoint>(2);
   round_trips<rr::Pattern>(4);
   round_trips<rr::Mailbox>(2);

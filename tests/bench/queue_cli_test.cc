@@ -102,8 +102,8 @@ TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
   auto out = lines(t.out);
   ASSERT_EQ(out.size(), 1u) << t.out;
   auto j = nlohmann::json::parse(out[0]);
-  for (const char* k :
-       {"raw_write_stream_MBps", "raw_write_stream_msgs_per_s", "spsc_ring_items_per_s"})
+  for (const char* k : {"raw_write_stream_MBps", "raw_write_stream_msgs_per_s",
+                        "spsc_ring_items_per_s", "memcpy_MBps"})
     EXPECT_GT(j["reference"][k].get<double>(), 0) << k;
 
   // Ping-pong: the row and its references in 3 interleaved rounds that share the 500 round
@@ -139,10 +139,11 @@ TEST(QueueCli, ReferencesAreMeasuredInTheSameRun) {
   EXPECT_FALSE(j["progress_threads"].get<bool>());
 }
 
-// Both APIs move every item in order (the bench checks the sequence number of each); the
+// Every API moves every item in order (the bench checks the sequence number of each, and but
+// for seq-only every byte); only the APIs that write and read whole items report MB/s; the
 // automatic capacity keeps a ring of large items within 4 MiB; each row says what it used.
 TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
-  for (const char* api : {"copy", "zero-copy"}) {
+  for (const char* api : {"copy", "zero-copy", "seq-only"}) {
     CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "shm", "--design", "socket,datamover",
                            "-S", "64,64K", "--items", "3000", "--api", api, "--json"},
                           60s);
@@ -154,6 +155,13 @@ TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
       auto j = nlohmann::json::parse(line);
       EXPECT_EQ(j["api"], api);
       EXPECT_EQ(j["items"], 3000);
+      EXPECT_GT(j["items_per_s"].get<double>(), 0) << line;
+      if (std::string(api) == "seq-only")
+        EXPECT_TRUE(j["MBps"].is_null()) << line;
+      else
+        EXPECT_DOUBLE_EQ(j["MBps"].get<double>(),
+                         j["items_per_s"].get<double>() * j["item_bytes"].get<double>() / 1e6)
+            << line;
       EXPECT_EQ(j["capacity"], j["item_bytes"] == 64 ? 1024 : 64) << line;
     }
   }
@@ -164,6 +172,32 @@ TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
   auto j = nlohmann::json::parse(lines(fixed.out).at(0));
   EXPECT_EQ(j["capacity"], 8);
   EXPECT_EQ(j["api"], "zero-copy");
+}
+
+// seq-only moves no payload, so its table prints no MB/s and its header says why; seq-only
+// batched calls run too (the copy API has none).
+TEST(QueueCli, SeqOnlyReportsNoBytesPerSecond) {
+  CliResult r =
+      run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "push1-watermark-pull", "-S",
+               "64K", "--items", "2000", "--api", "seq-only", "--burst", "8"},
+              60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("only the 8-byte sequence number written and read: no MB/s"),
+            std::string::npos)
+      << r.out;
+  const auto row = r.out.find("push1-watermark-pull ");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" n/a ", row), std::string::npos) << r.out;
+
+  CliResult whole = run_cli({"fabflow", "bench", "queue", "-p", "local", "--design",
+                             "push1-watermark-pull", "-S", "64K", "--items", "2000"},
+                            60s);
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  EXPECT_NE(whole.out.find("every item written whole and read whole (checksum)"), std::string::npos)
+      << whole.out;
+  EXPECT_EQ(whole.out.find(" n/a ", whole.out.find("push1-watermark-pull ")), std::string::npos)
+      << whole.out;
 }
 
 // --notify-endpoint separate: the design points run with their notifications on a second

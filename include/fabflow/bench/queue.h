@@ -17,14 +17,19 @@ class Bootstrap;
 
 // The queue's enumerated choices, named for flags and output.
 enum class QueuePreset : std::uint8_t { basic, batching, datamover };
-enum class QueueApi : std::uint8_t { copy, zero_copy };
+// copy: try_enqueue / try_dequeue copy every item in and out; zero_copy: reserve / commit and
+// peek / release, the producer writing the whole item into its slot and the consumer reading
+// all of it in place; seq_only: the same calls, but only the 8-byte sequence number is written
+// and read (the queue's per-item cost alone: no MB/s is reported, since no payload moves).
+enum class QueueApi : std::uint8_t { copy, zero_copy, seq_only };
 enum class NotifyEndpoint : std::uint8_t { shared, separate };
 inline constexpr NameTable<QueuePreset, 3> kQueuePresetNames{
     {{{"basic", QueuePreset::basic},
       {"batching", QueuePreset::batching},
       {"datamover", QueuePreset::datamover}}}};
-inline constexpr NameTable<QueueApi, 2> kQueueApiNames{
-    {{{"copy", QueueApi::copy}, {"zero-copy", QueueApi::zero_copy}}}};
+inline constexpr NameTable<QueueApi, 3> kQueueApiNames{{{{"copy", QueueApi::copy},
+                                                         {"zero-copy", QueueApi::zero_copy},
+                                                         {"seq-only", QueueApi::seq_only}}}};
 inline constexpr NameTable<NotifyEndpoint, 2> kNotifyEndpointNames{
     {{{"shared", NotifyEndpoint::shared}, {"separate", NotifyEndpoint::separate}}}};
 constexpr const auto& name_table(QueuePreset) noexcept { return kQueuePresetNames; }
@@ -56,10 +61,9 @@ struct QueueParams {
   std::uint64_t round_trips = 1u << 17;  // ping-pong mode, after warm-up
   std::uint64_t warmup = 1000;           // ping-pong round trips not measured
   bool latency = false;                  // throughput mode: also time every enqueue / dequeue
-  // Zero-copy API (reserve / commit, peek / release; only the 8-byte sequence number is
-  // written and read) instead of try_enqueue / try_dequeue copying whole items.
-  bool zero_copy = true;
-  // Throughput, zero-copy API: items per call (1: reserve / commit, peek / release; more:
+  // Every item is written whole and read whole (a checksum checks it) except with seq_only.
+  QueueApi api = QueueApi::zero_copy;
+  // Throughput, zero-copy APIs: items per call (1: reserve / commit, peek / release; more:
   // reserve_many / commit_many and peek_many / release_many of up to this many).
   std::size_t burst = 1;
   bool active_consumer = false;  // QueueOptions::active_consumer on every design point
@@ -92,7 +96,7 @@ struct QueueRow {
   std::uint64_t items = 0;   // items (throughput) or round trips (ping-pong)
   double seconds = 0;        // consumer: first to last item
   double items_per_s = 0;
-  double mbps = 0;  // 10^6 item bytes per second
+  double mbps = 0;  // 10^6 item bytes per second; 0 with QueueApi::seq_only (none moved)
   // Per item, both ends summed: fabric operations (socket: syscalls) by purpose.
   double data_per_item = 0, transfer_per_item = 0, space_per_item = 0;
   std::uint64_t full = 0;   // producer(s): try_enqueue returned full
@@ -105,6 +109,7 @@ struct QueueRow {
   double raw_stream_mbps = 0;  // throughput: raw streaming write, same provider and size
   double raw_stream_msgs_per_s = 0;
   double spsc_items_per_s = 0;        // throughput: minimal SPSC ring, same item size and S
+  double memcpy_mbps = 0;             // throughput: memcpy of one item, producer's CPU
   LatencyStats cacheline;             // ping-pong: bare cache-line ping-pong, one-way
   double cacheline_whole_run_ns = 0;  // ... its mean over a run with no clock read per trip
   bool cacheline_measured = false;
@@ -139,8 +144,9 @@ std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) no
 // unpinned), src/bench/local_reference.cc. Half the round trip of a cache line bounced between
 // the cores, sampled with one clock read per round trip (as the queue's ping-pong is) and
 // again timed as a whole with none (the floor); items/s of Lamport's SPSC ring with cached indices,
-// timed on the consumer from first to last item; zero_copy: only the 8-byte sequence number is
-// written and read in place (as bench queue's zero-copy API), else every item is copied in and out.
+// timed on the consumer from first to last item; each item written and read as bench queue's
+// `api` does (copy: copied in and out, checked; zero_copy: written and checked in place;
+// seq_only: only the 8-byte sequence number written and read in place).
 struct CachelineReference {
   LatencyStats sampled;     // one-way, per round trip
   double whole_run_ns = 0;  // one-way mean, the clock read before and after the run only
@@ -150,8 +156,7 @@ CachelineReference cacheline_pingpong(std::uint64_t round_trips, std::uint64_t w
                                       int cpu_b, const Clock& clock,
                                       std::vector<double>* keep = nullptr);
 double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::size_t capacity,
-                             bool zero_copy, int cpu_producer, int cpu_consumer,
-                             const Clock& clock);
+                             QueueApi api, int cpu_producer, int cpu_consumer, const Clock& clock);
 
 void print_queue_header(std::ostream& out, const QueueResult& result);
 void print_queue_row(std::ostream& out, const QueueResult& result, const QueueRow& row);
