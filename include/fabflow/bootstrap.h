@@ -7,12 +7,17 @@
 // liveness channel: when a process dies its socket hangs up and every other rank learns of it.
 #pragma once
 
+#include <fabflow/status.h>
+
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace fabflow {
@@ -78,6 +83,46 @@ class Bootstrap {
   // endpoints bind to it so that tcp traffic uses the same interface (a veth in a namespace).
   virtual std::string local_address() const = 0;
 };
+
+// Typed all-gathers over Bootstrap::allgather, for plain values (trivially copyable: no
+// pointers, nothing to fix up). Collective. A peer's blob of the wrong length throws PeerError
+// naming `what` (e.g. "raw bench: phase report") and the rank; the values themselves come from
+// a peer and are the caller's to range-check.
+//
+// One value per rank, indexed by rank.
+template <class T>
+std::vector<T> allgather_value(Bootstrap& boot, const T& mine, std::string_view what) {
+  static_assert(std::is_trivially_copyable_v<T>, "allgather_value sends T as bytes");
+  auto blobs = boot.allgather(std::as_bytes(std::span(&mine, 1)));
+  std::vector<T> all(blobs.size());
+  for (std::size_t r = 0; r < blobs.size(); ++r) {
+    if (blobs[r].size() != sizeof(T))
+      throw PeerError(static_cast<int>(r), std::string(what) + " from rank " + std::to_string(r) +
+                                               " is malformed (" + std::to_string(blobs[r].size()) +
+                                               " bytes, expected " + std::to_string(sizeof(T)) +
+                                               ")");
+    std::memcpy(&all[r], blobs[r].data(), sizeof(T));
+  }
+  return all;
+}
+// An array of values per rank (each rank's may differ in length), indexed by rank.
+template <class T>
+std::vector<std::vector<T>> allgather_values(Bootstrap& boot, std::span<const T> mine,
+                                             std::string_view what) {
+  static_assert(std::is_trivially_copyable_v<T>, "allgather_values sends T as bytes");
+  auto blobs = boot.allgather(std::as_bytes(mine));
+  std::vector<std::vector<T>> all(blobs.size());
+  for (std::size_t r = 0; r < blobs.size(); ++r) {
+    if (blobs[r].size() % sizeof(T) != 0)
+      throw PeerError(static_cast<int>(r), std::string(what) + " from rank " + std::to_string(r) +
+                                               " is malformed (" + std::to_string(blobs[r].size()) +
+                                               " bytes, not a multiple of " +
+                                               std::to_string(sizeof(T)) + ")");
+    all[r].resize(blobs[r].size() / sizeof(T));
+    if (!all[r].empty()) std::memcpy(all[r].data(), blobs[r].data(), blobs[r].size());
+  }
+  return all;
+}
 
 std::unique_ptr<Bootstrap> make_tcp_bootstrap(BootstrapConfig config);
 

@@ -104,6 +104,15 @@ struct Capabilities {
   std::string why_not(Op op) const;
 };
 
+// The first of `ops` that `caps` does not support, with Capabilities::why_not's line;
+// nullopt when it supports them all. Every "can this provider run these operations" check
+// goes through here.
+struct MissingOp {
+  Op op;
+  std::string why;
+};
+std::optional<MissingOp> missing_op(const Capabilities& caps, std::span<const Op> ops);
+
 // What to ask the fabric for.
 struct TransportOptions {
   std::string provider = "auto";  // "local", a libfabric provider name, or "auto"

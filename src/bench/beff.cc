@@ -30,19 +30,6 @@ struct Report {
   std::uint64_t registrations = 0, hits = 0, misses = 0, invalidations = 0;
 };
 
-template <class T>
-std::vector<T> gather(Bootstrap& boot, const T& mine) {
-  auto all = boot.allgather({reinterpret_cast<const std::byte*>(&mine), sizeof mine});
-  std::vector<T> out(all.size());
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].size() != sizeof(T))
-      throw PeerError(static_cast<int>(r),
-                      "bench beff: malformed report from rank " + std::to_string(r));
-    std::memcpy(&out[r], all[r].data(), sizeof(T));
-  }
-  return out;
-}
-
 void barrier(Bootstrap& boot, bulk::Channel& ch) {
   boot.barrier([&] {
     ch.progress();
@@ -318,7 +305,7 @@ BeffResult run_beff(const BeffParams& given, Bootstrap& boot,
         mine.misses = st.cache_misses;
         mine.invalidations = st.cache_invalidations;
         barrier(boot, *ch);  // every peer done with this rank's buffers
-        auto all = gather(boot, mine);
+        auto all = allgather_value(boot, mine, "bench beff: report");
         BeffRow row;
         row.protocol = proto;
         row.kind = pat.kind;

@@ -32,12 +32,6 @@ struct Summary {
   double stream_cpu_s = 0;
 };
 
-std::vector<std::byte> bytes_of(const void* p, std::size_t n) {
-  std::vector<std::byte> v(n);
-  if (n) std::memcpy(v.data(), p, n);
-  return v;
-}
-
 struct Point {
   bulk::Channel& ch;
   Bootstrap& boot;
@@ -306,14 +300,8 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
         const double secs = stream(pt, &sent, &cpu);
         const bulk::Stats st = ch->stats();
         Summary mine = summarize_rank(pp, st, cpu);
-        auto all = boot.allgather(bytes_of(&mine, sizeof mine));
+        const auto s = allgather_value(boot, mine, "bench bulk: summary");
         if (rank == 0) {
-          Summary s[2];
-          for (int r = 0; r < 2; ++r) {
-            if (all[r].size() != sizeof(Summary))
-              throw PeerError(r, "bench bulk: malformed summary from rank " + std::to_string(r));
-            std::memcpy(&s[r], all[r].data(), sizeof(Summary));
-          }
           row.messages = messages;
           row.half_rtt_us = half_ns / 1e3;
           row.pingpong_mb_s = half_ns > 0 ? static_cast<double>(size) / half_ns * 1e3 : 0;

@@ -158,17 +158,10 @@ void note_cpu_idle(RunEnvironment& env) {
 }
 
 void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu) {
-  std::int32_t mine = cpu;
-  std::vector<std::byte> blob(sizeof mine);
-  std::memcpy(blob.data(), &mine, sizeof mine);
-  auto all = boot.allgather(blob);
+  const auto all = allgather_value(boot, std::int32_t{cpu}, "bench: CPU number");
   env.pinned = true;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].size() != sizeof mine)
-      throw PeerError(static_cast<int>(r),
-                      "bench: malformed CPU number from rank " + std::to_string(r));
-    std::int32_t c;
-    std::memcpy(&c, all[r].data(), sizeof c);
+    const std::int32_t c = all[r];
     if (c < 0) env.pinned = false;
     if (r == 0) env.cpu_initiator = c;
     if (r == 1) env.cpu_target = c;

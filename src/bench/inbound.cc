@@ -342,8 +342,8 @@ InboundResult run_inbound(const InboundParams& params, Transport& transport, Boo
     if (op != Op::read && op != Op::write && !is_atomic(op))
       throw UsageError("inbound bench: -o takes read, write, fadd and cswap, not " +
                        std::string(to_string(op)));
-    if (!caps.supports(op)) throw UsageError(caps.why_not(op));
   }
+  if (auto m = missing_op(caps, params.ops)) throw UsageError(m->why);
   for (std::size_t s : params.sizes)
     if (s == 0 || s > kInboundMaxSize || s > caps.max_msg_size)
       throw UsageError("inbound bench: size " + std::to_string(s) + " is outside 1.." +

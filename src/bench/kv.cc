@@ -234,28 +234,17 @@ Summary run_server(const KvParams& p, const kv::Options& o, const TransportOptio
 }
 
 template <class T>
-std::vector<std::byte> bytes_of(const T* p, std::size_t n) {
-  std::vector<std::byte> v(n * sizeof(T));
-  if (n) std::memcpy(v.data(), p, v.size());
-  return v;
-}
-
-template <class T>
-void append(std::vector<T>& to, const std::vector<std::byte>& blob, int rank) {
-  if (blob.size() % sizeof(T) != 0)
-    throw PeerError(rank, "kv bench: malformed results from rank " + std::to_string(rank));
-  const std::size_t n = blob.size() / sizeof(T), at = to.size();
-  to.resize(at + n);
-  if (n) std::memcpy(to.data() + at, blob.data(), blob.size());
+void append(std::vector<T>& to, const std::vector<T>& more) {
+  to.insert(to.end(), more.begin(), more.end());
 }
 
 void collect(Bootstrap& boot, const ClientRun& mine, const KvParams& p, KvRow& row) {
-  auto sums = boot.allgather(bytes_of(&mine.summary, 1));
-  auto gets = boot.allgather(bytes_of(mine.get_ns.data(), mine.get_ns.size()));
-  auto puts = boot.allgather(bytes_of(mine.put_ns.data(), mine.put_ns.size()));
-  auto hist = boot.allgather(bytes_of(mine.history.data(), mine.history.size()));
-  auto corrupt = boot.allgather(
-      {reinterpret_cast<const std::byte*>(mine.first_corrupt.data()), mine.first_corrupt.size()});
+  const auto sums = allgather_value(boot, mine.summary, "kv bench: summary");
+  const auto gets = allgather_values(boot, std::span(mine.get_ns), "kv bench: GET latencies");
+  const auto puts = allgather_values(boot, std::span(mine.put_ns), "kv bench: PUT latencies");
+  const auto hist = allgather_values(boot, std::span(mine.history), "kv bench: history");
+  const auto corrupt =
+      allgather_values(boot, std::span(mine.first_corrupt), "kv bench: first corrupt value");
   if (boot.rank() != 0) return;
   std::vector<double> get_ns, put_ns;
   std::vector<kv::HistoryEntry> history;
@@ -264,20 +253,16 @@ void collect(Bootstrap& boot, const ClientRun& mine, const KvParams& p, KvRow& r
   bool kept = true;
   std::string first_corrupt;
   for (std::size_t r = 0; r < sums.size(); ++r) {
-    const int rank = static_cast<int>(r);
-    Summary s;
-    if (sums[r].size() != sizeof s)
-      throw PeerError(rank, "kv bench: malformed summary from rank " + std::to_string(rank));
-    std::memcpy(&s, sums[r].data(), sizeof s);
+    const Summary& s = sums[r];
     if (s.role == 1) {
       served += s.served;
       rounds += s.rounds;
       server_cpu += s.server_cpu_s;
       continue;
     }
-    append(get_ns, gets[r], rank);
-    append(put_ns, puts[r], rank);
-    append(history, hist[r], rank);
+    append(get_ns, gets[r]);
+    append(put_ns, puts[r]);
+    append(history, hist[r]);
     row.requests += s.measured;
     if (s.seconds > 0) row.requests_per_s += static_cast<double>(s.measured) / s.seconds;
     client_cpu += s.cpu_s;
@@ -293,7 +278,7 @@ void collect(Bootstrap& boot, const ClientRun& mine, const KvParams& p, KvRow& r
     all_ops += s.all_ops;
     kept = kept && s.history_kept;
     if (first_corrupt.empty() && !corrupt[r].empty())
-      first_corrupt.assign(reinterpret_cast<const char*>(corrupt[r].data()), corrupt[r].size());
+      first_corrupt.assign(corrupt[r].begin(), corrupt[r].end());
   }
   row.get.count = get_ns.size();
   row.get.latency = summarize(get_ns);

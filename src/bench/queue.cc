@@ -72,21 +72,6 @@ QueueOptions queue_options(const QueueParams& params, const QueueDesign& d,
   return o;
 }
 
-template <typename T>
-std::vector<std::byte> as_blob(const T& v) {
-  static_assert(std::is_trivially_copyable_v<T>, "sent as bytes");
-  std::vector<std::byte> b(sizeof v);
-  std::memcpy(b.data(), &v, sizeof v);
-  return b;
-}
-template <typename T>
-T from_blob(const std::vector<std::byte>& b) {
-  if (b.size() != sizeof(T)) throw PeerError(-1, "queue bench: malformed summary from the peer");
-  T v;
-  std::memcpy(&v, b.data(), sizeof v);
-  return v;
-}
-
 struct EndSummary {
   double seconds = 0;
   std::uint64_t items = 0, data = 0, transfer = 0, space = 0, full = 0, empty = 0;
@@ -335,9 +320,11 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
     settle(boot, q.data, o, q.notify);
   }
   LatencyStats lat = params.latency ? summarize(samples) : LatencyStats{};
-  auto all = boot.allgather(as_blob(mine));
-  auto lats = boot.allgather(as_blob(static_cast<const LatencyFigures&>(lat)));
-  auto p = from_blob<EndSummary>(all[0]), c = from_blob<EndSummary>(all[1]);
+  auto all = allgather_value(boot, mine, "queue bench: summary");
+  auto lats =
+      allgather_value(boot, static_cast<const LatencyFigures&>(lat), "queue bench: latency");
+  const EndSummary& p = all[0];
+  const EndSummary& c = all[1];
   row.items = params.items;
   row.seconds = c.seconds;
   // The consumer times first to last item: the items after the first call's.
@@ -352,8 +339,8 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
   row.full = p.full;
   row.empty = c.empty;
   // This rank's own figures keep their histogram; the peer's come as figures only.
-  row.enqueue = boot.rank() == 0 ? lat : LatencyStats{from_blob<LatencyFigures>(lats[0])};
-  row.dequeue = boot.rank() == 1 ? lat : LatencyStats{from_blob<LatencyFigures>(lats[1])};
+  row.enqueue = boot.rank() == 0 ? lat : LatencyStats{lats[0]};
+  row.dequeue = boot.rank() == 1 ? lat : LatencyStats{lats[1]};
 }
 
 // Closes `p` while draining `c` to its end of stream (rank 0's echo queue) or, once `c` is
@@ -483,8 +470,9 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
       }
     });
   }
-  auto all = boot.allgather(as_blob(mine));
-  auto e0 = from_blob<EndSummary>(all[0]), e1 = from_blob<EndSummary>(all[1]);
+  auto all = allgather_value(boot, mine, "queue bench: summary");
+  const EndSummary& e0 = all[0];
+  const EndSummary& e1 = all[1];
   row.items = params.round_trips;
   // Each of the 2 x total items, both queues' ends summed.
   double n = 2.0 * static_cast<double>(total);

@@ -154,13 +154,7 @@ class RawRunner {
     // Rank 1 tells rank 0 its CPU time for the measured phase; rank 0 tells rank 1 whether
     // the open loop fell behind its rate (then both stop with the same line).
     const PhaseReport mine{cpu, overloaded_.empty() ? 0u : 1u};
-    auto all = boot_.allgather(as_bytes(mine));
-    PhaseReport reports[2];
-    for (int r = 0; r < 2; ++r) {
-      if (all[static_cast<std::size_t>(r)].size() != sizeof(PhaseReport))
-        throw PeerError(r, "raw bench: malformed phase report");
-      std::memcpy(&reports[r], all[static_cast<std::size_t>(r)].data(), sizeof(PhaseReport));
-    }
+    const auto reports = allgather_value(boot_, mine, "raw bench: phase report");
     const double cpu_target = reports[1].cpu;
     if (!(cpu_target >= 0 && cpu_target < 1e6))
       throw PeerError(1, "raw bench: rank 1 reported an impossible CPU time");
@@ -196,10 +190,6 @@ class RawRunner {
   }
 
  private:
-  template <class V>
-  static std::span<const std::byte> as_bytes(const V& v) {
-    return {reinterpret_cast<const std::byte*>(&v), sizeof v};
-  }
   struct PhaseReport {
     double cpu;                // CPU seconds of the measured phase
     std::uint64_t overloaded;  // rank 0: 1 when the open loop fell behind its rate
@@ -260,8 +250,7 @@ class RawRunner {
         else
           decision = n * 4;
       }
-      auto all = boot_.allgather(as_bytes(decision));
-      std::memcpy(&decision, all[0].data(), sizeof decision);
+      decision = allgather_value(boot_, decision, "raw bench: iteration count")[0];
       std::uint64_t value = decision & ~kFinal;
       if (value == 0 || value > kMaxIters)
         throw PeerError(0, "raw bench: rank 0 sent an iteration count out of range");
@@ -966,12 +955,9 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
     int cpu;
     int thread;
   } mine{progress_cpu, params.cpu, thread ? 1 : 0};
-  auto all = boot.allgather({reinterpret_cast<const std::byte*>(&mine), sizeof mine});
-  for (const auto& blob : all)
-    if (blob.size() != sizeof(Summary)) throw PeerError(-1, "raw bench: malformed summary");
-  Summary s0, s1;
-  std::memcpy(&s0, all[0].data(), sizeof s0);
-  std::memcpy(&s1, all[1].data(), sizeof s1);
+  const auto all = allgather_value(boot, mine, "raw bench: summary");
+  const Summary& s0 = all[0];
+  const Summary& s1 = all[1];
   result.env.pinned = s0.cpu >= 0 && s1.cpu >= 0;
   result.env.cpu_initiator = s0.cpu;
   result.env.cpu_target = s1.cpu;

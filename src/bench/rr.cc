@@ -519,20 +519,6 @@ class Config {
   std::atomic<bool> stop_{false};
 };
 
-template <class T>
-std::vector<std::byte> as_blob(const T& v) {
-  static_assert(std::is_trivially_copyable_v<T>, "sent as bytes");
-  std::vector<std::byte> b(sizeof v);
-  std::memcpy(b.data(), &v, sizeof v);
-  return b;
-}
-
-std::vector<std::byte> samples_blob(const std::vector<double>& v) {
-  std::vector<std::byte> b(v.size() * sizeof(double));
-  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 RrCpu side_cpu(const std::vector<RankSummary>& all, std::uint32_t role, const RrParams& p) {
   double cpu = 0, instr = 0, cycles = 0, ir = 0;
   std::uint64_t msgs = 0;
@@ -561,25 +547,14 @@ RrCpu side_cpu(const std::vector<RankSummary>& all, std::uint32_t role, const Rr
 // Rank 0 combines every rank's summary and samples into the row.
 void collect(const RrParams& p, Bootstrap& boot, const RankSummary& mine,
              std::vector<double>& samples, RrRow& row) {
-  auto blobs = boot.allgather(as_blob(mine));
-  auto sample_blobs = boot.allgather(samples_blob(samples));
-  std::vector<RankSummary> all;
-  for (std::size_t r = 0; r < blobs.size(); ++r) {
-    if (blobs[r].size() != sizeof(RankSummary) || sample_blobs[r].size() % sizeof(double) != 0)
-      throw PeerError(static_cast<int>(r),
-                      "rr bench: malformed summary from rank " + std::to_string(r));
-    RankSummary s;
-    std::memcpy(&s, blobs[r].data(), sizeof s);
-    all.push_back(s);
-  }
+  const auto all = allgather_value(boot, mine, "rr bench: summary");
+  const auto rank_samples =
+      allgather_values(boot, std::span<const double>(samples), "rr bench: samples");
   if (boot.rank() != 0) return;
   std::vector<double> every;
   std::uint64_t served = 0, sent = 0;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    const auto n = sample_blobs[r].size() / sizeof(double);
-    std::size_t at = every.size();
-    every.resize(at + n);
-    if (n) std::memcpy(every.data() + at, sample_blobs[r].data(), n * sizeof(double));
+    every.insert(every.end(), rank_samples[r].begin(), rank_samples[r].end());
     if (all[r].role == 0) {
       row.requests += all[r].measured;
       row.requests_per_s += all[r].rate;

@@ -110,36 +110,22 @@ Summary run_server(const seq::Options& o, const TransportOptions& to, Bootstrap&
   return s;
 }
 
-std::vector<std::byte> bytes_of(const void* p, std::size_t n) {
-  std::vector<std::byte> v(n);
-  if (n) std::memcpy(v.data(), p, n);
-  return v;
-}
-
 // Rank 0 turns every rank's summary and samples into the row and its exactly-once check.
 void collect(Bootstrap& boot, const ClientRun& mine, const seq::Options& o, SeqRow& row) {
-  auto blobs = boot.allgather(bytes_of(&mine.summary, sizeof mine.summary));
-  auto sample_blobs =
-      boot.allgather(bytes_of(mine.samples.data(), mine.samples.size() * sizeof(double)));
+  const auto all = allgather_value(boot, mine.summary, "seq bench: summary");
+  const auto rank_samples = allgather_values(boot, std::span(mine.samples), "seq bench: samples");
   if (boot.rank() != 0) return;
   std::vector<double> every;
   Summary server;
   std::uint64_t received = 0, full = 0, fp[2] = {0, 0};
   double client_cpu = 0;
-  for (std::size_t r = 0; r < blobs.size(); ++r) {
-    Summary s;
-    if (blobs[r].size() != sizeof s || sample_blobs[r].size() % sizeof(double) != 0)
-      throw PeerError(static_cast<int>(r),
-                      "seq bench: malformed summary from rank " + std::to_string(r));
-    std::memcpy(&s, blobs[r].data(), sizeof s);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const Summary& s = all[r];
     if (s.role == 1) {
       server = s;
       continue;
     }
-    const std::size_t n = sample_blobs[r].size() / sizeof(double);
-    const std::size_t at = every.size();
-    every.resize(at + n);
-    if (n) std::memcpy(every.data() + at, sample_blobs[r].data(), n * sizeof(double));
+    every.insert(every.end(), rank_samples[r].begin(), rank_samples[r].end());
     row.requests += s.measured;
     if (s.seconds > 0) row.requests_per_s += static_cast<double>(s.measured) / s.seconds;
     client_cpu += s.cpu_s;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -518,7 +519,7 @@ class ChannelImpl final : public Channel {
     c.memcpy_byte_ns = ns_since(t0) / 4 / kLarge;
     // Ranks 0 and 1: zero-byte round trips, then 4 MiB by rendezvous-write (registration
     // taken out with the costs just measured).
-    double shared[2] = {0, 0};
+    std::array<double, 2> shared{};
     if (rank_ < 2) {
       const int peer = 1 - rank_;
       std::byte none{};
@@ -551,9 +552,7 @@ class ChannelImpl final : public Channel {
       const double overhead = 1.5 * shared[0] + 2 * (c.reg_call_ns + c.reg_byte_ns * kLarge);
       shared[1] = std::max(0.0, one - overhead) / kLarge;
     }
-    auto all = boot_.allgather(std::as_bytes(std::span(shared)));
-    if (all[0].size() != sizeof shared) throw PeerError(0, "bulk: malformed costs from rank 0");
-    std::memcpy(shared, all[0].data(), sizeof shared);
+    shared = allgather_value(boot_, shared, "bulk: costs")[0];
     c.round_trip_ns = shared[0];
     c.wire_byte_ns = shared[1];
     c.measured = true;
@@ -575,13 +574,8 @@ class ChannelImpl final : public Channel {
     mine.frag_growth = o_.frag_growth;
     mine.pid = static_cast<std::uint64_t>(::getpid());
     mine.probe_addr = reinterpret_cast<std::uint64_t>(&probe_);
-    auto all = boot_.allgather(std::as_bytes(std::span(&mine, 1)));
-    std::vector<Agreement> a(all.size());
-    for (std::size_t r = 0; r < all.size(); ++r) {
-      if (all[r].size() != sizeof(Agreement))
-        throw PeerError(static_cast<int>(r), "bulk: " + rank_str(static_cast<int>(r)) +
-                                                 " sent a malformed channel hello");
-      std::memcpy(&a[r], all[r].data(), sizeof(Agreement));
+    const auto a = allgather_value(boot_, mine, "bulk: channel hello");
+    for (std::size_t r = 0; r < a.size(); ++r) {
       const Agreement& x = a[r];
       // Name every parameter that differs, with both values.
       std::string theirs, ours;
@@ -627,14 +621,8 @@ class ChannelImpl final : public Channel {
         err = EIO;
     }
     mine.cma_errno = err;
-    auto verdicts = boot_.allgather(std::as_bytes(std::span(&mine, 1)));
-    for (std::size_t r = 0; r < verdicts.size() && err == 0; ++r) {
-      Agreement x{};
-      if (verdicts[r].size() != sizeof x)
-        throw PeerError(static_cast<int>(r), "bulk: malformed cross-memory-attach verdict");
-      std::memcpy(&x, verdicts[r].data(), sizeof x);
-      err = x.cma_errno;
-    }
+    const auto verdicts = allgather_value(boot_, mine, "bulk: cross-memory-attach verdict");
+    for (std::size_t r = 0; r < verdicts.size() && err == 0; ++r) err = verdicts[r].cma_errno;
     cma_ok_ = err == 0;
     if (cma_ok_)
       path_ = "cross-memory attach (single copy; no registration)";

@@ -98,17 +98,14 @@ std::string why_unsupported_on(const Capabilities& data, const Capabilities& not
   const char* where = o.separate_notify_endpoint ? " (notify endpoint)" : "";
   auto check = [&](const Capabilities& caps, const std::vector<Op>& ops,
                    const char* which) -> std::string {
-    for (Op op : ops) {
-      if (op == Op::writedata) {
-        if (caps.cq_data_size == 0)
-          return "flow: " + name + " needs remote CQ data, " + caps.provider + " has none";
-        if (caps.cq_data_size < 4)
-          return "flow: " + name + " needs 4 bytes of remote CQ data, " + caps.provider + " has " +
-                 std::to_string(caps.cq_data_size);
-      }
-      if (auto why = caps.why_not(op); !why.empty()) return "flow: " + name + which + ": " + why;
-    }
-    return {};
+    auto m = missing_op(caps, ops);
+    if (!m) return {};
+    if (m->op == Op::writedata && caps.cq_data_size == 0)
+      return "flow: " + name + " needs remote CQ data, " + caps.provider + " has none";
+    if (m->op == Op::writedata && caps.cq_data_size < 4)
+      return "flow: " + name + " needs 4 bytes of remote CQ data, " + caps.provider + " has " +
+             std::to_string(caps.cq_data_size);
+    return "flow: " + name + which + ": " + m->why;
   };
   if (auto why = check(data, required_ops(o), ""); !why.empty()) return why;
   if (o.separate_notify_endpoint)

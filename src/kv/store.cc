@@ -23,10 +23,9 @@ std::vector<Op> required_ops(Design d) {
 }
 
 std::string why_unsupported(const Capabilities& caps, const Options& o) {
-  for (Op op : required_ops(o.design))
-    if (!caps.supports(op))
-      return std::string(to_string(o.design)) + " needs " + std::string(to_string(op)) + ": " +
-             caps.why_not(op);
+  if (auto m = missing_op(caps, required_ops(o.design)))
+    return std::string(to_string(o.design)) + " needs " + std::string(to_string(m->op)) + ": " +
+           m->why;
   return {};
 }
 

@@ -35,10 +35,9 @@ std::vector<Op> required_ops(const ChannelOptions& o) {
 }
 
 std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o) {
-  for (Op op : required_ops(o))
-    if (!caps.supports(op))
-      return std::string(to_string(o.pattern)) + " needs " + std::string(to_string(op)) + ": " +
-             caps.why_not(op);
+  if (auto m = missing_op(caps, required_ops(o)))
+    return std::string(to_string(o.pattern)) + " needs " + std::string(to_string(m->op)) + ": " +
+           m->why;
   for (std::size_t payload : {o.request_bytes, o.response_bytes})
     if (frame_bytes(payload) > caps.max_msg_size)
       return "a " + std::to_string(frame_bytes(payload)) + "-byte message is above " +
@@ -100,14 +99,12 @@ Peers gather_slots(Bootstrap& boot, int requesters, unsigned mine) {
   if (requesters < 1 || requesters >= boot.size())
     throw UsageError("rr: " + std::to_string(requesters) + " requesters among " +
                      std::to_string(boot.size()) + " ranks leaves no responder");
-  std::uint32_t v = mine;
-  auto all = boot.allgather({reinterpret_cast<const std::byte*>(&v), sizeof v});
+  const auto all = allgather_value(boot, std::uint32_t{mine}, "rr: slot count");
   Peers p;
   p.requesters = requesters;
   p.responders = boot.size() - requesters;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].size() != sizeof v) throw PeerError(static_cast<int>(r), "rr: malformed slot count");
-    std::memcpy(&v, all[r].data(), sizeof v);
+    const std::uint32_t v = all[r];
     const bool requester = static_cast<int>(r) < requesters;
     if (requester ? (v == 0 || v > kMaxSlots) : v != 0)
       throw PeerError(static_cast<int>(r),

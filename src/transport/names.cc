@@ -134,4 +134,10 @@ std::string Capabilities::why_not(Op op) const {
   return where + " cannot do " + std::string(to_string(op));
 }
 
+std::optional<MissingOp> missing_op(const Capabilities& caps, std::span<const Op> ops) {
+  for (Op op : ops)
+    if (!caps.supports(op)) return MissingOp{op, caps.why_not(op)};
+  return std::nullopt;
+}
+
 }  // namespace fabflow

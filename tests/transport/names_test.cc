@@ -2,6 +2,8 @@
 #include <fabflow/transport.h>
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace fabflow {
 namespace {
 
@@ -74,6 +76,24 @@ TEST(NamesCapabilities, NoRemoteCqDataRefusesWritedataOnly) {
   EXPECT_NE(why.find("tcp;ofi_rxm"), std::string::npos) << why;
   EXPECT_NE(why.find("cq_data_size 0"), std::string::npos) << why;
   EXPECT_TRUE(caps(true, 4, false).supports(Op::writedata));
+}
+
+// missing_op: the first unsupported operation of a list, in the list's order, with why_not's
+// line; none when every one is supported (or the list is empty).
+TEST(NamesCapabilities, MissingOpIsTheFirstUnsupportedWithItsReason) {
+  const Capabilities no_rma = caps(false, 8, true);
+  const std::vector<Op> ops{Op::send, Op::fadd, Op::read, Op::write};
+  auto m = missing_op(no_rma, ops);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->op, Op::read);
+  EXPECT_EQ(m->why, no_rma.why_not(Op::read));
+  EXPECT_FALSE(missing_op(no_rma, std::vector<Op>{Op::send, Op::cswap}).has_value());
+  EXPECT_FALSE(missing_op(no_rma, {}).has_value());
+  const Capabilities no_atomics = caps(true, 8, false);
+  m = missing_op(no_atomics, std::vector<Op>{Op::write, Op::cswap, Op::fadd});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->op, Op::cswap);
+  EXPECT_FALSE(m->why.empty());
 }
 
 TEST(NamesCapabilities, NoAtomicsRefusesFetchAddAndCompareSwap) {

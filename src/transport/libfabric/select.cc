@@ -161,8 +161,7 @@ Selection select(const TransportOptions& o) {
       TransportOptions bare = o;
       bare.ops.clear();
       Selection b = select(bare);
-      for (Op op : o.ops)
-        if (!b.caps.supports(op)) throw UsageError(b.caps.why_not(op));
+      if (auto m = missing_op(b.caps, o.ops)) throw UsageError(m->why);
     }
     std::string what = o.endpoint == EndpointType::automatic
                            ? std::string("a msg or rdm endpoint")
@@ -179,8 +178,7 @@ Selection select(const TransportOptions& o) {
   if (lib::fabric(s.info->fabric_attr, fabric.out(), nullptr) == 0)
     if (fi_domain(fabric.get(), s.info, domain.out(), nullptr) != 0) domain.reset();
   s.caps = describe(s.info, domain.get());
-  for (Op op : o.ops)
-    if (!s.caps.supports(op)) throw UsageError(s.caps.why_not(op));
+  if (auto m = missing_op(s.caps, o.ops)) throw UsageError(m->why);
   return s;
 }
 
