@@ -236,14 +236,10 @@ BeffResult run_beff(const BeffParams& given, Bootstrap& boot,
   result.params = params;
   result.ranks = n;
   result.patterns = beff_patterns(n, params.random_patterns, params.seed);
-  gather_pinning(result.env, boot, params.cpu);
+  gather_pinning(result.env, boot, params.target.cpu);
 
-  TransportOptions to;
-  to.provider = params.provider;
-  to.same_host = params.same_host;
-  to.endpoint = params.endpoint;
-  to.ops = {Op::send, Op::write, Op::read};
-  to.node = boot.local_address();
+  TransportOptions to =
+      params.target.transport({Op::send, Op::write, Op::read}, boot.local_address());
   auto t = open_transport(to);
   t->connect(boot);
   result.env.caps = t->caps();
@@ -251,7 +247,7 @@ BeffResult run_beff(const BeffParams& given, Bootstrap& boot,
   co.pin = params.pin;
   // More ranks than this host has CPUs: idle waits give the CPU to the ranks with work.
   co.yield_when_idle = static_cast<unsigned>(boot.size()) > std::thread::hardware_concurrency();
-  co.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
+  co.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
   auto ch = bulk::open_channel(*t, boot, co);
   result.options = ch->options();
   {

@@ -240,14 +240,10 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   result.env = machine_environment();
   result.env.clock = clock.name();
   result.params = params;
-  gather_pinning(result.env, boot, params.cpu);
+  gather_pinning(result.env, boot, params.target.cpu);
 
-  TransportOptions to;
-  to.provider = params.provider;
-  to.same_host = params.same_host;
-  to.endpoint = params.endpoint;
-  to.ops = {Op::send, Op::write, Op::read};
-  to.node = boot.local_address();
+  TransportOptions to =
+      params.target.transport({Op::send, Op::write, Op::read}, boot.local_address());
   auto t = open_transport(to);
   t->connect(boot);
   result.env.caps = t->caps();
@@ -257,7 +253,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   co.depth = params.depth;
   co.frag_growth = params.frag_growth;
   co.pin = params.pin;
-  co.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
+  co.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
   auto ch = bulk::open_channel(*t, boot, co);
   result.options = ch->options();
   result.costs = ch->costs();
@@ -277,7 +273,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
       if (rank == 0) memcpy_mb_s = bench::memcpy_mb_s(size, params.bytes_per_point);
       if (t->caps().supports(Op::write))
         raw_mb_s = raw_write_rate(*t, *ch, boot, size, params.window, messages,
-                                  std::chrono::milliseconds(params.timeout_ms));
+                                  std::chrono::milliseconds(params.target.timeout_ms));
       else
         raw_unsupported = t->caps().why_not(Op::write);
     }

@@ -180,7 +180,7 @@ ClientRun run_client(const KvParams& p, const kv::Options& o, const TransportOpt
   long_barrier(boot);
   client->cache_index(boot);
   ClientRun r;
-  BoundedWait watch(std::chrono::milliseconds(p.timeout_ms), &boot, {}, 256);
+  BoundedWait watch(std::chrono::milliseconds(p.target.timeout_ms), &boot, {}, 256);
   watch.yield_when_idle(o.yield_when_idle);
   Driver d(*client, p, boot.rank(), clock, watch, r, keep_history);
   d.run(p.warmup, false);
@@ -316,7 +316,7 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
   KvParams params = given;
   if (params.servers < 1 || params.servers >= boot.size())
     throw UsageError("kv: needs at least one client and one server");
-  if (params.cpus.empty()) params.cpus = allowed_cpus();
+  if (params.target.cpus.empty()) params.target.cpus = allowed_cpus();
   if (params.requests < 1) throw UsageError("kv: requests must be at least 1");
   if (params.designs.empty()) throw UsageError("kv: no design given");
   kv::validate(kv::WorkloadOptions{params.keys * static_cast<std::uint64_t>(params.servers),
@@ -332,7 +332,7 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
   result.env.clock = clock.name();
   result.params = params;
   result.clients = static_cast<unsigned>(clients);
-  gather_pinning(result.env, boot, params.cpu);
+  gather_pinning(result.env, boot, params.target.cpu);
   for (kv::Design design : params.designs) {
     kv::Options o;
     o.design = design;
@@ -341,18 +341,12 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
     o.capacity = params.keys + params.keys / 8 + 64;
     o.outstanding = params.outstanding;
     o.batch = params.batch;
-    o.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
+    o.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
     kv::validate(o, clients, params.servers);
     o.yield_when_idle = static_cast<std::size_t>(clients) +
                             static_cast<std::size_t>(params.servers) * params.workers >
-                        std::max<std::size_t>(params.cpus.size(), 1);
-    if (server && params.pin && params.cpu >= 0) {
-      auto at = std::find(params.cpus.begin(), params.cpus.end(), params.cpu);
-      const std::size_t first = at == params.cpus.end() ? 0 : at - params.cpus.begin();
-      o.worker_init = [cpus = params.cpus, first](unsigned w) {
-        pin_current_thread(cpus[(first + w) % cpus.size()]);
-      };
-    }
+                        std::max<std::size_t>(params.target.cpus.size(), 1);
+    if (server) o.worker_init = params.target.worker_pinning();
     KvRow row;
     row.design = design;
     row.servers = static_cast<unsigned>(params.servers);
@@ -361,23 +355,15 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
     row.outstanding = params.outstanding;
     row.batch = params.batch;
     row.keys = params.keys;
-    TransportOptions to;
-    to.provider = params.provider;
-    to.same_host = params.same_host;
-    to.endpoint = params.endpoint;
-    to.ops = kv::required_ops(design);
-    to.node = boot.local_address();
+    TransportOptions to = params.target.transport(kv::required_ops(design), boot.local_address());
     const std::size_t in_flight = static_cast<std::size_t>(clients) * params.outstanding;
     to.rx_depth = std::max<std::size_t>(256, 2 * in_flight);
     to.tx_depth = std::max<std::size_t>(256, 2 * in_flight);
-    Capabilities caps;
-    try {
-      caps = probe_transport(to);
-      row.unsupported = kv::why_unsupported(caps, o);
-    } catch (const UsageError& e) {
-      row.unsupported = e.what();
-    }
-    if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
+    const bench::ProbedPoint probed =
+        bench::probe_point(to, [&](const Capabilities& c) { return kv::why_unsupported(c, o); });
+    const Capabilities& caps = probed.caps;
+    row.unsupported = probed.unsupported;
+    bench::note_caps(result.env, caps);
     if (row.unsupported.empty()) {
       ClientRun mine;
       if (server)

@@ -263,7 +263,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
   const ItemAccess access{params.api, bench::ItemPayload(o.item_bytes)};
   std::vector<std::byte> buf(o.item_bytes);  // the copy API's item
   access.payload.fill(buf, 0);
-  Stall stall(boot, params.timeout_ms);
+  Stall stall(boot, params.target.timeout_ms);
   std::vector<double> samples;
   if (params.latency) samples.reserve(params.items);
   EndSummary mine;
@@ -281,7 +281,7 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
       for (std::uint64_t i = 0; i < params.items; ++i)
         put(*p, buf, i, access, stall, clock, params.latency ? &samples : nullptr);
     }
-    close_queue(*p, params.timeout_ms);
+    close_queue(*p, params.target.timeout_ms);
     mine = summary_of(p->stats());
     settle(boot, q.data, o, q.notify);
   } else {
@@ -417,8 +417,10 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
   const bool rank0 = boot.rank() == 0;
   QueueTransports mine_out = rank0 ? t : back;  // the transports of this rank's producer
   QueueTransports mine_in = rank0 ? back : t;   // ... and of its consumer
-  Stall put_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_in.data, mine_in.notify);
-  Stall get_stall(boot, params.timeout_ms, o.socket ? nullptr : &mine_out.data, mine_out.notify);
+  Stall put_stall(boot, params.target.timeout_ms, o.socket ? nullptr : &mine_in.data,
+                  mine_in.notify);
+  Stall get_stall(boot, params.target.timeout_ms, o.socket ? nullptr : &mine_out.data,
+                  mine_out.notify);
   if (rank0) {
     p = producer_on(t, boot, 1, o);
     c = consumer_on(back, boot, 1, o);
@@ -430,7 +432,7 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
     for (std::uint64_t i = 0; i < total; ++i) {
       if (i == params.warmup) prev = clock.now();
       put(*p, buf, i, access, put_stall, clock, nullptr);
-      flush_queue(*p, params.timeout_ms);
+      flush_queue(*p, params.target.timeout_ms);
       if (!get(*c, buf, i, access, get_stall, clock, nullptr))
         throw Error("queue bench: echo queue closed early");
       if (i >= params.warmup) {
@@ -449,7 +451,7 @@ void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports 
     boot.barrier();
     for (std::uint64_t i = 0; get(*c, buf, i, access, get_stall, clock, nullptr); ++i) {
       put(*p, buf, i, access, put_stall, clock, nullptr);
-      flush_queue(*p, params.timeout_ms);
+      flush_queue(*p, params.target.timeout_ms);
       if (lines && i >= params.warmup && (i + 1 - params.warmup) % lines->trips == 0) {
         boot.barrier();  // rank 0 has the item back; it bounces the line while we sleep
         boot.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
@@ -522,15 +524,10 @@ void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot,
   rp.iterations = params.pingpong ? params.round_trips : params.items;
   rp.warmup = params.pingpong ? params.warmup : std::min<std::uint64_t>(params.items / 10, 1000);
   rp.test = params.pingpong ? RawTest::latency : RawTest::bandwidth;
-  rp.cpu = params.cpu;
-  rp.timeout_ms = params.timeout_ms;
+  rp.cpu = params.target.cpu;
+  rp.timeout_ms = params.target.timeout_ms;
   rp.progress = params.progress;
-  TransportOptions to;
-  to.provider = params.provider;
-  to.same_host = params.same_host;
-  to.endpoint = params.endpoint;
-  to.ops = {Op::write};
-  to.node = boot.local_address();
+  TransportOptions to = params.target.transport({Op::write}, boot.local_address());
   Capabilities caps = probe_transport(to);
   if (!caps.supports(Op::write) || size > caps.max_msg_size) return;
   to.thread_safe = raw_progress_thread(rp, caps, boot.rank());
@@ -653,7 +650,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   result.env = machine_environment();
   result.params = params;
   result.env.clock = clock.name();
-  gather_pinning(result.env, boot, params.cpu);
+  gather_pinning(result.env, boot, params.target.cpu);
 
   // Ping-pong with --reference: the references run beside each row, in rounds (below);
   // otherwise once per size, before the rows.
@@ -672,12 +669,8 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
   for (const QueueDesign& d : params.designs)
     for (std::size_t size : params.sizes) {
       QueueOptions o = queue_options(params, d, size);
-      TransportOptions to;
-      to.provider = params.provider;
-      to.same_host = params.same_host;
-      to.endpoint = params.endpoint;
-      to.ops = o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o);
-      to.node = boot.local_address();
+      TransportOptions to = params.target.transport(
+          o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o), boot.local_address());
       to.thread_safe = o.active_producer || o.active_consumer;
       // A push2 consumer keeps a receive posted per ring slot (its producer at most 64 for
       // pushed counters): size the receive queue for the ring rather than refusing the point.
@@ -691,21 +684,19 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       row.design = d;
       row.item_bytes = size;
       row.capacity = o.capacity;
-      std::string why;
-      Capabilities caps;
-      try {
-        caps = probe_transport(to);
-        why = separate ? flow::why_unsupported(caps, probe_transport(nto), o)
-                       : flow::why_unsupported(caps, o);
-        if (why.empty() && size > caps.max_msg_size && !o.socket)
-          why = "item size " + std::to_string(size) + " is above " + caps.provider +
-                "'s max_msg_size " + std::to_string(caps.max_msg_size);
-      } catch (const UsageError& e) {
-        why = e.what();
-      }
+      const bench::ProbedPoint probed = bench::probe_point(to, [&](const Capabilities& c) {
+        std::string why = separate ? flow::why_unsupported(c, probe_transport(nto), o)
+                                   : flow::why_unsupported(c, o);
+        if (why.empty() && size > c.max_msg_size && !o.socket)
+          why = "item size " + std::to_string(size) + " is above " + c.provider +
+                "'s max_msg_size " + std::to_string(c.max_msg_size);
+        return why;
+      });
+      const Capabilities& caps = probed.caps;
+      const std::string& why = probed.unsupported;
       if (why.empty() && !o.socket) row.slot_format = flow::to_string(flow::slot_format(caps, o));
-      if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
-      row.provider = caps.provider.empty() ? params.provider : caps.provider;
+      bench::note_caps(result.env, caps);
+      row.provider = caps.provider.empty() ? params.target.provider : caps.provider;
       if (!why.empty()) {
         row.unsupported = why;
         if (boot.rank() == 0) result.rows.push_back(row);

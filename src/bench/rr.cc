@@ -200,7 +200,7 @@ WorkerResult drive(Port& port, const WorkerSetup& s) {
   std::vector<unsigned> idle;
   for (unsigned k = depth; k-- > 0;) idle.push_back(k);
   std::uint64_t submitted = 0, done = 0, cpu_msgs = 0, start = s.clock.now();
-  BoundedWait watch(std::chrono::milliseconds(s.p.timeout_ms), s.boot, {}, 256);
+  BoundedWait watch(std::chrono::milliseconds(s.p.target.timeout_ms), s.boot, {}, 256);
   watch.yield_when_idle(s.yield);
   res.load = measured(&cpu_msgs, [&] {
     while (done < total) {
@@ -265,10 +265,10 @@ struct RankSummary {
 };
 
 int cpu_of_thread(const RrParams& p, unsigned i) {
-  if (!p.pin || p.cpu < 0) return -1;
-  const std::vector<int>& cpus = p.cpus;
+  if (!p.target.pin || p.target.cpu < 0) return -1;
+  const std::vector<int>& cpus = p.target.cpus;
   if (cpus.empty()) return -1;
-  auto it = std::find(cpus.begin(), cpus.end(), p.cpu);
+  auto it = std::find(cpus.begin(), cpus.end(), p.target.cpu);
   std::size_t base = it == cpus.end() ? 0 : static_cast<std::size_t>(it - cpus.begin());
   return cpus[(base + i) % cpus.size()];
 }
@@ -306,7 +306,7 @@ class Config {
     const unsigned spinning =
         static_cast<unsigned>(p.requesters) * (p.threads + (model == rr::Model::dispatcher)) +
         static_cast<unsigned>(p.responders);
-    yield_ = p.always_yield || spinning > std::max<std::size_t>(p.cpus.size(), 1);
+    yield_ = p.always_yield || spinning > std::max<std::size_t>(p.target.cpus.size(), 1);
   }
 
   RankSummary run(const TransportOptions& to) {
@@ -449,7 +449,7 @@ class Config {
 
   // The dispatcher thread: drives the channel until every worker is done.
   void dispatch(rr::DispatcherRequester& d, std::atomic<unsigned>& running, std::uint64_t& moved) {
-    BoundedWait watch(std::chrono::milliseconds(p_.timeout_ms), &boot_, {}, 256);
+    BoundedWait watch(std::chrono::milliseconds(p_.target.timeout_ms), &boot_, {}, 256);
     watch.yield_when_idle(yield_);
     while (running.load(std::memory_order_acquire) > 0) {
       Status s = d.run_once();
@@ -474,7 +474,7 @@ class Config {
     const rr::Handler* h = p_.verify ? &handler : nullptr;
     std::uint64_t served = 0;
     ThreadLoad load = measured(&served, [&] {
-      BoundedWait watch(std::chrono::milliseconds(p_.timeout_ms), &boot_, {}, 256);
+      BoundedWait watch(std::chrono::milliseconds(p_.target.timeout_ms), &boot_, {}, 256);
       watch.yield_when_idle(yield_);
       auto all_done = [&] {
         return std::all_of(lane.begin(), lane.end(),
@@ -585,15 +585,10 @@ void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row,
   rp.iterations = p.requests;
   rp.warmup = p.warmup;
   rp.test = RawTest::latency;
-  rp.cpu = p.cpu;
-  rp.timeout_ms = std::max<std::uint64_t>(p.timeout_ms, 2000);
+  rp.cpu = p.target.cpu;
+  rp.timeout_ms = std::max<std::uint64_t>(p.target.timeout_ms, 2000);
   rp.progress = p.progress;
-  TransportOptions to;
-  to.provider = p.provider;
-  to.same_host = p.same_host;
-  to.endpoint = p.endpoint;
-  to.ops = {Op::write};
-  to.node = boot.local_address();
+  TransportOptions to = p.target.transport({Op::write}, boot.local_address());
   Capabilities caps = probe_transport(to);
   if (!caps.supports(Op::write)) return;
   to.thread_safe = raw_progress_thread(rp, caps, boot.rank());
@@ -701,13 +696,13 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
   validate(given, boot);
   RrParams params = given;
   // A thread's own affinity, once pinned, is one CPU: the host's set must come from before.
-  if (params.cpus.empty()) params.cpus = allowed_cpus();
+  if (params.target.cpus.empty()) params.target.cpus = allowed_cpus();
   Clock clock;
   RrResult result;
   result.env = machine_environment();
   result.params = params;
   result.env.clock = clock.name();
-  gather_pinning(result.env, boot, params.cpu);
+  gather_pinning(result.env, boot, params.target.cpu);
   const unsigned slots_per_requester =
       params.depth * params.threads;  // both models: the same outstanding requests per process
   for (rr::Pattern pattern : params.patterns)
@@ -720,7 +715,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
         o.response_bytes = size;
         o.inject = params.inject;
         o.signal_every = params.signal_every;
-        o.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
+        o.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
         const std::size_t active =
             static_cast<std::size_t>(params.requesters) * slots_per_requester;
         const unsigned pct = params.empty_mailboxes_pct;
@@ -730,22 +725,14 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
         row.model = model;
         row.response_bytes = size;
         row.empty_mailboxes = rr::request_by_write(pattern) ? o.empty_mailboxes : 0;
-        TransportOptions to;
-        to.provider = params.provider;
-        to.same_host = params.same_host;
-        to.endpoint = params.endpoint;
-        to.ops = rr::required_ops(o);
-        to.node = boot.local_address();
+        TransportOptions to = params.target.transport(rr::required_ops(o), boot.local_address());
         to.rx_depth = std::max<std::size_t>(256, 2 * active);
         to.tx_depth = std::max<std::size_t>(256, 2 * active);
-        Capabilities caps;
-        try {
-          caps = probe_transport(to);
-          row.unsupported = rr::why_unsupported(caps, o);
-        } catch (const UsageError& e) {
-          row.unsupported = e.what();
-        }
-        if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
+        const bench::ProbedPoint probed = bench::probe_point(
+            to, [&](const Capabilities& c) { return rr::why_unsupported(c, o); });
+        const Capabilities& caps = probed.caps;
+        row.unsupported = probed.unsupported;
+        bench::note_caps(result.env, caps);
         row.receive_queue = std::string(rr::receive_queue_kind(caps));
         if (row.unsupported.empty() && !params.reference) {
           Config config(params, boot, clock, o, model);

@@ -71,7 +71,7 @@ ClientRun run_client(const SeqParams& p, const seq::Options& o, const TransportO
   auto client = seq::make_client(to, boot, o);
   boot.barrier();
   ClientRun r;
-  BoundedWait watch(std::chrono::milliseconds(p.timeout_ms), &boot, {}, 256);
+  BoundedWait watch(std::chrono::milliseconds(p.target.timeout_ms), &boot, {}, 256);
   watch.yield_when_idle(o.yield_when_idle);
   drive(*client, p.warmup, clock, watch, nullptr);
   r.samples.reserve(p.requests);
@@ -207,7 +207,7 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
                   const std::function<void(const SeqResult&, const SeqRow&)>& on_row) {
   if (boot.size() < 2) throw UsageError("seq: needs at least one client and the server");
   SeqParams params = given;
-  if (params.cpus.empty()) params.cpus = allowed_cpus();
+  if (params.target.cpus.empty()) params.target.cpus = allowed_cpus();
   if (params.requests < 1) throw UsageError("seq: requests must be at least 1");
   if (params.designs.empty()) throw UsageError("seq: no design given");
   const int clients = boot.size() - 1;
@@ -218,11 +218,12 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
   result.env.clock = clock.name();
   result.params = params;
   result.clients = static_cast<unsigned>(clients);
-  gather_pinning(result.env, boot, params.cpu);
+  gather_pinning(result.env, boot, params.target.cpu);
   // First, so that every row can carry it: rank 0 alone measures while the others wait.
   if (params.reference) {
     if (boot.rank() == 0)
-      result.reference = fetch_add_reference(static_cast<unsigned>(clients), params.cpus, 0.3);
+      result.reference =
+          fetch_add_reference(static_cast<unsigned>(clients), params.target.cpus, 0.3);
     boot.barrier();
   }
   for (seq::Design design : params.designs) {
@@ -233,18 +234,12 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
     o.outstanding = params.outstanding;
     o.batch = params.batch;
     o.batch_responses = params.batch_responses;
-    o.peer_timeout = std::chrono::milliseconds(params.timeout_ms);
+    o.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
     seq::validate(o, clients);
     // More spinning threads than CPUs: idle waits yield so that the others can run.
     o.yield_when_idle = static_cast<std::size_t>(clients) + params.workers >
-                        std::max<std::size_t>(params.cpus.size(), 1);
-    if (server && params.pin && params.cpu >= 0) {
-      auto at = std::find(params.cpus.begin(), params.cpus.end(), params.cpu);
-      const std::size_t first = at == params.cpus.end() ? 0 : at - params.cpus.begin();
-      o.worker_init = [cpus = params.cpus, first](unsigned w) {
-        pin_current_thread(cpus[(first + w) % cpus.size()]);
-      };
-    }
+                        std::max<std::size_t>(params.target.cpus.size(), 1);
+    if (server) o.worker_init = params.target.worker_pinning();
     SeqRow row;
     row.design = design;
     row.workers = params.workers;
@@ -254,23 +249,15 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
     row.batch = params.batch;
     row.batching =
         design == seq::Design::rpc_batch || (design == seq::Design::spec && params.batch_responses);
-    TransportOptions to;
-    to.provider = params.provider;
-    to.same_host = params.same_host;
-    to.endpoint = params.endpoint;
-    to.ops = seq::required_ops(design);
-    to.node = boot.local_address();
+    TransportOptions to = params.target.transport(seq::required_ops(design), boot.local_address());
     const std::size_t in_flight = static_cast<std::size_t>(clients) * params.outstanding;
     to.rx_depth = std::max<std::size_t>(256, 2 * in_flight);
     to.tx_depth = std::max<std::size_t>(256, 2 * in_flight);
-    Capabilities caps;
-    try {
-      caps = probe_transport(to);
-      row.unsupported = seq::why_unsupported(caps, o);
-    } catch (const UsageError& e) {
-      row.unsupported = e.what();
-    }
-    if (result.env.caps.provider.empty() && !caps.provider.empty()) result.env.caps = caps;
+    const bench::ProbedPoint probed =
+        bench::probe_point(to, [&](const Capabilities& c) { return seq::why_unsupported(c, o); });
+    const Capabilities& caps = probed.caps;
+    row.unsupported = probed.unsupported;
+    bench::note_caps(result.env, caps);
     if (!caps.provider.empty()) row.more_hint = more_hint(caps, result.env.libfabric_version);
     if (row.unsupported.empty()) {
       ClientRun mine;

@@ -59,8 +59,7 @@ BeffValidated validate(const BeffFlags& f) {
   p.random_patterns = f.random;
   p.seed = f.seed;
   p.pingpong = !f.no_pingpong;
-  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
-  p.timeout_ms = f.timeout_ms;
+  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
   if (v.providers.empty()) throw UsageError("no provider given");
   return v;
@@ -69,9 +68,7 @@ BeffValidated validate(const BeffFlags& f) {
 int run_beff_rank(const BeffFlags& flags, const BeffValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     BeffParams params = v.params;
-    params.provider = v.providers.front();
-    params.same_host = rank.same_host;
-    params.cpu = rank.cpu;
+    params.target = rank.target;
     bool header = false;
     auto head = [&](const BeffResult& partial) {
       if (header) return;
@@ -140,7 +137,7 @@ Runner add_bench_beff(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     BeffValidated v = validate(*f);
     if (started_by_launcher()) return run_beff_rank(*f, v);
-    return launch_each_provider(self, *f, v.providers, v.params.endpoint,
+    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
                                 [&](LaunchConfig& lc) { lc.nprocs = f->ranks; });
   };
 }

@@ -95,8 +95,7 @@ BulkValidated validate(const BulkFlags& f) {
   p.bytes_per_point = parse_one_size("--bytes", f.bytes);
   if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
   p.reference = f.reference;
-  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
-  p.timeout_ms = f.timeout_ms;
+  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
   // The channel's own checks of the shapes, before anything starts (the largest message any
   // provider here takes: the local transport's 1 MiB bounds the bounce size alone).
   bulk::ChannelOptions co;
@@ -116,9 +115,7 @@ BulkValidated validate(const BulkFlags& f) {
 int run_bulk_rank(const BulkFlags& flags, const BulkValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     BulkParams params = v.params;
-    params.provider = v.providers.front();
-    params.same_host = rank.same_host;
-    params.cpu = rank.cpu;
+    params.target = rank.target;
     if (params.pin) {
       rlimit now{};
       ::getrlimit(RLIMIT_MEMLOCK, &now);
@@ -180,7 +177,7 @@ Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     BulkValidated v = validate(*f);
     if (started_by_launcher()) return run_bulk_rank(*f, v);
-    return launch_each_provider(self, *f, v.providers, v.params.endpoint);
+    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint);
   };
 }
 

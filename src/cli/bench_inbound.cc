@@ -102,11 +102,11 @@ TransportOptions transport_options(const InboundValidated& v, const std::string&
 int run_inbound_rank(const InboundFlags& flags, const InboundValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     InboundParams params = v.params;
-    params.cpu = rank.cpu;
-    params.yield = rank.boot.size() > static_cast<int>(rank.allowed_cpus.size());
+    params.cpu = rank.target.cpu;
+    params.yield = rank.boot.size() > static_cast<int>(rank.target.cpus.size());
     TransportOptions opts = transport_options(v, v.providers.front(), params.ops);
     opts.node = rank.boot.local_address();
-    opts.same_host = rank.same_host;
+    opts.same_host = rank.target.same_host;
     Capabilities caps = probe_transport(opts);
     opts.thread_safe = inbound_progress_thread(params, caps, rank.boot.rank(), rank.boot.size());
     auto transport = open_transport(opts);

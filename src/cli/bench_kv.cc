@@ -67,8 +67,7 @@ KvValidated validate(const KvFlags& f) {
   p.requests = f.requests;
   p.warmup = f.warmup;
   p.seed = f.seed;
-  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
-  p.timeout_ms = f.timeout_ms;
+  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
   v.clients = f.clients;
   kv::Options o;
   o.workers = p.workers;
@@ -154,11 +153,7 @@ int run_kv_rank(const KvFlags& flags, const KvValidated& v) {
       flags,
       [&](Rank& rank) {
         KvParams params = v.params;
-        params.provider = v.providers.front();
-        params.same_host = rank.same_host;
-        params.pin = !flags.no_pin;
-        params.cpus = rank.allowed_cpus;
-        params.cpu = rank.cpu;
+        params.target = rank.target;
         bool header = false;
         KvResult last = run_kv(params, rank.boot, [&](const KvResult& partial, const KvRow& row) {
           KvResult r = partial;
@@ -235,13 +230,14 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
       m.cpus = allowed_cpus();
       reference = reference_json(run_memcached_reference(m)).dump();
     }
-    return launch_each_provider(self, *f, v.providers, v.params.endpoint, [&](LaunchConfig& lc) {
-      lc.nprocs = v.clients + v.params.servers;
-      if (!reference.empty()) {
-        lc.argv.push_back("--reference-result");
-        lc.argv.push_back(reference);
-      }
-    });
+    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
+                                [&](LaunchConfig& lc) {
+                                  lc.nprocs = v.clients + v.params.servers;
+                                  if (!reference.empty()) {
+                                    lc.argv.push_back("--reference-result");
+                                    lc.argv.push_back(reference);
+                                  }
+                                });
   };
 }
 

@@ -268,7 +268,7 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const LatValidated& v, Rank& r
     opts.endpoint = v.endpoint;
     opts.ops = {op_of(mode)};
     opts.node = rank.boot.local_address();
-    opts.same_host = rank.same_host;
+    opts.same_host = rank.target.same_host;
     Capabilities caps;
     try {
       caps = probe_transport(opts);
@@ -319,7 +319,7 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const LatValidated& v, Rank& r
         p.inject = inlined;
         p.iterations = f.iterations;
         p.warmup = f.warmup;
-        p.cpu = rank.cpu;
+        p.cpu = rank.target.cpu;
         p.timeout_ms = f.timeout_ms;
         p.keep_samples = !f.samples.empty();
         p.reap_every = mode == LatMode::write_like ? f.reap_every : 0;
@@ -350,7 +350,7 @@ std::vector<LatRow> run_sockets(const LatFlags& f, const LatValidated& v, Rank& 
   const Clock clock;
   env = machine_environment();
   env.clock = clock.name();
-  gather_pinning(env, rank.boot, rank.cpu);
+  gather_pinning(env, rank.boot, rank.target.cpu);
   std::vector<LatRow> rows;
   for (SocketProto proto : v.sockets)
     for (SocketWait wait : v.waits) {

@@ -76,7 +76,7 @@ QueueValidated validate(const QueueFlags& f) {
   if (!is_preset(f.preset))
     throw UsageError("unknown preset '" + f.preset + "' (use " + name_list<QueuePreset>() + ")");
   p.designs = parse_designs(f.designs, f.preset);
-  p.endpoint = parse_name<EndpointType>(f.endpoint).value();  // checked by the parser
+  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();  // checked by the parser
   p.progress = parse_name<ProgressMode>(f.progress).value();
   p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
   for (std::size_t s : p.sizes)
@@ -115,7 +115,6 @@ QueueValidated validate(const QueueFlags& f) {
   p.slot_format = *parse_name<flow::SlotFormat>(f.slot_format);
   p.reference = f.reference;
   p.reference_rounds = f.reference_rounds;
-  p.timeout_ms = f.timeout_ms;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
   if (v.providers.empty()) throw UsageError("no provider given");
   return v;
@@ -124,9 +123,7 @@ QueueValidated validate(const QueueFlags& f) {
 int run_queue_rank(const QueueFlags& flags, const QueueValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     QueueParams params = v.params;
-    params.provider = v.providers.front();
-    params.same_host = rank.same_host;
-    params.cpu = rank.cpu;
+    params.target = rank.target;
     QueueResult result = run_queue(params, rank.boot);
     if (rank.boot.rank() != 0) return;
     finish_environment(result.env);
@@ -199,7 +196,7 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     QueueValidated v = validate(*f);
     if (started_by_launcher()) return run_queue_rank(*f, v);
-    return launch_each_provider(self, *f, v.providers, v.params.endpoint);
+    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint);
   };
 }
 

@@ -141,10 +141,10 @@ int run_raw_rank(const RawFlags& flags, const RawValidated& v, const std::string
     RawParams params = v.params;
     params.op = v.ops.front();
     params.sizes = sizes_for(flags, v.params, params.op);
-    params.cpu = rank.cpu;
+    params.cpu = rank.target.cpu;
     TransportOptions opts = transport_options(v, v.providers.front(), params.op);
     opts.node = rank.boot.local_address();
-    opts.same_host = rank.same_host;
+    opts.same_host = rank.target.same_host;
     // Only a passive target may need a progress thread (rank 0 always polls).
     Capabilities caps = probe_transport(opts);
     opts.thread_safe = raw_progress_thread(params, caps, rank.boot.rank());

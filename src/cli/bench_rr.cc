@@ -100,9 +100,8 @@ RrValidated validate(const RrFlags& f) {
   p.callgrind = f.callgrind;
   p.callgrind_dir = f.callgrind_dir;
   p.seed = f.seed;
-  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
   p.progress = parse_name<ProgressMode>(f.progress).value();
-  p.timeout_ms = f.timeout_ms;
   for (const auto& s : split(f.empty_mailboxes, ',')) v.empty_pcts.push_back(parse_pct(s));
   if (v.empty_pcts.empty()) throw UsageError("--empty-mailboxes: no percentage given");
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -118,11 +117,7 @@ int run_rr_rank(const RrFlags& flags, const RrValidated& v) {
       flags,
       [&](Rank& rank) {
         RrParams params = v.params;
-        params.provider = v.providers.front();
-        params.same_host = rank.same_host;
-        params.pin = !flags.no_pin;
-        params.cpus = rank.allowed_cpus;
-        params.cpu = rank.cpu;
+        params.target = rank.target;
         bool header = false;
         RunEnvironment last;
         for (unsigned pct : v.empty_pcts) {
@@ -229,10 +224,11 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
     RrValidated v = validate(*f);
     if (started_by_launcher()) return run_rr_rank(*f, v);
     CallgrindDir dir(f->callgrind);
-    return launch_each_provider(self, *f, v.providers, v.params.endpoint, [&](LaunchConfig& lc) {
-      lc.nprocs = v.params.requesters + v.params.responders;
-      if (f->callgrind) wrap_in_callgrind(lc, dir.path);
-    });
+    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
+                                [&](LaunchConfig& lc) {
+                                  lc.nprocs = v.params.requesters + v.params.responders;
+                                  if (f->callgrind) wrap_in_callgrind(lc, dir.path);
+                                });
   };
 }
 

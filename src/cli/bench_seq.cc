@@ -51,8 +51,7 @@ SeqValidated validate(const SeqFlags& f) {
   p.requests = f.requests;
   p.warmup = f.warmup;
   p.reference = f.reference;
-  p.endpoint = parse_name<EndpointType>(f.endpoint).value();
-  p.timeout_ms = f.timeout_ms;
+  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
   v.clients = f.clients;
   seq::Options o;
   o.workers = p.workers;
@@ -68,11 +67,7 @@ SeqValidated validate(const SeqFlags& f) {
 int run_seq_rank(const SeqFlags& flags, const SeqValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     SeqParams params = v.params;
-    params.provider = v.providers.front();
-    params.same_host = rank.same_host;
-    params.pin = !flags.no_pin;
-    params.cpus = rank.allowed_cpus;
-    params.cpu = rank.cpu;
+    params.target = rank.target;
     bool header = false;
     SeqResult last;
     last = run_seq(params, rank.boot, [&](const SeqResult& partial, const SeqRow& row) {
@@ -124,7 +119,7 @@ Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
   return [f, self]() -> int {
     SeqValidated v = validate(*f);
     if (started_by_launcher()) return run_seq_rank(*f, v);
-    return launch_each_provider(self, *f, v.providers, v.params.endpoint,
+    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
                                 [&](LaunchConfig& lc) { lc.nprocs = v.clients + 1; });
   };
 }

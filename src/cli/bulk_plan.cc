@@ -55,7 +55,7 @@ void add_bulk(CLI::App& app, const Invocation& self, Runner& run) {
       return run_rank(*f, [&](Rank& rank) {
         TransportOptions to;
         to.provider = providers.front();
-        to.same_host = rank.same_host;
+        to.same_host = rank.target.same_host;
         to.endpoint = endpoint;
         to.ops = {Op::send, Op::write, Op::read};
         to.node = rank.boot.local_address();

@@ -2,6 +2,7 @@
 // that runs it and yields the process exit status.
 #pragma once
 
+#include <fabflow/bench/common.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/launcher.h>
 #include <fabflow/transport.h>
@@ -40,14 +41,16 @@ struct CommonFlags {
 // One rank of a launched run, as the rank runner hands it to a subcommand's body.
 struct Rank {
   Bootstrap& boot;
-  int cpu = -1;                   // the CPU this rank's thread is pinned to (-1: not pinned)
-  std::vector<int> allowed_cpus;  // the host's CPUs this rank may use, read before pinning
-  bool same_host = false;         // every rank shares this host's memory (launched_on_one_host())
+  // Where this rank's bench runs, filled from the flags and the launch: the provider (the one
+  // this launch runs), endpoint type, timeout, whether every rank shares this host's memory
+  // (launched_on_one_host()), the CPU this rank's thread is pinned to (-1: not pinned, or
+  // --no-pin) and the host's CPUs it may use (read before pinning).
+  bench::Target target;
 };
 
 // The one rank runner of every bench subcommand: meets the peers through the launcher's
 // bootstrap (waiting at least `min_timeout` for them), reads whether they all run on this
-// host (the only place the CLI asks: Rank::same_host travels on in TransportOptions), pins the
+// host (the only place the CLI asks: Target::same_host travels on in TransportOptions), pins the
 // thread unless --no-pin, runs `body`, waits for every rank at a barrier and returns 0. A failure
 // is told to the peers (so they stop at once with this rank's error) and rethrown.
 int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,

@@ -52,14 +52,22 @@ int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
   cfg.timeout = std::max(cfg.timeout, min_timeout);
   auto boot = make_tcp_bootstrap(cfg);
   try {
-    // The host's CPUs are read before pinning narrows the view.
-    Rank rank{*boot, -1, allowed_cpus(), launched_on_one_host()};
+    Rank rank{*boot, {}};
+    bench::Target& t = rank.target;
+    const auto providers =
+        split(flags.launched_provider.empty() ? flags.providers : flags.launched_provider, ',');
+    if (!providers.empty()) t.provider = providers.front();
+    t.endpoint = parse_name<EndpointType>(flags.endpoint).value();  // checked by the parser
+    t.timeout_ms = flags.timeout_ms;
+    t.same_host = launched_on_one_host();
+    t.cpus = allowed_cpus();  // the host's CPUs, read before pinning narrows the view
+    t.pin = !flags.no_pin;
     // A pinned rank busy-polls; idle CPUs poll too while it runs, where the kernel lets us
     // ask (common/idle_poll.h): no halted vCPU moves to another host core mid-run.
     std::optional<IdlePolling> idle;
-    if (!flags.no_pin) {
-      rank.cpu = cpu_for_local_rank(boot->local_rank());
-      if (!pin_current_thread(rank.cpu)) rank.cpu = -1;
+    if (t.pin) {
+      t.cpu = cpu_for_local_rank(boot->local_rank());
+      if (!pin_current_thread(t.cpu)) t.cpu = -1;
       idle.emplace();
     }
     body(rank);

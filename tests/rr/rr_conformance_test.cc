@@ -56,7 +56,7 @@ class RrConformance : public ::testing::TestWithParam<Point> {};
 TEST_P(RrConformance, EveryRequestAnsweredOnceWithItsOwnPayload) {
   const Point& pt = GetParam();
   RrParams p;
-  p.provider = pt.provider;
+  p.target.provider = pt.provider;
   p.patterns = {pt.pattern};
   p.models = {pt.model};
   p.topology = pt.topology;
@@ -70,9 +70,9 @@ TEST_P(RrConformance, EveryRequestAnsweredOnceWithItsOwnPayload) {
   p.requests = requests_per_thread();
   p.warmup = 5;
   p.verify = true;
-  p.pin = false;
+  p.target.pin = false;
   p.always_yield = true;
-  p.timeout_ms = 10000;
+  p.target.timeout_ms = 10000;
   std::string error;
   RrResult r = run_threads(p, &error);
   ASSERT_EQ(error, "");
@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(All, RrConformance, ::testing::ValuesIn(points()), poin
 TEST(RrConformanceDense, WriteRequestsThroughTheFlagArray) {
   for (const char* provider : {"shm", "tcp", "local"}) {
     RrParams p;
-    p.provider = provider;
+    p.target.provider = provider;
     p.patterns = {rr::Pattern::write_write, rr::Pattern::write_send};
     p.mailbox = rr::Mailbox::dense;
     p.topology = rr::Topology::n_to_one;
@@ -125,9 +125,9 @@ TEST(RrConformanceDense, WriteRequestsThroughTheFlagArray) {
     p.requests = requests_per_thread();
     p.warmup = 5;
     p.verify = true;
-    p.pin = false;
+    p.target.pin = false;
     p.always_yield = true;
-    p.timeout_ms = 10000;
+    p.target.timeout_ms = 10000;
     p.empty_mailboxes_pct = 50;
     std::string error;
     RrResult r = run_threads(p, &error);

@@ -45,9 +45,7 @@ std::vector<BeffPattern> beff_patterns(int n, unsigned random, std::uint64_t see
 inline constexpr int kBeffMaxRanks = 64;
 
 struct BeffParams {
-  std::string provider = "auto";
-  bool same_host = false;
-  EndpointType endpoint = EndpointType::automatic;
+  bench::Target target;  // provider, endpoint, CPUs, timeout
   std::vector<bulk::Protocol> protocols{std::begin(bulk::kAllProtocols),
                                         std::end(bulk::kAllProtocols)};
   std::size_t lmax = std::size_t{4} << 20;  // with no sizes: 1, 2, 4 ... lmax
@@ -63,8 +61,6 @@ struct BeffParams {
   std::uint64_t reuse = 0;
   bool pin = false;      // --mr-pin
   bool pingpong = true;  // also the ping-pong bandwidth of ranks 0 and 1 at Lmax
-  int cpu = -1;
-  std::uint64_t timeout_ms = 10000;
 };
 
 struct BeffRow {

@@ -21,9 +21,7 @@ namespace fabflow {
 class Bootstrap;
 
 struct BulkParams {
-  std::string provider = "auto";
-  bool same_host = false;
-  EndpointType endpoint = EndpointType::automatic;
+  bench::Target target;  // provider, endpoint, CPUs, timeout
   std::vector<bulk::Protocol> protocols{std::begin(bulk::kAllProtocols),
                                         std::end(bulk::kAllProtocols)};
   std::vector<std::size_t> sizes;  // empty: 64K:64M
@@ -39,8 +37,6 @@ struct BulkParams {
   unsigned depth = 0;
   double frag_growth = 1.0;
   bool reference = false;
-  int cpu = -1;
-  std::uint64_t timeout_ms = 10000;
 };
 
 struct BulkRow {

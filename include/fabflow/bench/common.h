@@ -8,6 +8,7 @@
 #include <fabflow/transport.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,58 @@ void finish_environment(RunEnvironment& env);
 // Whether numbers from this environment deserve a warning, one line each: a debug build, a
 // sanitizer, unpinned threads, a busy machine, a TSC that is not invariant.
 std::vector<std::string> environment_warnings(const RunEnvironment& env);
+
+namespace bench {
+
+// Where a benchmark runs: the provider and endpoint type it opens, this rank's place on the
+// host, and how long it waits for a peer. Every family's params carry one; the CLI's rank
+// runner fills it once (a library caller sets it by hand).
+struct Target {
+  std::string provider = "auto";  // "local", a libfabric provider name, or "auto"
+  EndpointType endpoint = EndpointType::automatic;
+  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
+  int cpu = -1;            // the CPU this rank's main thread is pinned to (-1: not pinned)
+  std::vector<int> cpus;   // the host's CPUs this rank may use (empty: ask the OS now; give
+                           // them when the caller has already pinned itself)
+  bool pin = true;         // pin the threads a family starts next to `cpu`
+  std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
+
+  // Options for a transport of this target that performs `ops`, bound to the bootstrap's
+  // address (`node`: a veth in a namespace); depths and threading stay the defaults.
+  TransportOptions transport(std::vector<Op> ops, const std::string& node) const;
+  // A worker_init for a server's threads: worker w is pinned to the w-th of `cpus` counted
+  // from this rank's own CPU (wrapping). Empty when this rank is not pinned or must not pin.
+  std::function<void(unsigned worker)> worker_pinning() const;
+};
+
+// A design point probed before it runs: the provider's capabilities, and why the point cannot
+// run there (empty: it can).
+struct ProbedPoint {
+  Capabilities caps;  // empty provider when the probe itself failed
+  std::string unsupported;
+};
+
+// Probes `to` and asks `why(caps)` whether the point can run on it; a probe that fails (an
+// unknown provider, an operation the provider lacks) gives its one-line error as the reason.
+// Local to this rank: ranks probe the same way and agree.
+template <class Why>
+ProbedPoint probe_point(const TransportOptions& to, Why&& why) {
+  ProbedPoint p;
+  try {
+    p.caps = probe_transport(to);
+    p.unsupported = why(p.caps);
+  } catch (const UsageError& e) {
+    p.unsupported = e.what();
+  }
+  return p;
+}
+
+// The run's environment takes the capabilities of the first point that probed.
+inline void note_caps(RunEnvironment& env, const Capabilities& caps) {
+  if (env.caps.provider.empty() && !caps.provider.empty()) env.caps = caps;
+}
+
+}  // namespace bench
 
 enum class Switch : std::uint8_t { off, on };
 inline constexpr NameTable<Switch, 2> kSwitchNames{{{{"off", Switch::off}, {"on", Switch::on}}}};

@@ -19,9 +19,7 @@ namespace fabflow {
 class Bootstrap;
 
 struct KvParams {
-  std::string provider = "auto";
-  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
-  EndpointType endpoint = EndpointType::automatic;
+  bench::Target target;  // provider, endpoint, CPUs, timeout
   std::vector<kv::Design> designs{std::begin(kv::kAllDesigns), std::end(kv::kAllDesigns)};
   int servers = 1;
   unsigned workers = 1;          // per server
@@ -35,10 +33,6 @@ struct KvParams {
   std::uint64_t requests = 10000;  // measured operations per client
   std::uint64_t warmup = 1000;
   std::uint64_t seed = 1;
-  int cpu = -1;
-  bool pin = true;
-  std::vector<int> cpus;
-  std::uint64_t timeout_ms = 10000;
 };
 
 // Operations of one type, all clients.

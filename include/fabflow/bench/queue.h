@@ -49,9 +49,7 @@ struct QueueDesign {
 };
 
 struct QueueParams {
-  std::string provider = "auto";
-  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
-  EndpointType endpoint = EndpointType::automatic;
+  bench::Target target;  // provider, endpoint, CPUs, timeout
   std::vector<QueueDesign> designs;
   std::vector<std::size_t> sizes{64};  // item_bytes; every item is this long
   std::uint64_t items = 1u << 20;      // throughput mode: items per (design, size)
@@ -82,8 +80,6 @@ struct QueueParams {
   // instead of the data transport. The socket baseline has none and ignores it.
   bool separate_notify = false;
   flow::SlotFormat slot_format = flow::SlotFormat::automatic;  // QueueOptions::slot_format
-  int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
-  std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
 };
 
 struct QueueRow {

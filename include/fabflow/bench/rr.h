@@ -17,9 +17,7 @@ namespace fabflow {
 class Bootstrap;
 
 struct RrParams {
-  std::string provider = "auto";
-  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
-  EndpointType endpoint = EndpointType::automatic;
+  bench::Target target{.timeout_ms = 2000};  // provider, CPUs, timeout
   std::vector<rr::Pattern> patterns{rr::Pattern::write_write};
   std::vector<rr::Model> models{rr::Model::private_connections};
   rr::Topology topology = rr::Topology::one_to_one;
@@ -44,12 +42,7 @@ struct RrParams {
   std::string callgrind_dir;                        // where the ranks' callgrind dumps go
   std::uint64_t seed = 1;                           // responder choice in N:M
   ProgressMode progress = ProgressMode::automatic;  // raw reference only
-  int cpu = -1;                                     // the CPU this rank's main thread is pinned to
-  bool pin = true;                                  // pin extra threads next to it
-  std::vector<int> cpus;            // CPUs of the host this rank may use (empty: ask the OS
-                                    // now; pass it in when the caller already pinned itself)
-  bool always_yield = false;        // idle waits yield the CPU (ranks sharing CPUs, tests)
-  std::uint64_t timeout_ms = 2000;  // no progress for this long: fail
+  bool always_yield = false;  // idle waits yield the CPU (ranks sharing CPUs, tests)
 };
 
 // CPU per message on one side (requesters or responders, all their threads summed).

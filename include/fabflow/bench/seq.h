@@ -19,9 +19,7 @@ namespace fabflow {
 class Bootstrap;
 
 struct SeqParams {
-  std::string provider = "auto";
-  bool same_host = false;  // every rank shares this host's memory (TransportOptions::same_host)
-  EndpointType endpoint = EndpointType::automatic;
+  bench::Target target;  // provider, endpoint, CPUs, timeout
   std::vector<seq::Design> designs{std::begin(seq::kAllDesigns), std::end(seq::kAllDesigns)};
   unsigned workers = 1;
   unsigned queues = 1;
@@ -31,10 +29,6 @@ struct SeqParams {
   std::uint64_t requests = 10000;  // measured requests per client
   std::uint64_t warmup = 1000;     // requests per client not measured
   bool reference = false;
-  int cpu = -1;           // this rank's CPU (-1: not pinned)
-  bool pin = true;        // pin the server's workers next to it
-  std::vector<int> cpus;  // the host's CPUs this rank may use
-  std::uint64_t timeout_ms = 10000;
 };
 
 struct SeqRow {
