@@ -639,14 +639,20 @@ std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) no
   return std::clamp<std::size_t>(kRingBytes / std::max<std::size_t>(item_bytes, 1), 16, 1024);
 }
 
-QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
+QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
+                      const std::function<void(const QueueResult&, const QueueRow&)>& on_row) {
+  QueueResult result;
+  auto add = [&](const QueueRow& row) {
+    if (boot.rank() != 0) return;
+    result.rows.push_back(row);
+    if (on_row) on_row(result, result.rows.back());
+  };
   if (boot.size() != 2)
     throw UsageError("queue bench needs exactly 2 processes, got " + std::to_string(boot.size()));
   if (params.designs.empty() || params.sizes.empty()) throw UsageError("no design or size given");
   if (params.items < 2 || params.round_trips == 0)
     throw UsageError("queue bench: --items must be at least 2 and round trips at least 1");
   Clock clock;
-  QueueResult result;
   result.env = machine_environment();
   result.params = params;
   result.env.clock = clock.name();
@@ -699,7 +705,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
       row.provider = caps.provider.empty() ? params.target.provider : caps.provider;
       if (!why.empty()) {
         row.unsupported = why;
-        if (boot.rank() == 0) result.rows.push_back(row);
+        add(row);
         continue;
       }
       // One measurement of the design: fresh transports, opened (and connected, collectively)
@@ -735,7 +741,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot) {
         measure(params, nullptr);
         refs[size].apply(row);
       }
-      if (boot.rank() == 0) result.rows.push_back(row);
+      add(row);
     }
   return result;
 }

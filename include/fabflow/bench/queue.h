@@ -126,9 +126,11 @@ struct QueueResult {
 
 // Collective over exactly two ranks: rank 0 produces (and measures ping-pong), rank 1
 // consumes. Every (design, size) gets a fresh transport opened for the operations it needs;
-// a design the provider cannot run yields a row with `unsupported` set. Throws Error /
+// a design the provider cannot run yields a row with `unsupported` set. Rank 0 hands every
+// row to `on_row` as soon as it is measured (with the result so far). Throws Error /
 // PeerError on failure.
-QueueResult run_queue(const QueueParams& params, Bootstrap& boot);
+QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
+                      const std::function<void(const QueueResult&, const QueueRow&)>& on_row = {});
 
 // The capacity S a queue of `item_bytes` items gets: params.capacity when set, else 1024
 // items capped at a 4 MiB ring (at least 16 items). Where the provider's "fabric" is a CPU
