@@ -213,7 +213,6 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
                         {"memcpy_MBps", num(row.memcpy_mbps)}};
     }
   }
-  j["progress_threads"] = row.progress_threads;
   j["cpus"] = {{"producer", e.cpu_initiator}, {"consumer", e.cpu_target}};
   j["instructions_per_item"] = nullptr;
   j["cycles_per_item"] = nullptr;

@@ -14,9 +14,9 @@
 
 namespace fabflow::report {
 
-// "# fabflow 0.1.0 bench <family> ..." then the machine, the provider, the family's own
-// `config` lines (each printed after "# "), pinning and clock, and one "# WARNING:" line per
-// environment_warnings() entry.
+// "# fabflow <version> (<revision>) bench <family> ..." then the machine, the provider, the
+// family's own `config` lines (each printed after "# "), pinning and clock, and one "# WARNING:"
+// line per environment_warnings() entry.
 void print_header(std::ostream& out, const RunEnvironment& env, std::string_view family,
                   const std::vector<std::string>& config);
 

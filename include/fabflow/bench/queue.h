@@ -100,7 +100,6 @@ struct QueueRow {
   LatencyStats transfer;    // ping-pong: half the round trip
   LatencyStats raw_write;   // ping-pong: raw write ping-pong, one-way
   bool raw_write_measured = false;
-  bool progress_threads = false;  // a progress thread drove a transport (never, today)
   // --reference (0 / false: not measured).
   double raw_stream_mbps = 0;  // throughput: raw streaming write, same provider and size
   double raw_stream_msgs_per_s = 0;
