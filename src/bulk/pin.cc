@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "bulk/page_counts.h"
+#include "bulk/sys.h"
 #include "common/errno_text.h"
 #include "fabflow/regcache.h"
 
@@ -26,18 +27,6 @@ int lock_pages(std::uintptr_t a, std::size_t len) {
 }
 int unlock_pages(std::uintptr_t a, std::size_t len) {
   return static_cast<int>(::syscall(SYS_munlock, a, len));
-}
-
-using Clock = std::chrono::steady_clock;
-
-std::uint64_t ns_since(Clock::time_point start) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-}
-
-std::uintptr_t page_size() {
-  static const auto size = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  return size;
 }
 
 // The pages fabflow holds locked. Thread-safe.
@@ -103,7 +92,7 @@ class PinnedRegion final : public MemoryRegion {
         pin_b_(pin_b),
         stats_(stats) {}
   ~PinnedRegion() override {
-    const auto start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     inner_.reset();
     if (pin_b_ > pin_a_) PinTable::instance().unpin(pin_a_, pin_b_);
     if (stats_ != nullptr) {
@@ -142,7 +131,7 @@ std::size_t pinned_bytes() { return PinTable::instance().locked(); }
 Registrar pinning_registrar(Registrar inner, bool pin, RegistrationStats* stats) {
   return [inner = std::move(inner), pin, stats](void* addr, std::size_t len,
                                                 unsigned access) -> std::unique_ptr<MemoryRegion> {
-    const auto start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     std::uintptr_t a = 0, b = 0;
     if (pin && len > 0) {
       a = reinterpret_cast<std::uintptr_t>(addr) & ~(page_size() - 1);

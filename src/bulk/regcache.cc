@@ -16,23 +16,12 @@
 #include <mutex>
 #include <vector>
 
+#include "bulk/sys.h"
 #include "bulk/uffd_monitor.h"
 #include "common/errno_text.h"
 
 namespace fabflow::bulk {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-std::uint64_t ns_since(Clock::time_point start) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-}
-
-std::uintptr_t page_size() {
-  static const auto size = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  return size;
-}
 
 // Forks seen by this process (counted in the parent). A fork shares every private page
 // copy-on-write: the parent's next write to a cached page moves it to a new frame.
@@ -137,7 +126,7 @@ struct RegistrationCache::State {
   }
 
   void destroy(std::unique_ptr<MemoryRegion> mr) {
-    const auto start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     mr.reset();
     ++counters.registration.deregistrations;
     counters.registration.deregister_ns += ns_since(start);
@@ -306,7 +295,7 @@ Lease RegistrationCache::acquire(const void* addr, std::size_t len, unsigned acc
 
   auto uncached = [&] {
     ++s.counters.uncached;
-    const auto start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     lease.owned_ = s.registrar(reinterpret_cast<void*>(pa), pb - pa, access);
     ++s.counters.registration.registrations;
     s.counters.registration.registered_bytes += pb - pa;
@@ -341,7 +330,7 @@ Lease RegistrationCache::acquire(const void* addr, std::size_t len, unsigned acc
     if (!s.make_room(rb - ra, options_.max_entries)) continue;
     // Watch before registering: a change between the two is then seen, never missed.
     if (s.monitor != nullptr && !s.monitor->watch(ra, rb)) continue;
-    const auto start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     try {
       mr = s.registrar(reinterpret_cast<void*>(ra), rb - ra, access);
     } catch (...) {
