@@ -237,6 +237,60 @@ int run_plot(const std::string& file, const std::string& out, const std::string&
   return status == 0 ? 0 : 1;
 }
 
+// Latency entries also get the distribution of every row: <id>-cdf.png and <id>-hist.png.
+void distribution(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
+  int status = 1;
+  std::string err;
+  const std::string base = fs::path(jsonl).replace_extension().string();
+  if (!plot.run(
+          {"distribution", jsonl.string(), "--out", base, "--title", x.id + ": " + x.title},
+          [&](const std::string& line) { o.files.push_back(fs::path(line).filename().string()); },
+          &status, &err))
+    return;
+  std::cerr << err;
+  if (status != 0) {
+    o.failed = true;
+    o.verdict += ", distribution failed";
+  }
+}
+
+// Draws `jsonl`'s figure and judges its claim (python/fabflow_plot), into `o`; latency
+// entries also get their distributions.
+void figure(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
+  int status = 1;
+  std::string err;
+  nlohmann::json verdict;
+  const bool ran = plot.run(
+      {"figure", jsonl.string()},
+      [&](const std::string& line) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.contains("verdict")) verdict = j;
+      },
+      &status, &err);
+  if (!ran) {
+    o.verdict = "no figure (plotting unavailable)";
+    return;
+  }
+  std::cerr << err;  // the module's warnings, or why it failed
+  if (status != 0 || !verdict.is_object()) {
+    if (status == 0) print_error(x.id + ": the plot module printed no verdict");
+    o.failed = true;
+    o.verdict = "plot failed";
+  } else {
+    o.verdict = verdict.value("verdict", "?");
+    std::string detail = verdict.contains("detail") && verdict["detail"].is_string()
+                             ? verdict["detail"].get<std::string>()
+                             : "";
+    std::cout << x.id << ": " << o.verdict << (detail.empty() ? "" : " (" + detail + ")") << "\n"
+              << std::flush;
+  }
+  for (const char* ext : kFigureExtensions) {
+    const fs::path p = fs::path(jsonl).replace_extension(ext);
+    if (std::error_code ec; fs::exists(p, ec)) o.files.push_back(p.filename().string());
+  }
+  if (x.bench == "lat" && !o.failed) distribution(x, jsonl, plot, o);
+}
+
 class ExperimentRunner {
  public:
   ExperimentRunner(const RunFlags& f, fs::path exe) : f_(f), exe_(std::move(exe)) {}
@@ -333,58 +387,6 @@ class ExperimentRunner {
     std::cerr << "\n";
   }
 
-  void figure(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
-    int status = 1;
-    std::string err;
-    nlohmann::json verdict;
-    const bool ran = plot.run(
-        {"figure", jsonl.string()},
-        [&](const std::string& line) {
-          auto j = nlohmann::json::parse(line, nullptr, false);
-          if (j.is_object() && j.contains("verdict")) verdict = j;
-        },
-        &status, &err);
-    if (!ran) {
-      o.verdict = "no figure (plotting unavailable)";
-      return;
-    }
-    std::cerr << err;  // the module's warnings, or why it failed
-    if (status != 0 || !verdict.is_object()) {
-      if (status == 0) print_error(x.id + ": the plot module printed no verdict");
-      o.failed = true;
-      o.verdict = "plot failed";
-    } else {
-      o.verdict = verdict.value("verdict", "?");
-      std::string detail = verdict.contains("detail") && verdict["detail"].is_string()
-                               ? verdict["detail"].get<std::string>()
-                               : "";
-      std::cout << x.id << ": " << o.verdict << (detail.empty() ? "" : " (" + detail + ")") << "\n"
-                << std::flush;
-    }
-    for (const char* ext : kFigureExtensions) {
-      const fs::path p = fs::path(jsonl).replace_extension(ext);
-      if (fs::exists(p, ec_)) o.files.push_back(p.filename().string());
-    }
-    if (x.bench == "lat" && !o.failed) distribution(x, jsonl, plot, o);
-  }
-
-  // Latency entries also get the distribution of every row: <id>-cdf.png and <id>-hist.png.
-  void distribution(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
-    int status = 1;
-    std::string err;
-    const std::string base = fs::path(jsonl).replace_extension().string();
-    if (!plot.run(
-            {"distribution", jsonl.string(), "--out", base, "--title", x.id + ": " + x.title},
-            [&](const std::string& line) { o.files.push_back(fs::path(line).filename().string()); },
-            &status, &err))
-      return;
-    std::cerr << err;
-    if (status != 0) {
-      o.failed = true;
-      o.verdict += ", distribution failed";
-    }
-  }
-
   const RunFlags& f_;
   fs::path exe_;
   std::error_code ec_;  // for file checks whose failure only means "not there"
@@ -462,6 +464,65 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
   return plot.missing() ? kNoFigures : 0;
 }
 
+// ---- experiment judge ----
+
+// Re-draws and re-judges the rows an earlier `experiment run` saved in `dir` (every <id>.jsonl
+// whose first line is its entry), with the entry as it was run: the same verdicts, and no
+// bench started. `ids`: a comma list, or empty / "all".
+int run_judge(const std::string& dir, const std::string& ids) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError("experiment judge: no folder '" + dir + "'");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> wanted;
+  if (!ids.empty() && ids != "all") wanted = split(ids, ',');
+  std::vector<std::pair<ExperimentEntry, fs::path>> todo;
+  bool failed = false;
+  for (const auto& path : files) {
+    std::ifstream in(path);
+    std::string first;
+    std::getline(in, first);
+    const auto head = nlohmann::json::parse(first, nullptr, false);
+    if (!head.is_object() || head.value("type", "") != "experiment" || !head.contains("entry") ||
+        !head["entry"].is_object() || !head["entry"].contains("id") ||
+        !head["entry"]["id"].is_string() || !head["entry"].contains("bench") ||
+        !head["entry"]["bench"].is_string())
+      continue;  // another file: not an experiment's rows
+    ExperimentEntry x;
+    x.id = head["entry"]["id"].get<std::string>();
+    x.bench = head["entry"]["bench"].get<std::string>();
+    if (head["entry"].contains("title") && head["entry"]["title"].is_string())
+      x.title = head["entry"]["title"].get<std::string>();
+    if (x.id + ".jsonl" != path.filename().string()) {
+      print_error(path.string() + ": holds the rows of '" + x.id + "', not of its file name");
+      failed = true;
+      continue;
+    }
+    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), x.id) != wanted.end())
+      todo.emplace_back(x, path);
+  }
+  for (const auto& id : wanted)
+    if (std::none_of(todo.begin(), todo.end(), [&](const auto& t) { return t.first.id == id; }))
+      throw UsageError("experiment judge: " + dir + " holds no rows of '" + id + "'");
+  if (todo.empty() && !failed)
+    throw UsageError("experiment judge: " + dir + " holds no experiment rows (<id>.jsonl)");
+  Plotter plot("the data stays in the .jsonl files");
+  std::size_t judged = 0;
+  for (const auto& [x, path] : todo) {
+    Outcome o;
+    o.id = x.id;
+    figure(x, path, plot, o);
+    failed = failed || o.failed;
+    judged += !o.failed;
+  }
+  std::cout << "judged " << judged << " of " << todo.size() << " experiments in " << dir << "\n"
+            << std::flush;
+  if (failed) return 1;
+  return plot.missing() ? kNoFigures : 0;
+}
+
 }  // namespace
 
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
@@ -491,6 +552,14 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
   r->callback([&run, &bench_app, rf] {
     run = [&bench_app, rf] { return run_experiments(*rf, bench_app); };
   });
+
+  auto* j = exp->add_subcommand(
+      "judge", "re-draw and re-judge the rows a run saved in DIR (no bench is run)");
+  auto dir = std::make_shared<std::string>();
+  auto ids = std::make_shared<std::string>();
+  j->add_option("dir", *dir, "folder written by fabflow experiment run -o")->required();
+  j->add_option("ids", *ids, "experiment id, comma list of ids, or all (default: all)");
+  j->callback([&run, dir, ids] { run = [dir, ids] { return run_judge(*dir, *ids); }; });
 }
 
 void add_plot(CLI::App& app, Runner& run) {

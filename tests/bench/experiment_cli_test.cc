@@ -252,7 +252,23 @@ TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   EXPECT_EQ(r.status, 0) << r.err;
   for (const char* ext : {".png", ".svg", ".html"})
     EXPECT_TRUE(fs::exists(out + "/900-tiny" + ext)) << ext;
-  EXPECT_NE(r.out.find("900-tiny: "), std::string::npos) << r.out;
+  const auto at = r.out.find("900-tiny: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string verdict = r.out.substr(at, r.out.find('\n', at) - at);
+
+  // `experiment judge` re-draws and re-judges the saved rows, running no bench: the same
+  // verdict line, word for word.
+  for (const std::string& f : {out + "/900-tiny.png", out + "/900-tiny.html"}) fs::remove(f);
+  CliResult j =
+      experiment({"judge", out}, 60s, {{"FABFLOW_PYTHONPATH", (kSource / "python").string()}});
+  EXPECT_EQ(j.status, 0) << j.err;
+  EXPECT_NE(j.out.find(verdict + "\n"), std::string::npos) << verdict << "\n" << j.out;
+  EXPECT_NE(j.out.find("judged 1 of 1 experiments"), std::string::npos) << j.out;
+  EXPECT_TRUE(fs::exists(out + "/900-tiny.png"));
+  EXPECT_EQ(j.err.find("point"), std::string::npos) << j.err;  // nothing was run
+  expect_one_error_line(experiment({"judge", out, "900-other"}, 20s), 2,
+                        {"holds no rows of '900-other'"});
+  expect_one_error_line(experiment({"judge", dir.file("nope")}, 20s), 2, {"no folder"});
 }
 
 // `fabflow plot`: the CDF and histogram of a bench's latency rows; a file without such rows or
