@@ -291,11 +291,36 @@ def series_key(row, fields):
     return tuple(key)
 
 
-def series_label(key):
-    """Legend text for a series tuple."""
+def series_label(key, fields=()):
+    """Text for a series tuple.
+
+    Without `fields` (claim details: name=value) every value is shown as the
+    rows hold it, null and true included.  With the series' field names (legends,
+    tables) it is written for a reader: a value a row lacks is left out, a flag
+    is its field's name or "no <name>", a size in a size field is 64KB.
+    """
     if not key:
         return "all"
-    return ", ".join("null" if v is None else _plain_text(v) for v in key)
+    if not fields:
+        return ", ".join("null" if v is None else _plain_text(v) for v in key)
+    parts = []
+    for value, field in zip(key, fields):
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            name = field.rsplit(".", 1)[-1].replace("_", " ")
+            parts.append(name if value else "no " + name)
+        elif is_size_field(field) and to_number(value, size=True) is not None:
+            parts.append(format_size(to_number(value, size=True)) + "B")
+        else:
+            parts.append(_plain_text(value))
+    return ", ".join(parts) or "all"
+
+
+def field_title(fields):
+    """Legend title for the series fields: their names with spaces, sizes named as such."""
+    return ", ".join("size" if is_size_field(f) else f.rsplit(".", 1)[-1].replace("_", " ")
+                     for f in fields)
 
 
 # --- aggregation ---------------------------------------------------------------

@@ -106,7 +106,7 @@ def _lines(ax, plot, pdata):
         pts = [p for p in pdata.points if p.series == key]
         xs = [pos[p.x] for p in pts]
         ys = [p.median for p in pts]
-        style = dict(_style(index), markersize=4, linewidth=1.3, label=D.series_label(key))
+        style = dict(_style(index), markersize=4, linewidth=1.3, label=D.series_label(key, pdata.series_fields))
         if spread:
             err = [[p.median - p.low for p in pts], [p.high - p.median for p in pts]]
             ax.errorbar(xs, ys, yerr=err, capsize=3, **style)
@@ -130,7 +130,7 @@ def _bars(ax, plot, pdata):
                 ys.append(p.median)
                 lows.append(p.median - p.low)
                 highs.append(p.high - p.median)
-        ax.bar(xs, ys, width=width * 0.95, label=D.series_label(key),
+        ax.bar(xs, ys, width=width * 0.95, label=D.series_label(key, pdata.series_fields),
                yerr=[lows, highs] if spread else None, capsize=2 if spread else 0)
     ax.set_xticks(range(len(categories)))
     ax.set_xticklabels([D.format_x(x, pdata.x_field) for x in categories])
@@ -176,7 +176,7 @@ def _labels(ax, plot, pdata):
 def _legend(ax, pdata):
     if not pdata.series_fields:
         return
-    title = ", ".join(pdata.series_fields)
+    title = D.field_title(pdata.series_fields)
     if len(pdata.series_order) > _LEGEND_INSIDE:
         ax.legend(title=title, fontsize=6, title_fontsize=7, loc="upper left",
                   bbox_to_anchor=(1.01, 1.0), ncol=2 if len(pdata.series_order) > 20 else 1)
@@ -190,7 +190,8 @@ def table_rows(plot, pdata):
                                           "median", "min", "max", "n"]
     rows = []
     for p in pdata.points:
-        rows.append([D.series_label((v,)) if v is not None else "-" for v in p.series] +
+        rows.append([D.series_label((v,), (f,)) if v is not None else "-"
+                     for v, f in zip(p.series, pdata.series_fields)] +
                     [D.format_x(p.x, pdata.x_field), _short(p.median), _short(p.low),
                      _short(p.high), str(p.n)])
     return header, rows

@@ -133,7 +133,7 @@ def data_html(exp, pdata):
                f"x: <code>{esc(pdata.x_field)}</code>; median, min and max over repeats.</p>")
     if pdata.points:
         header = ["series", "x", "median", "min", "max", "n"]
-        rows = [[D.series_label(p.series), D.format_x(p.x, pdata.x_field),
+        rows = [[D.series_label(p.series, pdata.series_fields), D.format_x(p.x, pdata.x_field),
                  D.format_number(p.median), D.format_number(p.low),
                  D.format_number(p.high), p.n] for p in pdata.points]
         out.append(table(header, rows, numeric_from=2))

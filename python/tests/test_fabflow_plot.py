@@ -129,6 +129,22 @@ class FieldAndFilterTest(unittest.TestCase):
         self.assertEqual(x_order, ["WriteWrite", "SendSend"])
         self.assertEqual(points[0].median, 2.0)
 
+    def test_series_labels_read_as_text_not_json(self):
+        fields = ("design", "preset")
+        self.assertEqual(D.series_label(("socket", None), fields), "socket")
+        self.assertEqual(D.series_label(("push1-watermark-pull", "datamover"), fields),
+                         "push1-watermark-pull, datamover")
+        self.assertEqual(D.series_label((True,), ("active_consumer",)), "active consumer")
+        self.assertEqual(D.series_label((False,), ("active_consumer",)), "no active consumer")
+        self.assertEqual(D.series_label((65536,), ("item_bytes",)), "64KB")
+        self.assertEqual(D.series_label(("4K",), ("point.-S",)), "4KB")
+        self.assertEqual(D.series_label((None,), ("preset",)), "all")
+        self.assertEqual(D.field_title(("design", "item_bytes", "point.--active-consumer")),
+                         "design, size, --active-consumer")
+        # Claim details keep the rows' own values.
+        self.assertEqual(D.series_label(("socket", None)), "socket, null")
+        self.assertEqual(D.series_label((True,)), "true")
+
     def test_size_text_and_labels(self):
         self.assertEqual(D.to_number("4K", size=True), 4096.0)
         self.assertIsNone(D.to_number("4K"))
