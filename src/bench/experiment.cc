@@ -1,4 +1,5 @@
 // Catalogue loading and validation, sweep expansion and the runner's row tagging.
+#include <fabflow/bench/common.h>
 #include <fabflow/bench/experiment.h>
 #include <fabflow/status.h>
 
@@ -17,23 +18,21 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kBenches[] = {"raw", "queue", "rr",   "seq", "inbound",
-                                    "kv",  "lat",   "bulk", "beff"};
 constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
 constexpr const char* kCheckKinds[] = {"at_most", "at_least",  "greater", "less",
                                        "trend",   "crossover", "earlier", "all"};
 // The runner sets these itself: an entry that set them would fight it.
 constexpr const char* kRunnerFlags[] = {"-p", "--provider", "--json"};
 
-template <std::size_t N>
-bool one_of(const std::string& s, const char* const (&names)[N]) {
-  return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return s == n; });
+template <class Name, std::size_t N>
+bool one_of(const std::string& s, const Name (&names)[N]) {
+  return std::any_of(std::begin(names), std::end(names), [&](const Name& n) { return s == n; });
 }
 
-template <std::size_t N>
-std::string joined(const char* const (&names)[N]) {
+template <class Name, std::size_t N>
+std::string joined(const Name (&names)[N]) {
   std::string out;
-  for (const char* n : names) {
+  for (const Name& n : names) {
     if (!out.empty()) out += '|';
     out += n;
   }
@@ -157,8 +156,8 @@ ExperimentEntry read_entry(const ojson& e, const std::string& seed, const EntryC
     ctx.fail("has both \"needs\" and \"not_measurable\" (give one)");
   x.bench = required_text(e, "bench", ctx);
   // An entry waiting for an issue may name the bench subcommand that issue adds.
-  if (x.needs.empty() && !one_of(x.bench, kBenches))
-    ctx.fail("unknown bench '" + x.bench + "' (use " + joined(kBenches) + ")");
+  if (x.needs.empty() && !one_of(x.bench, kFamilies))
+    ctx.fail("unknown bench '" + x.bench + "' (use " + joined(kFamilies) + ")");
 
   if (e.contains("args")) x.args = read_args(e["args"], "args", ctx);
   if (e.contains("sweep")) {

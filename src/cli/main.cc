@@ -1,13 +1,44 @@
-// fabflow: a thin shell over the library. Subcommands: info, bench raw, bench queue, bench rr,
-// bench seq, bench inbound, bench kv, bench lat, bench bulk, bench beff, experiment list,
-// experiment run, report, model pcie.
+// fabflow: a thin shell over the library. Subcommands: info, bench <family> (one per
+// bench::kFamilies), experiment list|run|judge, report, plot, model pcie, bulk plan.
+#include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 #include <fabflow/version.h>
 
 #include <csignal>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
 #include <iostream>
 
 #include "cli/commands.h"
+
+namespace fabflow {
+namespace {
+
+// `fabflow bench <family>`: the subcommand that registers each family of bench::kFamilies.
+struct BenchCommand {
+  std::string_view name;
+  cli::Runner (*add)(CLI::App& bench, const cli::Invocation& self);
+};
+constexpr BenchCommand kBenchCommands[] = {
+    {"raw", cli::add_bench_raw},         {"queue", cli::add_bench_queue},
+    {"rr", cli::add_bench_rr},           {"seq", cli::add_bench_seq},
+    {"inbound", cli::add_bench_inbound}, {"kv", cli::add_bench_kv},
+    {"lat", cli::add_bench_lat},         {"bulk", cli::add_bench_bulk},
+    {"beff", cli::add_bench_beff}};
+
+consteval bool registers_every_family() {
+  if (std::size(kBenchCommands) != std::size(bench::kFamilies)) return false;
+  for (std::size_t i = 0; i < std::size(kBenchCommands); ++i)
+    if (kBenchCommands[i].name != bench::kFamilies[i]) return false;
+  return true;
+}
+static_assert(registers_every_family(),
+              "kBenchCommands must list bench::kFamilies, in order (fabflow/bench/common.h)");
+
+}  // namespace
+}  // namespace fabflow
 
 int main(int argc, char** argv) {
   using namespace fabflow;
@@ -25,25 +56,15 @@ int main(int argc, char** argv) {
   auto info_run = cli::add_info(*info);
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
-  auto raw_run = cli::add_bench_raw(*bench, self);
-  auto queue_run = cli::add_bench_queue(*bench, self);
-  auto rr_run = cli::add_bench_rr(*bench, self);
-  auto seq_run = cli::add_bench_seq(*bench, self);
-  auto inbound_run = cli::add_bench_inbound(*bench, self);
-  auto kv_run = cli::add_bench_kv(*bench, self);
-  auto lat_run = cli::add_bench_lat(*bench, self);
-  auto bulk_run = cli::add_bench_bulk(*bench, self);
-  auto beff_run = cli::add_bench_beff(*bench, self);
+  std::vector<cli::Runner> bench_runs;  // one per family; a subcommand's callback picks its own
+  bench_runs.reserve(std::size(kBenchCommands));
+  for (const auto& c : kBenchCommands) {
+    bench_runs.push_back(c.add(*bench, self));
+    bench->get_subcommand(std::string(c.name))->callback([&run, &r = bench_runs.back()] {
+      run = r;
+    });
+  }
   info->callback([&] { run = info_run; });
-  bench->get_subcommand("raw")->callback([&] { run = raw_run; });
-  bench->get_subcommand("queue")->callback([&] { run = queue_run; });
-  bench->get_subcommand("rr")->callback([&] { run = rr_run; });
-  bench->get_subcommand("seq")->callback([&] { run = seq_run; });
-  bench->get_subcommand("inbound")->callback([&] { run = inbound_run; });
-  bench->get_subcommand("kv")->callback([&] { run = kv_run; });
-  bench->get_subcommand("lat")->callback([&] { run = lat_run; });
-  bench->get_subcommand("bulk")->callback([&] { run = bulk_run; });
-  bench->get_subcommand("beff")->callback([&] { run = beff_run; });
   cli::add_experiment(app, *bench, run);
   cli::add_report(app, run);
   cli::add_plot(app, run);
