@@ -271,6 +271,17 @@ def format_number(value):
     return f"{value:.6g}"
 
 
+def format_tick(value):
+    """A linear axis' tick: 12000000 -> '12M', 2500 -> '2.5k', 0.25 -> '0.25'.
+
+    matplotlib would write large ticks with an offset ("1e7" above the axis),
+    which a reader of a rate easily misses."""
+    for suffix, unit in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= unit:
+            return f"{value / unit:g}{suffix}"
+    return f"{value:g}"
+
+
 def format_x(value, x_field):
     """Text for an x value: sizes as 64K, integral numbers without '.0'."""
     if isinstance(value, float):

@@ -137,6 +137,8 @@ def _bars(ax, plot, pdata):
     if plot.get("logy"):
         # Bars start at 0: clip them to the axis instead of masking them away.
         ax.set_yscale("log", nonpositive="clip")
+    else:
+        _plain_y_ticks(ax)
 
 
 def _x_ticks(ax, plot, pdata):
@@ -161,6 +163,14 @@ def _x_ticks(ax, plot, pdata):
         ax.xaxis.set_major_formatter(ticker.FuncFormatter(formatter))
     if plot.get("logy"):
         ax.set_yscale("log", nonpositive="mask")
+    else:
+        _plain_y_ticks(ax)
+
+
+def _plain_y_ticks(ax):
+    """Linear y ticks as 12M, 2.5k: no offset or exponent printed above the axis."""
+    import matplotlib.ticker as ticker
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: D.format_tick(v)))
 
 
 def _powers_of_two(values):

@@ -129,6 +129,10 @@ class FieldAndFilterTest(unittest.TestCase):
         self.assertEqual(x_order, ["WriteWrite", "SendSend"])
         self.assertEqual(points[0].median, 2.0)
 
+    def test_linear_ticks_have_no_offset(self):
+        self.assertEqual([D.format_tick(v) for v in (0, 0.25, 999, 2500, 12e6, 1.5e9)],
+                         ["0", "0.25", "999", "2.5k", "12M", "1.5G"])
+
     def test_series_labels_read_as_text_not_json(self):
         fields = ("design", "preset")
         self.assertEqual(D.series_label(("socket", None), fields), "socket")
