@@ -27,6 +27,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/bench/experiment.cc
   src/bench/report.cc
   src/bench/stats.cc
+  src/common/affinity.cc
   src/common/idle_poll.cc
   src/flow/checksum.cc
   src/flow/design.cc
