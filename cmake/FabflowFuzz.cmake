@@ -38,6 +38,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/transport/libfabric/loader.cc
   src/transport/libfabric/select.cc
   src/transport/local/local_transport.cc
+  src/transport/local/cross_memory.cc
   src/transport/names.cc)
 target_include_directories(fabflow_fuzz_parsers PUBLIC include ${PROJECT_BINARY_DIR}/include src
   ${LIBFABRIC_INCLUDE_DIRS})

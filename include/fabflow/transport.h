@@ -4,6 +4,9 @@
 // native shared memory and a fault-injecting wrapper implement it too). Implementations are
 // `final`, so hot loops written as templates over the concrete type (see bench/) call the
 // data path without virtual dispatch; with_concrete() picks the instantiation at run time.
+// What a transport can do beyond the common contract (in-place receive, mapping a peer's
+// memory, cross-memory attach) is asked of its Capabilities and reached through this interface,
+// never by its type or its provider's name; a templated data path asks always_maps_peers<Tr>.
 //
 // Data-path calls never throw: they return Status::ok, Status::again (resources busy: drive
 // progress / reap completions and retry) or Status::failed (details in last_error()).
@@ -66,7 +69,7 @@ struct Capabilities {
   std::string fabric;
   std::string domain;
   EndpointType endpoint = EndpointType::msg;
-  std::uint32_t api_version = 0;  // FI_VERSION of the provider
+  std::uint32_t api_version = 0;  // FI_VERSION of the provider; 0: not a libfabric provider
 
   std::size_t inject_size = 0;
   std::size_t max_msg_size = 0;
@@ -92,6 +95,17 @@ struct Capabilities {
   // followed by CLDEMOTE of their cache lines (common/cldemote.h), where the CPU has it and
   // FABFLOW_LOCAL_DEMOTE is not 0. A hint: what any reader sees does not change, only how soon.
   bool stores_demoted = false;
+  // A received message is placed in its posted buffer only when the receiver polls its
+  // completions (local: it copies from the ring on poll), not when it arrives: a receiver that
+  // reaps late cannot find the bytes in its buffer before (WRITE-like receives cannot work).
+  bool rx_lands_on_poll = false;
+  // map_peer() gives a peer's registered region as an address in this process, for a user that
+  // stores into it (or loads from it) itself instead of posting writes and reads (local).
+  bool peer_mapping = false;
+  // copy_peer() moves bytes between this process and any address of a peer process on this
+  // host, without registration on either side (local, by cross-memory attach). Whether the
+  // kernel allows it between two given processes is found by trying (ptrace rules).
+  bool cross_memory_attach = false;
   bool data_progress_manual = false;             // target must drive progress for data to land
   bool data_progress_advertised_manual = false;  // what the provider itself says
   bool control_progress_manual = false;
@@ -277,7 +291,31 @@ class Transport {
   virtual int wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
   virtual int wait_rx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
 
+  // ---- direct access (where the capabilities say so; the defaults fail) ----
+  // Only where caps().peer_mapping: where [offset, offset + len) of a peer's region, imported
+  // through `m`, lies in this process, or nullptr (last_error set) for a key or range that is
+  // not valid. Stores into it follow the ordering rules a write's do on that transport
+  // (docs/local-transport.md). Setup, not data path: map once, then load and store.
+  virtual std::byte* map_peer(int peer, const RemoteMemory& m, std::uint64_t offset,
+                              std::size_t len) noexcept;
+  // Only where caps().cross_memory_attach: copies `len` bytes from the peer's address `addr`
+  // into `buf` (PeerCopy::read) or from `buf` to `addr` (write), synchronously; the address is
+  // one the peer sent, unregistered. Status::failed (last_error says why) when the kernel
+  // refuses or the range is not mapped there.
+  enum class PeerCopy { read, write };
+  virtual Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
+                           std::size_t len) noexcept;
+
   virtual const std::string& last_error() const noexcept = 0;
+};
+
+// For data paths templated over a concrete transport type (with_concrete): whether every
+// transport of type Tr maps its peers' regions (caps().peer_mapping), known at compile time, so
+// that the direct-store code is compiled for that type only. A final transport type says so with
+// `static constexpr bool kPeerMapping = true;`; the interface type itself never does.
+template <class Tr>
+inline constexpr bool always_maps_peers = requires {
+  requires Tr::kPeerMapping;
 };
 
 // Opens the transport `options.provider` names: "local" (native shared memory, all ranks on

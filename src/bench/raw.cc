@@ -831,7 +831,7 @@ bool raw_progress_thread(const RawParams& params, const Capabilities& caps, int 
 }
 
 std::string more_hint(const Capabilities& caps, const std::string& libfabric_version) {
-  if (caps.provider == "local") return "ignored by transport (no doorbell)";
+  if (caps.api_version == 0) return "ignored by transport (no doorbell)";  // not libfabric
   // The providers of libfabric 1.17 whose transmit paths read FI_MORE (git grep FI_MORE
   // v1.17.0 -- prov): efa, usnic and gni defer the doorbell; tcp, shm, ofi_rxm (it sets the
   // flag only on receive completions), verbs (only in its datagram address vector) and the
@@ -880,10 +880,10 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
     if (largest > (std::size_t{256} << 20) / params.reap_every)
       throw UsageError("WRITE-like receives: " + std::to_string(params.reap_every) + " x " +
                        std::to_string(largest) + " bytes of receive buffers is above 256 MiB");
-    if (caps.provider == "local")
-      throw UsageError(
-          "WRITE-like send/recv is not possible on local: it places a message in "
-          "the posted buffer only when the receiver polls its completions");
+    if (caps.rx_lands_on_poll)
+      throw UsageError("WRITE-like send/recv is not possible on " + caps.provider +
+                       ": it places a message in the posted buffer only when the receiver "
+                       "polls its completions");
   }
   if (params.recv_post != RecvPost::one || params.rate > 0) {
     if (params.op != Op::send || params.test != RawTest::latency)

@@ -1,12 +1,9 @@
 // The bulk channel: matching, the protocols' state machines and progress. docs/bulk.md.
 #include <fabflow/bootstrap.h>
 #include <fabflow/bulk.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -22,7 +19,6 @@
 
 #include "bulk/registrar.h"
 #include "bulk/wire.h"
-#include "common/errno_text.h"
 
 namespace fabflow::bulk {
 
@@ -217,9 +213,8 @@ struct PendingRma {  // an RMA operation waiting for room in the transmit queue
 struct Agreement {  // what every rank must agree on, plus what each tells the others
   std::uint64_t eager_limit, bounce_size, frag_size, max_frag, depth, copy_ahead, rx_buffers;
   double frag_growth;
-  std::uint64_t pid;
   std::uint64_t probe_addr;  // a word this rank's peers read by cross-memory attach
-  std::int32_t cma_errno;    // after the exchange: 0 when this rank read its right neighbour
+  std::int32_t cma_refused;  // after the exchange: 0 when this rank read its right neighbour
   std::int32_t pad;
 };
 
@@ -232,7 +227,7 @@ class ChannelImpl final : public Channel {
         rank_(boot.rank()),
         ranks_(boot.size()),
         registrar_(t, o_) {
-    local_ = t.caps().provider == "local";
+    cma_capable_ = t.caps().cross_memory_attach;
     exchange();
     slot_ = kHeader + o_.bounce_size;
     tx_mr_ = t_.allocate(slot_ * kTxBuffers, kLocalRead | kLocalWrite);
@@ -300,7 +295,7 @@ class ChannelImpl final : public Channel {
                        std::to_string(o_.eager_limit) + " bytes), not " +
                        std::to_string(buf.size()));
     if (buf.size() == 0) p = Protocol::eager;
-    if (rendezvous(p) && local_) {
+    if (rendezvous(p) && cma_capable_) {
       if (cma_ok_)
         r->cma = true;
       else
@@ -497,8 +492,8 @@ class ChannelImpl final : public Channel {
     constexpr std::size_t kSmall = 4096, kLarge = std::size_t{4} << 20;
     std::vector<std::byte> a(kLarge, std::byte{1}), b(kLarge, std::byte{2});
     Costs c;
-    c.registration_free = local_;
-    if (!local_) {
+    c.registration_free = cma_capable_;
+    if (!cma_capable_) {
       auto reg = [&](std::size_t n, int reps) {
         register_buffer(t_, a.data(), n, kLocalRead | kRemoteWrite, o_.pin);  // warm
         const auto t0 = clock::now();
@@ -572,7 +567,6 @@ class ChannelImpl final : public Channel {
     mine.copy_ahead = o_.copy_ahead;
     mine.rx_buffers = o_.rx_buffers;
     mine.frag_growth = o_.frag_growth;
-    mine.pid = static_cast<std::uint64_t>(::getpid());
     mine.probe_addr = reinterpret_cast<std::uint64_t>(&probe_);
     const auto a = allgather_value(boot_, mine, "bulk: channel hello");
     for (std::size_t r = 0; r < a.size(); ++r) {
@@ -599,37 +593,42 @@ class ChannelImpl final : public Channel {
         throw PeerError(static_cast<int>(r), "bulk: ranks disagree on the channel's parameters: " +
                                                  rank_str(static_cast<int>(r)) + " has " + theirs +
                                                  "; " + rank_str(rank_) + " has " + ours);
-      pids_.push_back(static_cast<pid_t>(x.pid));
     }
-    if (!local_) {
+    if (!cma_capable_) {
       path_ = "fabric RMA";
       return;
     }
-    // Cross-memory attach: each rank reads its right neighbour's probe word; all must succeed.
-    int err = 0;
+    // Cross-memory attach: each rank reads its right neighbour's probe word through the
+    // transport; all must succeed. A refusal is named by the rank that met it.
+    int verdict = 0;  // -1 turned off, 0 read, 1 refused
+    std::string why;
     if (!o_.cross_memory_attach) {
-      err = -1;
+      verdict = -1;
     } else if (ranks_ > 1) {
       const int right = (rank_ + 1) % ranks_;
       std::uint64_t got = 0;
-      iovec l{&got, sizeof got};
-      iovec r{reinterpret_cast<void*>(a[static_cast<std::size_t>(right)].probe_addr), sizeof got};
-      if (::process_vm_readv(pids_[static_cast<std::size_t>(right)], &l, 1, &r, 1, 0) !=
-          static_cast<ssize_t>(sizeof got))
-        err = errno ? errno : EIO;
-      else if (got != kProbe)
-        err = EIO;
+      if (t_.copy_peer(right, Transport::PeerCopy::read, &got,
+                       a[static_cast<std::size_t>(right)].probe_addr, sizeof got) != Status::ok) {
+        verdict = 1;
+        why = t_.last_error();
+      } else if (got != kProbe) {
+        verdict = 1;
+        why = rank_str(right) + "'s probe word read back wrong";
+      }
     }
-    mine.cma_errno = err;
+    mine.cma_refused = verdict;
     const auto verdicts = allgather_value(boot_, mine, "bulk: cross-memory-attach verdict");
-    for (std::size_t r = 0; r < verdicts.size() && err == 0; ++r) err = verdicts[r].cma_errno;
-    cma_ok_ = err == 0;
+    for (std::size_t r = 0; r < verdicts.size() && verdict == 0; ++r) {
+      verdict = verdicts[r].cma_refused;
+      if (verdict > 0) why = "on " + rank_str(static_cast<int>(r));
+    }
+    cma_ok_ = verdict == 0;
     if (cma_ok_)
       path_ = "cross-memory attach (single copy; no registration)";
-    else if (err < 0)
+    else if (verdict < 0)
       path_ = "copy (cross-memory attach turned off)";
     else
-      path_ = "copy (cross-memory attach refused: " + errno_text(err) + ")";
+      path_ = "copy (cross-memory attach refused: " + why + ")";
   }
 
   // ---- transmit side ----
@@ -1017,7 +1016,7 @@ class ChannelImpl final : public Channel {
     if (!inline_bytes.empty()) std::memcpy(r.dst, inline_bytes.data(), inline_bytes.size());
     // On local every rendezvous goes by cross-memory attach (all ranks agreed it works at
     // open; without it senders turn rendezvous into copy).
-    r.cma = local_ && rendezvous(h.protocol);
+    r.cma = cma_capable_ && rendezvous(h.protocol);
     if (r.cma && (!cma_ok_ || !inline_bytes.empty() || !key.empty() ||
                   (read_based(h.protocol) && h.base == 0)))
       throw PeerError(src, "bulk: " + rank_str(src) + " sent a malformed local rendezvous");
@@ -1322,19 +1321,10 @@ class ChannelImpl final : public Channel {
 
   // Moves `len` bytes between our `buf` and `addr` in the peer's address space.
   void cma(bool write, int peer, std::byte* buf, std::uint64_t addr, std::uint64_t len) {
-    const pid_t pid = pids_[static_cast<std::size_t>(peer)];
-    for (std::uint64_t done = 0; done < len;) {
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kMaxOp, len - done));
-      iovec l{buf + done, n};
-      iovec r{reinterpret_cast<void*>(addr + done), n};
-      const ssize_t got = write ? ::process_vm_writev(pid, &l, 1, &r, 1, 0)
-                                : ::process_vm_readv(pid, &l, 1, &r, 1, 0);
-      if (got <= 0)
-        throw PeerError(peer, "bulk: cross-memory attach with " + rank_str(peer) + ": " +
-                                  errno_text(got < 0 ? errno : EFAULT) +
-                                  " (the peer's buffer is not where it said)");
-      done += static_cast<std::uint64_t>(got);
-    }
+    if (t_.copy_peer(peer, write ? Transport::PeerCopy::write : Transport::PeerCopy::read, buf,
+                     addr, static_cast<std::size_t>(len)) != Status::ok)
+      throw PeerError(peer,
+                      "bulk: " + t_.last_error() + " (the peer's buffer is not where it said)");
     stats_.cma_bytes += len;
   }
 
@@ -1343,10 +1333,9 @@ class ChannelImpl final : public Channel {
   ChannelOptions o_;
   int rank_, ranks_;
   Registrations registrar_;
-  bool local_ = false;
+  bool cma_capable_ = false;  // the transport copies to and from peers' memory (local)
   bool cma_ok_ = false;
   std::string path_;
-  std::vector<pid_t> pids_;
   std::uint64_t probe_ = kProbe;
   std::size_t slot_ = 0;
   std::unique_ptr<MemoryRegion> tx_mr_, rx_mr_;

@@ -276,10 +276,10 @@ std::vector<LatRow> run_fabric(const LatFlags& f, const LatValidated& v, Rank& r
       notes.push_back(std::string(name_of(mode)) + ": not run: " + e.what());
       continue;
     }
-    if (mode == LatMode::write_like && caps.provider == "local") {
-      notes.push_back(
-          "write-like: not run on local: it places a message in the posted buffer "
-          "only when the receiver polls its completions");
+    if (mode == LatMode::write_like && caps.rx_lands_on_poll) {
+      notes.push_back("write-like: not run on " + caps.provider +
+                      ": it places a message in the posted buffer only when the receiver polls "
+                      "its completions");
       continue;
     }
     // Send rows: each receive posting, closed loop and (with --rate) open loop.

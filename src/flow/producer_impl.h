@@ -6,8 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include "common/cldemote.h"
 #include "flow/end_base.h"
-#include "transport/local/local_transport.h"
 
 namespace fabflow::flow::detail {
 
@@ -39,20 +39,20 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (refresh_below_ == 0) refresh_below_ = 1;
     refresh_gap_ = std::max<std::uint64_t>(1, refresh_below_ / 4);
     active_ = s_.options.active_producer;
-    // Direct stores: on local, a compact-slot producer that moves each item itself (no data
-    // mover, no batching, no write with immediate data) builds items in the consumer's ring,
-    // where its write would have copied them; the word's release store publishes them. Setup
-    // decided it (stores_directly) and told the consumer: the slots carry their word first.
-    if constexpr (std::is_same_v<Tr, local::LocalTransport> && D == DataFlow::push1 &&
-                  T != TransferNotify::imm) {
+    // Direct stores: where the transport maps its peers (local), a compact-slot producer that moves
+    // each item itself (no data mover, no batching, no write with immediate data) builds items in
+    // the consumer's ring, where its write would have copied them; the word's release store
+    // publishes them. Setup decided it (stores_directly) and told the consumer: the slots carry
+    // their word first.
+    if constexpr (always_maps_peers<Tr> && D == DataFlow::push1 && T != TransferNotify::imm) {
       if (L_.word_first) {
-        peer_ring_ = t.mapped(s_.peer, s_.remote, 0, L_.ring_bytes);
+        peer_ring_ = t.map_peer(s_.peer, s_.remote, 0, L_.ring_bytes);
         if (!peer_ring_) throw PeerError(s_.peer, "flow: " + t.last_error());
         demote_ = t.caps().stores_demoted;
         // ... and with watermark transfer and space pull it reads the consumer's head cell
         // with a load where it would have posted a read of it (pump_direct).
         if constexpr (T == TransferNotify::watermark && S == SpaceNotify::pull) {
-          peer_head_ = n.mapped(s_.peer, s_.nremote, L_.cell(kOwnCell), 8);
+          peer_head_ = n.map_peer(s_.peer, s_.nremote, L_.cell(kOwnCell), 8);
           if (!peer_head_) throw PeerError(s_.peer, "flow: " + n.last_error());
         }
       }
@@ -244,7 +244,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   // compact slot's lines, its word and its payload (word first), go to the shared cache, where
   // the consumer's misses on them are served.
   [[gnu::always_inline]] void demote_slot(const std::byte* sl, std::uint32_t len) const noexcept {
-    if (demote_ && len <= local::kDemoteMax) demote_lines(sl, kCompactWord + round8(len));
+    if (demote_ && len <= kDemoteMax) demote_lines(sl, kCompactWord + round8(len));
   }
   // Where item `index` is built: this end's ring, or with direct stores the consumer's.
   [[gnu::always_inline]] std::byte* staging(std::uint64_t index) const noexcept {

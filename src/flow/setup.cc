@@ -3,14 +3,13 @@
 #include <fabflow/bootstrap.h>
 
 #include "flow/end_base.h"
-#include "transport/local/local_transport.h"
 
 namespace fabflow::flow::detail {
 
 bool stores_directly(Transport& t, const QueueOptions& o, const Layout& l) noexcept {
   return l.compact && o.design.data == DataFlow::push1 &&
          o.design.transfer != TransferNotify::imm && !o.batching && !o.active_producer &&
-         dynamic_cast<local::LocalTransport*>(&t) != nullptr;
+         t.caps().peer_mapping;
 }
 
 std::size_t effective_capacity(const QueueOptions& o) noexcept {

@@ -12,7 +12,7 @@
 
 #include "rr/frame.h"
 #include "common/bounded_wait.h"
-#include "transport/local/local_transport.h"
+#include "common/cldemote.h"
 
 namespace fabflow::rr {
 
@@ -183,20 +183,20 @@ class Endpoint {
     return 0;
   }
 
-  // On `local` with ordered frames, WRITE frames become stores into the peer's region as this
-  // process maps it (what the transport's own write would do: the rest of the frame, then the
-  // stamp word with a release store; docs/local-transport.md), with no call per frame. The
-  // mapping covers the layout each imported region was checked to hold at setup.
+  // Where the transport maps its peers (local) and frames are ordered, WRITE frames become
+  // stores into the peer's region as this process maps it (what the transport's own write would
+  // do: the rest of the frame, then the stamp word with a release store;
+  // docs/local-transport.md), with no call per frame. The mapping covers the layout each
+  // imported region was checked to hold at setup.
   void map_peers(const Peers& p) {
-    auto* local = dynamic_cast<local::LocalTransport*>(&t_);
-    if (!local || framing_ != Framing::ordered) return;
-    demote_ = local->caps().stores_demoted;
+    if (!t_.caps().peer_mapping || framing_ != Framing::ordered) return;
+    demote_ = t_.caps().stores_demoted;
     direct_.assign(p.remote.size(), nullptr);
     direct_bytes_.assign(p.remote.size(), 0);
     for (std::size_t r = 0; r < p.remote.size(); ++r) {
       if (p.remote_bytes[r] == 0) continue;
-      direct_[r] = local->mapped(static_cast<int>(r), p.remote[r], 0, p.remote_bytes[r]);
-      if (!direct_[r]) throw Error("rr: " + local->last_error());
+      direct_[r] = t_.map_peer(static_cast<int>(r), p.remote[r], 0, p.remote_bytes[r]);
+      if (!direct_[r]) throw Error("rr: " + t_.last_error());
       direct_bytes_[r] = p.remote_bytes[r];
     }
   }
@@ -246,7 +246,7 @@ class Endpoint {
       std::memcpy(&stamp, frame, 8);
       std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(to))
           .store(stamp, std::memory_order_release);
-      if (demote_ && bytes <= local::kDemoteMax) demote_lines(to, bytes);
+      if (demote_ && bytes <= kDemoteMax) demote_lines(to, bytes);
       ++stats_.direct_frames;
       return Status::ok;
     }

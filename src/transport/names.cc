@@ -97,6 +97,14 @@ int Transport::poll_rx_in_place(std::span<Completion>) noexcept {
 
 Status Transport::release_rx(const Completion&) noexcept { return Status::failed; }
 
+std::byte* Transport::map_peer(int, const RemoteMemory&, std::uint64_t, std::size_t) noexcept {
+  return nullptr;  // callers check caps().peer_mapping first
+}
+
+Status Transport::copy_peer(int, PeerCopy, void*, std::uint64_t, std::size_t) noexcept {
+  return Status::failed;  // callers check caps().cross_memory_attach first
+}
+
 int Transport::wait_tx(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept {
   return poll_until([&] { return poll_tx(out); }, timeout);
 }

@@ -70,6 +70,71 @@ TEST(LocalTransport, CapabilitiesAndSelection) {
     return std::is_same_v<std::remove_reference_t<decltype(x)>, local::LocalTransport>;
   });
   EXPECT_TRUE(concrete);
+  // Its powers, as capabilities: the user of the interface asks these, not the provider's name.
+  EXPECT_TRUE(c.rx_lands_on_poll && c.peer_mapping && c.cross_memory_attach);
+  EXPECT_EQ(c.api_version, 0u);  // not a libfabric provider
+  static_assert(always_maps_peers<local::LocalTransport>);
+  static_assert(!always_maps_peers<Transport>);
+  // Stores through a mapping would pass by the fault wrapper; copies by cross-memory attach do
+  // not pass through its data path at all, so it keeps them.
+  const Capabilities wrapped = make_fault_transport(open_transport(o), {})->caps();
+  EXPECT_FALSE(wrapped.peer_mapping);
+  EXPECT_TRUE(wrapped.cross_memory_attach);
+  // A libfabric provider has none of them.
+  o.provider = "tcp";
+  const Capabilities tcp = probe_transport(o);
+  EXPECT_FALSE(tcp.rx_lands_on_poll || tcp.peer_mapping || tcp.cross_memory_attach);
+  EXPECT_NE(tcp.api_version, 0u);
+}
+
+// map_peer gives the peer's region as an address here (stores land there, ranges and keys are
+// checked); copy_peer moves bytes to and from any address of the peer's process, and a range
+// that is not mapped there fails with the kernel's reason.
+TEST(LocalTransport, MapPeerAndCopyPeer) {
+  auto err = run_pair([&](int rank, Transport& t, Bootstrap& boot) {
+    auto mr = t.allocate(4096, kAllAccess);
+    RemoteMemory peer = exchange(t, boot, *mr);
+    const int other = 1 - rank;
+    std::array<std::uint64_t, 4> words{};  // its address travels through the bootstrap
+    for (std::size_t i = 0; i < words.size(); ++i) words[i] = 1000 * (rank + 1) + i;
+    const auto addrs = allgather_value(boot, reinterpret_cast<std::uint64_t>(words.data()), "addr");
+    const std::uint64_t theirs = addrs[static_cast<std::size_t>(other)];
+    boot.barrier();
+    if (rank == 0) {
+      std::byte* at = t.map_peer(1, peer, 256, 64);
+      expect(at != nullptr, t.last_error());
+      std::memset(at, 0x5a, 64);
+      expect(t.map_peer(1, peer, 4090, 64) == nullptr, "a range past the end mapped");
+      expect(t.last_error().find("outside") != std::string::npos, t.last_error());
+      RemoteMemory forged = peer;
+      forged.key = 77;
+      expect(t.map_peer(1, forged, 0, 8) == nullptr, "a forged key mapped");
+      std::array<std::uint64_t, 4> got{};
+      expect(
+          t.copy_peer(1, Transport::PeerCopy::read, got.data(), theirs, sizeof got) == Status::ok,
+          t.last_error());
+      expect(got[0] == 2000 && got[3] == 2003, "words read from the peer");
+      const std::uint64_t seven = 7;
+      expect(t.copy_peer(1, Transport::PeerCopy::write, const_cast<std::uint64_t*>(&seven),
+                         theirs + 8, 8) == Status::ok,
+             t.last_error());
+      expect(t.copy_peer(1, Transport::PeerCopy::read, got.data(), 8, 8) == Status::failed,
+             "a read of the peer's page zero succeeded");
+      expect(t.last_error().find("cross-memory attach") != std::string::npos, t.last_error());
+      expect(t.copy_peer(5, Transport::PeerCopy::read, got.data(), theirs, 8) == Status::failed,
+             "a copy with no such rank succeeded");
+      expect(t.copy_peer(1, Transport::PeerCopy::read, got.data(), ~std::uint64_t{0} - 3, 8) ==
+                 Status::failed,
+             "a wrapping range succeeded");
+    }
+    boot.barrier();
+    if (rank == 1) {
+      for (std::size_t i = 0; i < 64; ++i)
+        expect(mr->data()[256 + i] == std::byte{0x5a}, "stored through the mapping");
+      expect(words[1] == 7 && words[0] == 2000 && words[2] == 2002, "written by the peer");
+    }
+  });
+  EXPECT_EQ(err, "");
 }
 
 TEST(LocalTransport, SendsMatchReceivesInOrderWithContexts) {
@@ -338,7 +403,7 @@ TEST_P(LocalDemotion, MessagesAndWritesArriveIntact) {
     if (rank == 0) {
       std::vector<std::byte> src(kRegion);
       for (std::size_t i = 0; i < src.size(); ++i) src[i] = byte_of(i, 3);
-      for (std::size_t len : {std::size_t{8}, std::size_t{64}, std::size_t{100}, local::kDemoteMax})
+      for (std::size_t len : {std::size_t{8}, std::size_t{64}, std::size_t{100}, kDemoteMax})
         for (std::size_t off : {std::size_t{0}, std::size_t{4}, std::size_t{8}, kRegion - len})
           expect(t.post_write(1, src.data() + off, len, nullptr, peer, off, 0, 0) == Status::ok,
                  t.last_error());
@@ -350,8 +415,7 @@ TEST_P(LocalDemotion, MessagesAndWritesArriveIntact) {
     boot.barrier();
     if (rank == 1) {
       for (std::size_t i = 0; i < kRegion; ++i)
-        if (i < local::kDemoteMax + 8 || i >= kRegion - local::kDemoteMax ||
-            (i >= 1024 && i < 1088))
+        if (i < kDemoteMax + 8 || i >= kRegion - kDemoteMax || (i >= 1024 && i < 1088))
           expect(mr->data()[i] == byte_of(i, 3), "written byte " + std::to_string(i));
       Completion c = wait_one(t, Cq::rx);
       expect(c.kind == CompletionKind::remote_write && c.has_data && c.data == 0x5eed &&

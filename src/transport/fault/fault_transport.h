@@ -24,8 +24,8 @@ class FaultTransport final : public Transport {
 
   const FaultCounters& counters() const noexcept { return counters_; }
 
-  // The inner transport's, less in-place receive: every message passes through this wrapper's
-  // receive path, where faults are injected.
+  // The inner transport's, less in-place receive and peer mapping: every message and write
+  // passes through this wrapper, where faults are injected.
   const Capabilities& caps() const noexcept override { return caps_; }
   std::string_view name() const noexcept override { return name_; }
   void connect(Bootstrap& boot) override {
@@ -61,6 +61,14 @@ class FaultTransport final : public Transport {
   int poll_tx(std::span<Completion> out) noexcept override { return poll(tx_, false, out); }
   int poll_rx(std::span<Completion> out) noexcept override { return poll(rx_, true, out); }
   void progress() noexcept override { inner_->progress(); }
+  // Cross-memory attach passes through (no fault is injected into it); peer mapping does not
+  // (refresh_caps): stores into a mapped peer would pass by the faults of post_write.
+  Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
+                   std::size_t len) noexcept override {
+    const Status s = inner_->copy_peer(peer, dir, buf, addr, len);
+    if (s == Status::failed) error_ = inner_->last_error();
+    return s;
+  }
 
   const std::string& last_error() const noexcept override { return error_; }
 
@@ -87,6 +95,7 @@ class FaultTransport final : public Transport {
   void refresh_caps() {
     caps_ = inner_->caps();
     caps_.rx_in_place_max = caps_.rx_in_place_depth = 0;
+    caps_.peer_mapping = false;
   }
 
   std::unique_ptr<Transport> inner_;

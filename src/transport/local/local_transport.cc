@@ -524,6 +524,11 @@ void LocalTransport::connect(Bootstrap& boot) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     PeerChannel& ch = peers[static_cast<std::size_t>(p)];
+    ucred cred{};
+    socklen_t cl = sizeof cred;
+    if (::getsockopt(ch.sock.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
+      sys_fail("getsockopt(SO_PEERCRED)");
+    ch.pid = cred.pid;
     Segment seg = create_segment(kChannelBytes, "fabflow-local-ring");
     send_segment(ch.sock.get(), seg.fd.get(), 0, kChannelBytes);
     ch.in_map = std::move(seg.map);
@@ -726,6 +731,9 @@ Capabilities local_capabilities(const TransportOptions& options) {
   c.in_order_data = true;
   c.write_after_write = true;
   c.stores_demoted = local::demotes_stores();
+  c.rx_lands_on_poll = true;  // a message is copied from the ring when its receiver polls
+  c.peer_mapping = true;
+  c.cross_memory_attach = true;
   c.data_progress_manual = false;
   c.mr_mode = 0;
   return c;

@@ -6,6 +6,7 @@
 
 #include <fabflow/local.h>
 #include <fabflow/transport.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <bit>
@@ -78,14 +79,7 @@ inline constexpr std::size_t kSlotHeader = 16;  // SlotHeader: a small message s
 // of kSlotHeader + kChunk, slots started 16 bytes further into a line each time and a 64-byte
 // request frame touched three lines in half of them).
 inline constexpr std::size_t kSlotStride = (kSlotHeader + kChunk + 63) / 64 * 64;
-inline constexpr std::uint64_t kMsgSlots = 512;  // per direction per peer
-// Writes (and flow items, rr frames) of up to this many bytes have their lines demoted after
-// the stores (Capabilities::stores_demoted), as have messages of one slot: a reader that polls
-// one line misses on the others after it. Measured (docs/local-transport.md): writes of
-// 128-256 B 15-35% faster, 512 B-1 KB unchanged, 4 KB and more slower, since a writer that
-// rewrites the same place then fetches its lines back; messages of 128 B-4 KB 8-16% faster (the
-// ring moves on, and the receiver reads every line).
-inline constexpr std::size_t kDemoteMax = 256;
+inline constexpr std::uint64_t kMsgSlots = 512;       // per direction per peer
 inline constexpr std::size_t kMaxMsg = 256 * kChunk;  // 1 MiB: at most half the ring
 inline constexpr std::uint64_t kNoteSlots = 1024;     // writedata notices per direction
 inline constexpr std::size_t kNoteStride = 16;
@@ -188,6 +182,7 @@ struct PeerChannel {
   std::uint64_t out_msg_head_seen = 0, out_note_head_seen = 0;  // cached consumer indices
   bool dead = false;
   std::string why;  // set with dead
+  pid_t pid = 0;    // the peer's process, as the kernel names it (SO_PEERCRED), for copy_peer
 };
 
 // What a local memory key names: the owner's region id and its length (the owner is the rank
@@ -352,14 +347,19 @@ class LocalTransport final : public Transport {
   // Nothing to drive: data lands with the stores that write it.
   void progress() noexcept override {}
 
-  // Where [offset, offset + len) of a peer's region, imported through `m`, is mapped in this
-  // process, or nullptr (last_error set) for a key or range that is not valid: for a user that
-  // stores into the peer's memory itself (a flow producer with compact slots, which then needs
-  // no write). The stores follow the ordering rules of docs/local-transport.md as a write's do.
-  std::byte* mapped(int peer, const RemoteMemory& m, std::uint64_t offset,
-                    std::size_t len) noexcept {
+  // Every local transport maps its peers' regions (Capabilities::peer_mapping), known at
+  // compile time to the data paths templated over this type (always_maps_peers).
+  static constexpr bool kPeerMapping = true;
+  // The peer's region as this process maps it: for a user that stores into the peer's memory
+  // itself (a flow producer with compact slots, which then needs no write). The stores follow
+  // the ordering rules of docs/local-transport.md as a write's do.
+  std::byte* map_peer(int peer, const RemoteMemory& m, std::uint64_t offset,
+                      std::size_t len) noexcept override {
     return resolve(peer, m, offset, len, "direct access");
   }
+  // By process_vm_readv / process_vm_writev to the peer's process (cross_memory.cc).
+  Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
+                   std::size_t len) noexcept override;
 
   // Test hooks: play a peer that scribbles on the rings it produces into: the tail of the
   // notice ring, or the header of the next message slot.
