@@ -56,7 +56,9 @@ serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExac
 # The 10^7-item flow streams (FlowStress) skip themselves unless FABFLOW_FLOW_STRESS is set
 # (scripts/stress.sh): the test command does not start their 132 processes only to skip.
 stress='FlowStress\.'
-run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial|$stress"
+# The release tree also builds the measurement aids that docs/measurements/ cites (scripts/perf/).
+TARGETS="fabflow_tests fabflow_cli fabflow_perf_aids" \
+  run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial|$stress"
 stage "build: flow conformance streams, one at a time"
 (cd build && ctest --output-on-failure -j 1 -R "$serial")
 # fabflow as a user gets it: installed into a temporary prefix, the examples built against it

@@ -1,10 +1,10 @@
 // How close can a 64-byte item's one-way transfer between two pinned cores come to the bare
 // cache-line ping-pong (`bench queue --reference`'s line reference), with no queue software
-// at all? Not part of fabflow; a measurement aid for docs/flow-queues.md (issue 17's "at most
-// 1.6x the cache-line ping-pong").
+// at all? Not part of the library; a measurement aid for docs/measurements/flow-queues.md (issue
+// 17's "at most 1.6x the cache-line ping-pong"), built by CMake as perf_pingpong_floor.
 //
-//   g++ -O2 -std=c++20 -pthread scripts/perf/pingpong_floor.cc -o /tmp/pingpong_floor
-//   /tmp/pingpong_floor [cpu_a] [cpu_b] [rounds]
+//   ninja -C build perf_pingpong_floor
+//   build/perf_pingpong_floor [cpu_a] [cpu_b] [rounds]
 //
 // Two threads, pinned, bounce an item back and forth. Each round runs every layout once, for
 // a block of 2048 round trips each, timed as a whole (no clock read inside a block), in

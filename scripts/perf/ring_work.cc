@@ -1,9 +1,10 @@
 // What bounds a shared-memory ring whose consumer runs right behind its producer: the memory
-// layout or the instructions per item? Not part of fabflow; a measurement aid for
-// docs/flow-queues.md ("Intra-host figures", 2026-11-25, second session).
+// layout or the instructions per item? Not part of the library; a measurement aid for
+// docs/measurements/flow-queues.md ("Intra-host figures", 2026-11-25, second session), built by
+// CMake as perf_ring_work.
 //
-//   g++ -O2 -std=c++20 -pthread scripts/perf/ring_work.cc -o /tmp/ring_work
-//   /tmp/ring_work [cpu_producer] [cpu_consumer]
+//   ninja -C build perf_ring_work
+//   build/perf_ring_work [cpu_producer] [cpu_consumer]
 //
 // Two threads, pinned, 4*10^6 items through a 1024-slot ring, zero-copy (each side touches
 // only the item's first 8 bytes, as `bench queue --api seq-only` does). Three layouts:

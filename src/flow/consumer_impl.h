@@ -242,7 +242,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // other: end of stream, a bad word, a failed queue, a peeked item, any other design point;
   // the generic path then repeats the checks and reports. A consumer that runs right behind
   // its producer is bound by its instructions per item, and a polling one reacts sooner the
-  // shorter its poll (docs/flow-queues.md, "Intra-host figures").
+  // shorter its poll (docs/measurements/flow-queues.md, "Intra-host figures").
   enum class InPlace : std::uint8_t { item, empty, other };
   [[gnu::always_inline]] InPlace in_place(const std::byte** payload) noexcept {
     if (!in_place_ || peeked_ || closed_ || failed()) return InPlace::other;
