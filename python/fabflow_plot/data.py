@@ -445,8 +445,6 @@ def empty_reason(exp, kept, refused_rows, y_field):
     entry = exp.entry
     if entry.get("not_measurable"):
         return f"not measurable here: {entry['not_measurable']}"
-    if entry.get("needs"):
-        return f"needs {entry['needs']}"
     if kept:
         return f"no row has a numeric '{y_field}'"
     if refused_rows:

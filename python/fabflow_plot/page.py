@@ -97,9 +97,8 @@ def config_html(exp):
             ["provider", header.get("provider", "")],
             ["quick", "yes" if header.get("quick") else "no"],
             ["repeat", header.get("repeat", 1)]]
-    for key in ("needs", "not_measurable"):
-        if entry.get(key):
-            rows.append([key.replace("_", " "), entry[key]])
+    if entry.get("not_measurable"):
+        rows.append(["not measurable", entry["not_measurable"]])
     args = entry.get("args") or {}
     arg_text = " ".join(f"{k} {v}".strip() for k, v in args.items()) or "(none)"
     rows.append(["args", arg_text])

@@ -21,6 +21,11 @@ using ojson = nlohmann::ordered_json;
 constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
 constexpr const char* kCheckKinds[] = {"at_most", "at_least",  "greater", "less",
                                        "trend",   "crossover", "earlier", "all"};
+// Every field an entry may have; any other is a mistake (a misspelt field would else be
+// ignored, and the entry run as if it were not there).
+constexpr const char* kEntryFields[] = {"id",    "title", "caption", "not_measurable",
+                                        "bench", "args",  "sweep",   "quick",
+                                        "rows",  "plot",  "claim"};
 // The runner sets these itself: an entry that set them would fight it.
 constexpr const char* kRunnerFlags[] = {"-p", "--provider", "--json"};
 
@@ -150,13 +155,12 @@ ExperimentEntry read_entry(const ojson& e, const std::string& seed, const EntryC
   check_id(x.id, seed, ctx);
   x.title = required_text(e, "title", ctx);
   x.caption = required_text(e, "caption", ctx);
-  x.needs = optional_text(e, "needs", ctx);
+  for (const auto& field : e.items())
+    if (!one_of(field.key(), kEntryFields))
+      ctx.fail("unknown field \"" + field.key() + "\" (fields: " + joined(kEntryFields) + ")");
   x.not_measurable = optional_text(e, "not_measurable", ctx);
-  if (!x.needs.empty() && !x.not_measurable.empty())
-    ctx.fail("has both \"needs\" and \"not_measurable\" (give one)");
   x.bench = required_text(e, "bench", ctx);
-  // An entry waiting for an issue may name the bench subcommand that issue adds.
-  if (x.needs.empty() && !one_of(x.bench, kFamilies))
+  if (!one_of(x.bench, kFamilies))
     ctx.fail("unknown bench '" + x.bench + "' (use " + joined(kFamilies) + ")");
 
   if (e.contains("args")) x.args = read_args(e["args"], "args", ctx);
@@ -286,10 +290,9 @@ const ExperimentEntry* find_experiment(const std::vector<Catalogue>& catalogues,
   return nullptr;
 }
 
-bool runnable(const ExperimentEntry& e) { return e.needs.empty() && e.not_measurable.empty(); }
+bool runnable(const ExperimentEntry& e) { return e.not_measurable.empty(); }
 
 std::string status_text(const ExperimentEntry& e) {
-  if (!e.needs.empty()) return "needs " + e.needs;
   if (!e.not_measurable.empty()) return "not measurable here: " + e.not_measurable;
   return "runnable";
 }

@@ -56,7 +56,7 @@ TEST(ExperimentCli, ListShowsEveryIdWithItsStatus) {
     EXPECT_NE(line.find(status), std::string::npos) << line;
   };
   has(out[1], "900-tiny", "runnable");
-  has(out[2], "900-later", "needs #99 a feature");
+  has(out[2], "900-later", "not measurable here: waits for a second host");
   has(out[3], "900-elsewhere", "not measurable here: needs an RDMA NIC");
 
   r = experiment({"list", "--json"}, 20s, {{"FABFLOW_CATALOGUE", kCatalogue}});
@@ -78,7 +78,7 @@ TEST(ExperimentCli, UnknownIdExitsTwoBeforeRunning) {
 
 TEST(ExperimentCli, NamedEntryThatCannotRunExitsTwo) {
   CliResult r = experiment({"run", "900-later", "--catalogue", kCatalogue});
-  expect_one_error_line(r, 2, {"900-later", "needs #99"});
+  expect_one_error_line(r, 2, {"900-later", "waits for a second host"});
 }
 
 TEST(ExperimentCli, UnknownBenchFlagNamesFileEntryAndFlag) {
@@ -121,7 +121,7 @@ TEST(ExperimentCli, DryRunPrintsTheCommandLinesOnly) {
   EXPECT_EQ(lines(r.out),
             (std::vector<std::string>{
                 "900-tiny: fabflow bench raw -o write -I 200 -w 50 -S 64 -p shm --json",
-                "900-later: not run: needs #99 a feature",
+                "900-later: not run: not measurable here: waits for a second host",
                 "900-elsewhere: not run: not measurable here: needs an RDMA NIC"}));
   EXPECT_FALSE(fs::exists(dir.file("results")));
 }

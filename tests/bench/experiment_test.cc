@@ -104,12 +104,8 @@ const BadCase kBadCases[] = {
      "plot.kind must be one of line|bar|table"},
     {"check_kind", [](ojson& e) { e["claim"]["check"]["kind"] = "about"; }, "entry '900-a'",
      "claim.check.kind must be one of at_most|at_least|greater|less|trend"},
-    {"needs_and_not_measurable",
-     [](ojson& e) {
-       e["needs"] = "#11";
-       e["not_measurable"] = "no NIC";
-     },
-     "entry '900-a'", "both \"needs\" and \"not_measurable\""},
+    {"unknown_field", [](ojson& e) { e["needs"] = "#11"; }, "entry '900-a'",
+     "unknown field \"needs\" (fields: id|title|"},
     {"swept_and_fixed", [](ojson& e) { e["args"]["-S"] = "64"; }, "entry '900-a'",
      "-S is both in args and swept"},
     {"flag_without_dash", [](ojson& e) { e["args"]["size"] = "64"; }, "entry '900-a'",
@@ -162,14 +158,13 @@ TEST(ExperimentCatalogue, DuplicateIdInOneFile) {
   EXPECT_EQ(msg, path + ": entry '900-a': duplicate id (also entry #0)");
 }
 
-TEST(ExperimentCatalogue, AnEntryWaitingForAnIssueMayNameItsFutureBench) {
+TEST(ExperimentCatalogue, AnEntryNotMeasurableHereIsListedNotRun) {
   ojson e = valid_entry();
-  e["bench"] = "seq";
-  e["needs"] = "#12 sequencer";
+  e["not_measurable"] = "needs an RDMA NIC";
   TempDir dir;
   auto c = load_catalogue(write(dir, "900.json", catalogue_with({e}).dump()));
-  EXPECT_EQ(c.entries.at(0).bench, "seq");
-  EXPECT_EQ(status_text(c.entries.at(0)), "needs #12 sequencer");
+  EXPECT_FALSE(runnable(c.entries.at(0)));
+  EXPECT_EQ(status_text(c.entries.at(0)), "not measurable here: needs an RDMA NIC");
 }
 
 TEST(ExperimentCatalogue, EmptyFolderAndMissingFolder) {
@@ -183,7 +178,7 @@ TEST(ExperimentCatalogue, EmptyFolderAndMissingFolder) {
 TEST(ExperimentCatalogue, LoadsFilesInNameOrderAndFindsIds) {
   TempDir dir;
   ojson later = valid_entry("901-b");
-  later["needs"] = "#11 large messages";
+  later["not_measurable"] = "a second host";
   write(dir, "901.json", catalogue_with({later}, "901").dump());
   ojson far = valid_entry("900-c");
   far["not_measurable"] = "no NIC here";
@@ -205,7 +200,7 @@ TEST(ExperimentCatalogue, LoadsFilesInNameOrderAndFindsIds) {
   EXPECT_TRUE(runnable(*a));
   EXPECT_EQ(status_text(*a), "runnable");
   EXPECT_FALSE(runnable(*b));
-  EXPECT_EQ(status_text(*b), "needs #11 large messages");
+  EXPECT_EQ(status_text(*b), "not measurable here: a second host");
   EXPECT_EQ(status_text(*c), "not measurable here: no NIC here");
 }
 

@@ -28,7 +28,6 @@ struct ExperimentEntry {
   std::string id;  // starts with "<seed>-"; also the output file's name
   std::string title;
   std::string caption;
-  std::string needs;           // non-empty: waits for this issue, not runnable
   std::string not_measurable;  // non-empty: why it cannot be measured here, not runnable
   std::string bench;           // raw | queue | rr
   FlagValues args;
@@ -63,7 +62,7 @@ const ExperimentEntry* find_experiment(const std::vector<Catalogue>& catalogues,
 
 bool runnable(const ExperimentEntry& e);
 
-// "runnable", "needs <issue>" or "not measurable here: <reason>".
+// "runnable" or "not measurable here: <reason>".
 std::string status_text(const ExperimentEntry& e);
 
 // The entry as it runs: with `quick`, quick args override same-named args (new ones are
