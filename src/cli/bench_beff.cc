@@ -34,14 +34,7 @@ struct BeffValidated {
 BeffValidated validate(const BeffFlags& f) {
   BeffValidated v;
   BeffParams& p = v.params;
-  if (f.protocols == "all" || f.protocols.empty()) {
-    p.protocols.assign(std::begin(bulk::kAllProtocols), std::end(bulk::kAllProtocols));
-  } else {
-    p.protocols.clear();
-    for (bulk::Protocol proto : parse_choice_list<bulk::Protocol>(f.protocols))
-      if (std::find(p.protocols.begin(), p.protocols.end(), proto) == p.protocols.end())
-        p.protocols.push_back(proto);
-  }
+  p.protocols = parse_choice_set(f.protocols, bulk::kAllProtocols);
   if (!f.sizes.empty() && !f.lmax.empty())
     throw UsageError("give -S or --lmax, not both (-S's largest size is Lmax)");
   if (!f.lmax.empty()) p.lmax = parse_one_size("--lmax", f.lmax);

@@ -73,14 +73,7 @@ struct BulkValidated {
 BulkValidated validate(const BulkFlags& f) {
   BulkValidated v;
   BulkParams& p = v.params;
-  if (f.protocols == "all" || f.protocols.empty()) {
-    p.protocols.assign(std::begin(bulk::kAllProtocols), std::end(bulk::kAllProtocols));
-  } else {
-    p.protocols.clear();
-    for (bulk::Protocol proto : parse_choice_list<bulk::Protocol>(f.protocols))
-      if (std::find(p.protocols.begin(), p.protocols.end(), proto) == p.protocols.end())
-        p.protocols.push_back(proto);
-  }
+  p.protocols = parse_choice_set(f.protocols, bulk::kAllProtocols);
   p.sizes = parse_sizes(f.sizes.empty() ? "64K:64M" : f.sizes);
   for (std::size_t s : p.sizes)
     if (s > (std::size_t{1} << 30))
@@ -123,18 +116,9 @@ int run_bulk_rank(const BulkFlags& flags, const BulkValidated& v) {
                                                 " (kept: --keep-memlock)"
                                           : raise_memlock(params);
     }
-    bool header = false;
-    BulkResult last =
-        run_bulk(params, rank.boot, [&](const BulkResult& partial, const BulkRow& row) {
-          BulkResult r = partial;
-          finish_environment(r.env);
-          if (!flags.json && !header) print_bulk_header(std::cout, r);
-          header = true;
-          if (flags.json)
-            print_bulk_json(std::cout, r, row);
-          else
-            print_bulk_row(std::cout, r, row);
-        });
+    BulkResult last = run_bulk(params, rank.boot,
+                               RowPrinter<BulkResult, BulkRow>(flags.json, print_bulk_header,
+                                                               print_bulk_json, print_bulk_row));
     if (rank.boot.rank() == 0 && flags.json) {
       finish_environment(last.env);  // the load at the end, for the busy-machine warning
       report::warn_stderr(last.env);

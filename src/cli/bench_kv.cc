@@ -154,17 +154,9 @@ int run_kv_rank(const KvFlags& flags, const KvValidated& v) {
       [&](Rank& rank) {
         KvParams params = v.params;
         params.target = rank.target;
-        bool header = false;
-        KvResult last = run_kv(params, rank.boot, [&](const KvResult& partial, const KvRow& row) {
-          KvResult r = partial;
-          finish_environment(r.env);
-          if (!flags.json && !header) print_kv_header(std::cout, r);
-          header = true;
-          if (flags.json)
-            print_kv_json(std::cout, r, row);
-          else
-            print_kv_row(std::cout, r, row);
-        });
+        KvResult last = run_kv(
+            params, rank.boot,
+            RowPrinter<KvResult, KvRow>(flags.json, print_kv_header, print_kv_json, print_kv_row));
         if (rank.boot.rank() != 0) return;
         finish_environment(last.env);
         print_reference(flags, last);

@@ -124,18 +124,10 @@ int run_queue_rank(const QueueFlags& flags, const QueueValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     QueueParams params = v.params;
     params.target = rank.target;
-    bool header = false;
     QueueResult last =
-        run_queue(params, rank.boot, [&](const QueueResult& partial, const QueueRow& row) {
-          QueueResult r = partial;
-          finish_environment(r.env);
-          if (!flags.json && !header) print_queue_header(std::cout, r);
-          header = true;
-          if (flags.json)
-            print_queue_json(std::cout, r, row);
-          else
-            print_queue_row(std::cout, r, row);
-        });
+        run_queue(params, rank.boot,
+                  RowPrinter<QueueResult, QueueRow>(flags.json, print_queue_header,
+                                                    print_queue_json, print_queue_row));
     if (rank.boot.rank() != 0) return;
     finish_environment(last.env);
     if (flags.json) report::warn_stderr(last.env);

@@ -68,18 +68,15 @@ int run_seq_rank(const SeqFlags& flags, const SeqValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     SeqParams params = v.params;
     params.target = rank.target;
-    bool header = false;
-    SeqResult last;
-    last = run_seq(params, rank.boot, [&](const SeqResult& partial, const SeqRow& row) {
-      SeqResult r = partial;
-      finish_environment(r.env);
-      if (!flags.json && !header) print_seq_header(std::cout, r);
-      if (flags.json && !header) print_seq_reference_json(std::cout, r);
-      header = true;
-      if (flags.json)
-        print_seq_json(std::cout, r, row);
-      else
-        print_seq_row(std::cout, r, row);
+    RowPrinter<SeqResult, SeqRow> print(flags.json, print_seq_header, print_seq_json,
+                                        print_seq_row);
+    SeqResult last = run_seq(params, rank.boot, [&](const SeqResult& partial, const SeqRow& row) {
+      if (flags.json && print.first_row()) {  // the reference's JSON line, before the rows'
+        SeqResult r = partial;
+        finish_environment(r.env);
+        print_seq_reference_json(std::cout, r);
+      }
+      print(partial, row);
     });
     if (rank.boot.rank() != 0) return;
     finish_environment(last.env);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,33 @@ struct Rank {
 // is told to the peers (so they stop at once with this rank's error) and rethrown.
 int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
              std::chrono::milliseconds min_timeout = {});
+
+// The on_row callback of a family's streamed run (run_queue, run_bulk, run_kv, run_seq): prints
+// each row as it arrives, as a JSON line, or as a table row under the header printed at the
+// first row; the row's environment is finished (the load by then) before it is printed.
+// first_row() says whether no row was printed yet (for what a family prints once more).
+template <class Result, class Row>
+class RowPrinter {
+ public:
+  using Header = void (*)(std::ostream&, const Result&);
+  using Line = void (*)(std::ostream&, const Result&, const Row&);
+  RowPrinter(bool json, Header header, Line as_json, Line as_row)
+      : json_(json), header_(header), as_json_(as_json), as_row_(as_row) {}
+  bool first_row() const noexcept { return first_; }
+  void operator()(const Result& partial, const Row& row) {
+    Result r = partial;
+    finish_environment(r.env);
+    if (!json_ && first_) header_(std::cout, r);
+    first_ = false;
+    (json_ ? as_json_ : as_row_)(std::cout, r, row);
+  }
+
+ private:
+  bool json_;
+  Header header_;
+  Line as_json_, as_row_;
+  bool first_ = true;
+};
 
 // Registers the CommonFlags options on `app`.
 void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_help,

@@ -114,4 +114,15 @@ std::vector<E> parse_choice_list(const std::string& text) {
   return out;
 }
 
+// parse_choice_list without repeats, in the order first given; "all" alone or nothing is
+// `every` (a family's own list, which may leave out a value such as "auto").
+template <class E, std::size_t N>
+std::vector<E> parse_choice_set(const std::string& text, const E (&every)[N]) {
+  if (text.empty() || text == "all") return {std::begin(every), std::end(every)};
+  std::vector<E> out;
+  for (E v : parse_choice_list<E>(text))
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  return out;
+}
+
 }  // namespace fabflow::cli
