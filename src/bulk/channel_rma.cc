@@ -1,0 +1,136 @@
+// The bulk channel's data movement outside messages: the rendezvous by RMA write or read
+// (whole buffers and pipeline fragments, READY and FIN) and by cross-memory attach.
+#include <algorithm>
+
+#include "bulk/channel_impl.h"
+
+namespace fabflow::bulk::detail {
+
+// rndv-write / leave-pinned receiver (and the local write path): advertise the buffer.
+void ChannelImpl::start_target(Request& r) {
+  Header a = header(Type::ack, r);
+  std::vector<std::byte> key;
+  if (r.cma) {
+    a.base = reinterpret_cast<std::uint64_t>(r.dst);
+  } else if (r.size > 0) {
+    r.reg = registrar_.acquire(r.dst, r.size, kRemoteWrite | kLocalWrite, uses_cache(r.protocol));
+    key = t_.export_key(*r.reg.mr);
+    a.base = r.reg.offset;
+    a.key_len = static_cast<std::uint16_t>(key.size());
+  }
+  queue(r, a, nullptr, 0, std::move(key));
+}
+
+// rndv-read receiver: read the whole message, then FIN.
+void ChannelImpl::start_read(Request& r, const Header& h, std::span<const std::byte> key) {
+  if (r.cma) {
+    cma(false, r.peer, r.dst, h.base, r.size);
+    r.fin = true;
+    queue(r, header(Type::fin, r), nullptr, 0);
+    return;
+  }
+  RemoteMemory rm = t_.import_key(r.peer, key);
+  if (!rm.contains(h.base, r.size))
+    throw PeerError(r.peer,
+                    "bulk: " + rank_str(r.peer) + " advertised a region shorter than its message");
+  r.reg = registrar_.acquire(r.dst, r.size, kLocalWrite, uses_cache(r.protocol));
+  post_rma(r, SIZE_MAX, false, r.dst, *r.reg.mr, rm, h.base, r.size);
+}
+
+// Queues reads or writes of [buf, buf+len) in pieces of at most kMaxOp, counted as in
+// flight from now on, and posts what the transmit queue takes.
+void ChannelImpl::post_rma(Request& r, std::size_t frag, bool write, std::byte* buf,
+                           const MemoryRegion& mr, const RemoteMemory& rm, std::uint64_t roff,
+                           std::uint64_t len) {
+  for (std::uint64_t done = 0; done < len;) {
+    const std::uint64_t n = std::min<std::uint64_t>(kMaxOp, len - done);
+    rmaq_.push_back(
+        PendingRma{RmaOp{r.id, frag}, write, buf + done, mr.desc(), rm, roff + done, n});
+    if (frag == SIZE_MAX)
+      ++r.rma;
+    else
+      ++r.frags[frag].ops;
+    done += n;
+  }
+  drain_rma();
+}
+
+void ChannelImpl::drain_rma() {
+  while (!rmaq_.empty()) {
+    PendingRma& p = rmaq_.front();
+    const std::uint64_t op = next_op_;
+    const int peer = peer_of_request(p.op.req);
+    if (peer < 0) {  // its request failed meanwhile
+      rmaq_.pop_front();
+      continue;
+    }
+    Status s = p.write
+                   ? t_.post_write(peer, p.buf, p.len, p.desc, p.rm, p.roff, kCtxRma | op, kSignal)
+                   : t_.post_read(peer, p.buf, p.len, p.desc, p.rm, p.roff, kCtxRma | op, kSignal);
+    if (s == Status::again) return;
+    if (s != Status::ok)
+      throw Error("bulk: RMA " + std::string(p.write ? "write" : "read") + " with " +
+                  rank_str(peer) + ": " + t_.last_error());
+    ++next_op_;
+    rma_[op] = p.op;
+    rmaq_.pop_front();
+  }
+}
+
+void ChannelImpl::on_rma_done(Request& r, std::size_t frag) {
+  if (frag == SIZE_MAX) {
+    if (--r.rma == 0) {
+      r.reg = {};  // released as soon as the data moved
+      // rndv-write sender: FIN after the write; rndv-read receiver: FIN after the read.
+      r.fin = true;
+      queue(r, header(Type::fin, r), nullptr, 0);
+      flush();
+    }
+  } else if (frag < r.frags.size()) {
+    Request::Frag& f = r.frags[frag];
+    if (--f.ops == 0) {
+      f.reg = {};
+      f.finished = true;
+      ++r.frags_finished;
+      --r.frags_active;
+      Header h = header(Type::fin, r);
+      h.seq = frag;
+      queue(r, h, nullptr, 0);
+      flush();
+    }
+  }
+  pump(r);
+}
+
+void ChannelImpl::on_ready(Request& r, const wire::Message& m) {
+  const std::uint64_t i = m.h.seq;
+  if (r.cma || i >= r.frags.size() || r.frags[i].advertised || r.frags[i].finished ||
+      (!r.send && !r.matched) || (r.send && !r.matched))
+    throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " sent a READY for fragment " +
+                                std::to_string(i) + " it may not");
+  Request::Frag& f = r.frags[i];
+  RemoteMemory rm = t_.import_key(r.peer, m.key);
+  if (!rm.contains(m.h.base, f.len))
+    throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " advertised fragment " +
+                                std::to_string(i) + " in a region too short for it");
+  f.advertised = true;
+  ++r.frags_active;
+  if (r.send) {  // pipeline: write our fragment into the advertised one
+    f.reg = registrar_.acquire(const_cast<std::byte*>(r.src) + f.off, f.len, kLocalRead,
+                               r.protocol == Protocol::caching_pipeline, frag_align());
+    post_rma(r, i, true, const_cast<std::byte*>(r.src) + f.off, *f.reg.mr, rm, m.h.base, f.len);
+  } else {  // pipeline-read receiver: read the advertised source fragment
+    f.reg = registrar_.acquire(r.dst + f.off, f.len, kLocalWrite, false);
+    post_rma(r, i, false, r.dst + f.off, *f.reg.mr, rm, m.h.base, f.len);
+  }
+}
+
+// Moves `len` bytes between our `buf` and `addr` in the peer's address space.
+void ChannelImpl::cma(bool write, int peer, std::byte* buf, std::uint64_t addr, std::uint64_t len) {
+  if (t_.copy_peer(peer, write ? Transport::PeerCopy::write : Transport::PeerCopy::read, buf, addr,
+                   static_cast<std::size_t>(len)) != Status::ok)
+    throw PeerError(peer, "bulk: " + t_.last_error() + " (the peer's buffer is not where it said)");
+  stats_.cma_bytes += len;
+}
+
+}  // namespace fabflow::bulk::detail

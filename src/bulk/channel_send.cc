@@ -1,0 +1,266 @@
+// The bulk channel's transmit side (receive buffers, control and data messages, transmit
+// buffers) and the sender's protocol steps: the match header, the copy pieces, the ACK and NACK.
+#include <algorithm>
+#include <cstring>
+
+#include "bulk/channel_impl.h"
+
+namespace fabflow::bulk::detail {
+
+// Posts receive buffer `i`; where the transport says again, it is posted by a later
+// repost_rx() (again is a normal state of the data path, not an error).
+void ChannelImpl::post_rx(std::size_t i) {
+  rx_retry_.push_back(i);
+  repost_rx();
+}
+
+void ChannelImpl::repost_rx() {
+  while (!rx_retry_.empty()) {
+    const std::size_t i = rx_retry_.front();
+    Status s = t_.post_recv(rx_peer_[i], rx_slot(i), slot_, rx_mr_->desc(), kCtxRx | i);
+    if (s == Status::again) return;
+    if (s != Status::ok) throw Error("bulk: posting a receive buffer: " + t_.last_error());
+    rx_retry_.pop_front();
+  }
+}
+
+Header ChannelImpl::header(Type type, const Request& r) const {
+  Header h;
+  h.type = type;
+  h.protocol = r.protocol;
+  h.src = static_cast<std::uint32_t>(rank_);
+  h.tag = r.tag;
+  h.size = r.size;
+  h.sreq = r.send ? r.id : r.peer_req;
+  h.rreq = r.send ? r.peer_req : r.id;
+  return h;
+}
+
+void ChannelImpl::queue(Request& r, Header h, const std::byte* data, std::size_t len,
+                        std::vector<std::byte> owned) {
+  Out out;
+  out.h = h;
+  out.data = data;
+  if (data) out.h.length = len;
+  out.owned = std::move(owned);
+  out.req = r.id;
+  out.peer = r.peer;
+  ++r.sends;
+  outq_.push_back(std::move(out));
+  stats_.control_messages += h.type != Type::data;
+}
+
+// Moves queued messages into transmit buffers while buffers and the send queue last.
+void ChannelImpl::flush() {
+  while (!outq_.empty() && !tx_free_.empty()) {
+    Out& out = outq_.front();
+    const unsigned b = tx_free_.back();
+    std::byte* slot = tx_slot(b);
+    std::size_t len = kHeader;
+    if (out.data) {
+      std::memcpy(slot + kHeader, out.data, out.h.length);
+      len += out.h.length;
+    }
+    if (!out.owned.empty()) {
+      std::memcpy(slot + len, out.owned.data(), out.owned.size());
+      len += out.owned.size();
+    }
+    std::memcpy(slot, &out.h, kHeader);
+    const int dest = out.peer;
+    Status s = t_.post_send(dest, slot, len, tx_mr_->desc(), kCtxTx | b, kSignal);
+    if (s == Status::again) return;
+    if (s != Status::ok) throw Error("bulk: send to " + rank_str(dest) + ": " + t_.last_error());
+    tx_free_.pop_back();
+    tx_req_[b] = out.req;
+    outq_.pop_front();
+  }
+}
+
+void ChannelImpl::on_tx(const Completion& c) {
+  const std::uint64_t kind = c.context & ~kCtxMask;
+  const std::uint64_t idx = c.context & kCtxMask;
+  if (kind == kCtxTx) {
+    if (idx >= kTxBuffers) throw Error("bulk: a send completion with a bad context");
+    tx_free_.push_back(static_cast<unsigned>(idx));
+    if (RequestPtr r = find(tx_req_[idx])) {
+      --r->sends;
+      pump(*r);
+    }
+    return;
+  }
+  if (kind == kCtxRma) {
+    auto it = rma_.find(idx);
+    if (it == rma_.end()) throw Error("bulk: an RMA completion with a bad context");
+    RmaOp op = it->second;
+    rma_.erase(it);
+    if (RequestPtr r = find(op.req)) on_rma_done(*r, op.frag);
+  }
+}
+
+void ChannelImpl::start_send(Request& r) {
+  Header h = header(Type::rts, r);
+  h.seq = peers_[static_cast<std::size_t>(r.peer)].seq_out++;
+  std::size_t inline_len = 0;
+  std::vector<std::byte> key;
+  switch (r.protocol) {
+    case Protocol::eager: inline_len = r.size; break;
+    case Protocol::copy: inline_len = std::min<std::uint64_t>(r.size, o_.bounce_size); break;
+    case Protocol::pipeline:
+    case Protocol::pipeline_read:
+    case Protocol::caching_pipeline:
+      if (!r.cma) inline_len = std::min<std::uint64_t>(r.size, o_.eager_limit);
+      break;
+    default: break;
+  }
+  if (r.protocol == Protocol::rndv_read || (r.cma && read_based(r.protocol))) {
+    if (r.cma) {
+      h.base = reinterpret_cast<std::uint64_t>(r.src);
+    } else {
+      r.reg = registrar_.acquire(const_cast<std::byte*>(r.src), r.size, kRemoteRead,
+                                 uses_cache(r.protocol));
+      key = t_.export_key(*r.reg.mr);
+      h.base = r.reg.offset;
+      h.key_len = static_cast<std::uint16_t>(key.size());
+    }
+  }
+  queue(r, h, inline_len ? r.src : nullptr, inline_len, std::move(key));
+  stats_.bytes_sent += r.size;
+  flush();
+  pump(r);
+}
+
+// Posts whatever the request may post now, then checks whether it is complete.
+void ChannelImpl::pump(Request& r) {
+  if (r.state != Request::State::active) return;
+  if (r.send)
+    pump_send(r);
+  else
+    pump_recv(r);
+}
+
+void ChannelImpl::pump_all() {
+  // Requests may have more to post now that buffers were freed.
+  pumping_.clear();
+  for (const auto& [id, r] : requests_) pumping_.push_back(r);
+  for (const RequestPtr& r : pumping_) pump(*r);
+  pumping_.clear();
+}
+
+void ChannelImpl::pump_send(Request& r) {
+  // Copy fragments, while transmit buffers last (at most depth + 1 queued at once).
+  if (r.matched) {
+    while (r.data_next < r.data_end && outq_.size() < kTxBuffers) {
+      const std::uint64_t len = std::min<std::uint64_t>(o_.bounce_size, r.data_end - r.data_next);
+      Header h = header(Type::data, r);
+      h.offset = r.data_next;
+      queue(r, h, r.src + r.data_next, len);
+      r.data_next += len;
+    }
+    flush();
+  }
+  if (r.protocol == Protocol::pipeline_read && r.matched && !r.cma)
+    advertise_fragments(r, const_cast<std::byte*>(r.src), kRemoteRead, false);
+  // Complete?
+  bool done = r.sends == 0 && r.rma == 0;
+  switch (r.protocol) {
+    case Protocol::eager: break;
+    case Protocol::copy:
+      done = done && (r.size <= o_.bounce_size || r.matched) && r.data_next == r.data_end;
+      break;
+    case Protocol::rndv_write:
+    case Protocol::leave_pinned: done = done && r.fin; break;
+    case Protocol::rndv_read: done = done && r.fin; break;
+    default:  // pipelines
+      if (r.cma) {
+        done = done && r.fin;
+      } else {
+        done = done && (r.size <= o_.eager_limit || (r.matched && r.data_next == r.data_end &&
+                                                     r.frags_finished == r.frags.size()));
+      }
+      break;
+  }
+  if (done) complete(r);
+}
+
+void ChannelImpl::complete(Request& r) {
+  r.reg = {};
+  r.frags.clear();
+  r.state = Request::State::done;
+  requests_.erase(r.id);  // the caller's RequestPtr keeps it
+}
+
+// Registers the request's next fragments of `buf` and advertises each in a READY, until
+// `depth` are active: the pipeline-read sender's sources, the pipeline receiver's targets.
+void ChannelImpl::advertise_fragments(Request& r, std::byte* buf, unsigned access, bool cached) {
+  while (r.next_frag < r.frags.size() && r.frags_active < o_.depth) {
+    Request::Frag& f = r.frags[r.next_frag];
+    f.reg = registrar_.acquire(buf + f.off, f.len, access, cached, frag_align());
+    Header h = header(Type::ready, r);
+    h.seq = r.next_frag;
+    h.base = f.reg.offset;
+    std::vector<std::byte> key = t_.export_key(*f.reg.mr);
+    h.key_len = static_cast<std::uint16_t>(key.size());
+    queue(r, h, nullptr, 0, std::move(key));
+    f.advertised = true;
+    ++r.frags_active;
+    ++r.next_frag;
+  }
+  flush();
+}
+
+void ChannelImpl::on_ack(Request& r, const wire::Message& m) {
+  if (r.matched) throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " sent a second ACK");
+  r.matched = true;
+  r.peer_req = m.h.rreq;
+  switch (r.protocol) {
+    case Protocol::copy:
+      if (r.size <= o_.bounce_size) throw PeerError(r.peer, "bulk: an ACK for a copy in one piece");
+      set_data_range(r, o_.bounce_size, r.size);
+      break;
+    case Protocol::rndv_write:
+    case Protocol::leave_pinned:
+    case Protocol::pipeline:
+    case Protocol::caching_pipeline:
+      if (r.cma) {
+        cma(true, r.peer, const_cast<std::byte*>(r.src), m.h.base, r.size);
+        r.fin = true;
+        queue(r, header(Type::fin, r), nullptr, 0);
+        break;
+      }
+      if (r.protocol == Protocol::rndv_write || r.protocol == Protocol::leave_pinned) {
+        RemoteMemory rm = t_.import_key(r.peer, m.key);
+        if (!rm.contains(m.h.base, r.size))
+          throw PeerError(r.peer, "bulk: " + rank_str(r.peer) +
+                                      " advertised a region shorter than the message");
+        r.reg = registrar_.acquire(const_cast<std::byte*>(r.src), r.size, kLocalRead,
+                                   uses_cache(r.protocol));
+        post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, r.size);
+        break;
+      }
+      [[fallthrough]];
+    case Protocol::pipeline_read: {
+      if (r.cma) throw PeerError(r.peer, "bulk: an ACK for a read by cross-memory attach");
+      const std::uint64_t eager = std::min<std::uint64_t>(r.size, o_.eager_limit);
+      const std::uint64_t expect = std::min<std::uint64_t>(r.size, eager + o_.copy_ahead);
+      if (m.h.offset != expect)
+        throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " asked for the fragments from " +
+                                    std::to_string(m.h.offset) + ", not " + std::to_string(expect));
+      r.rdma_offset = expect;
+      set_data_range(r, eager, expect);
+      r.frags = frags_of(fragments(o_, expect, r.size));
+      break;
+    }
+    default: throw PeerError(r.peer, "bulk: an ACK for an eager message");
+  }
+}
+
+void ChannelImpl::on_nack(Request& r, const wire::Message& m) {
+  r.state = Request::State::failed;
+  r.error = "bulk: " + rank_str(r.peer) + "'s receive buffer (tag " + std::to_string(r.tag) +
+            ") holds " + std::to_string(m.h.length) + " bytes, the message is " +
+            std::to_string(r.size);
+  r.reg = {};
+  requests_.erase(r.id);
+}
+
+}  // namespace fabflow::bulk::detail
