@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "bulk/protocols.h"
 #include "bulk/registrar.h"
 #include "bulk/wire.h"
 
@@ -151,15 +152,10 @@ class ChannelImpl final : public Channel {
     std::unordered_map<std::uint32_t, std::deque<RequestPtr>> posted;
     std::unordered_map<std::uint32_t, std::deque<Early>> unexpected;
   };
-  static bool rendezvous(Protocol p) noexcept {
-    return p != Protocol::copy && p != Protocol::eager && p != Protocol::automatic;
-  }
-  static bool read_based(Protocol p) noexcept {
-    return p == Protocol::rndv_read || p == Protocol::pipeline_read;
-  }
-  static bool pipelined(Protocol p) noexcept {
-    return p == Protocol::pipeline || p == Protocol::pipeline_read ||
-           p == Protocol::caching_pipeline;
+  // The payload moves as one piece outside the messages, ended by one FIN: a rendezvous over
+  // the whole buffer, or any rendezvous by cross-memory attach.
+  static bool whole_buffer(const Request& r) noexcept {
+    return rendezvous(r.protocol) && (!pipelined(r.protocol) || r.cma);
   }
 
   void check_peer(int peer, const char* call) const;

@@ -134,14 +134,10 @@ void ChannelImpl::check_rts(int src, const Header& h, std::uint64_t len) const {
   bool ok = proto >= static_cast<std::uint8_t>(Protocol::copy) &&
             proto <= static_cast<std::uint8_t>(Protocol::caching_pipeline) && h.size <= kMaxMessage;
   if (ok) {
-    switch (h.protocol) {
-      case Protocol::eager: ok = len == h.size && h.size <= o_.eager_limit; break;
-      case Protocol::copy: ok = len == std::min<std::uint64_t>(h.size, o_.bounce_size); break;
-      case Protocol::rndv_write:
-      case Protocol::leave_pinned: ok = len == 0; break;
-      case Protocol::rndv_read: ok = len == 0; break;
-      default: ok = len == 0 || len == std::min<std::uint64_t>(h.size, o_.eager_limit); break;
-    }
+    // The payload it carries is its protocol's head (a pipeline by cross-memory attach: none);
+    // eager carries the whole message, which the eager limit bounds.
+    ok = len == head_bytes(h.protocol, h.size, o_) || (pipelined(h.protocol) && len == 0);
+    if (traits(h.protocol).head == Head::whole) ok = ok && h.size <= o_.eager_limit;
   }
   if (!ok) throw PeerError(src, "bulk: " + rank_str(src) + " sent a malformed match header");
 }
@@ -179,36 +175,26 @@ void ChannelImpl::match(Request& r, const Header& h, std::span<const std::byte> 
   if (r.cma && (!cma_ok_ || !inline_bytes.empty() || !key.empty() ||
                 (read_based(h.protocol) && h.base == 0)))
     throw PeerError(src, "bulk: " + rank_str(src) + " sent a malformed local rendezvous");
-  if (!r.cma && read_based(h.protocol) && h.protocol == Protocol::rndv_read && key.empty())
+  if (!r.cma && whole_buffer(r) && read_based(h.protocol) && key.empty())
     throw PeerError(src, "bulk: " + rank_str(src) + " sent a read rendezvous without a key");
-  switch (h.protocol) {
-    case Protocol::eager: break;
-    case Protocol::copy:
-      if (h.size > inline_bytes.size()) {
-        set_data_range(r, inline_bytes.size(), h.size);
-        queue(r, header(Type::ack, r), nullptr, 0);
-      }
-      break;
-    case Protocol::rndv_write:
-    case Protocol::leave_pinned: start_target(r); break;
-    case Protocol::rndv_read: start_read(r, h, key); break;
-    default:  // pipelines
-      if (r.cma) {
-        if (read_based(h.protocol))
-          start_read(r, h, key);
-        else
-          start_target(r);
-        break;
-      }
-      if (h.size > inline_bytes.size()) {
-        r.rdma_offset = std::min<std::uint64_t>(h.size, inline_bytes.size() + o_.copy_ahead);
-        set_data_range(r, inline_bytes.size(), r.rdma_offset);
-        r.frags = frags_of(fragments(o_, r.rdma_offset, h.size));
-        Header a = header(Type::ack, r);
-        a.offset = r.rdma_offset;
-        queue(r, a, nullptr, 0);
-      }
-      break;
+  const std::uint64_t got = inline_bytes.size();
+  if (whole_buffer(r)) {  // read it now, or advertise where the sender writes it
+    if (read_based(h.protocol))
+      start_read(r, h, key);
+    else
+      start_target(r);
+  } else if (h.size > got && pipelined(h.protocol)) {
+    // The copy-ahead in data messages, then the fragments (READY for each: this side's write
+    // targets, or the sender's read sources).
+    r.rdma_offset = std::min<std::uint64_t>(h.size, got + o_.copy_ahead);
+    set_data_range(r, got, r.rdma_offset);
+    r.frags = frags_of(fragments(o_, r.rdma_offset, h.size));
+    Header a = header(Type::ack, r);
+    a.offset = r.rdma_offset;
+    queue(r, a, nullptr, 0);
+  } else if (h.size > got) {  // copy: the rest in data messages after the ACK
+    set_data_range(r, got, h.size);
+    queue(r, header(Type::ack, r), nullptr, 0);
   }
   flush();
   pump(r);
@@ -266,23 +252,13 @@ void ChannelImpl::on_fin(Request& r, const wire::Message& m) {
 void ChannelImpl::pump_recv(Request& r) {
   if (!r.matched) return;
   // pipeline (write): target fragments registered and advertised, depth at a time.
-  if ((r.protocol == Protocol::pipeline || r.protocol == Protocol::caching_pipeline) && !r.cma)
-    advertise_fragments(r, r.dst, kRemoteWrite | kLocalWrite,
-                        r.protocol == Protocol::caching_pipeline);
+  if (pipelined(r.protocol) && !read_based(r.protocol) && !r.cma)
+    advertise_fragments(r, r.dst, kRemoteWrite | kLocalWrite, traits(r.protocol).cached);
   bool done = r.sends == 0 && r.rma == 0 && r.data_got == r.data_end - r.data_begin;
-  switch (r.protocol) {
-    case Protocol::eager:
-    case Protocol::copy: break;
-    case Protocol::rndv_write:
-    case Protocol::leave_pinned:
-    case Protocol::rndv_read: done = done && (r.fin || r.size == 0); break;
-    default:
-      if (r.cma)
-        done = done && r.fin;
-      else
-        done = done && r.frags_finished == r.frags.size();
-      break;
-  }
+  if (whole_buffer(r))
+    done = done && (r.fin || r.size == 0);
+  else if (pipelined(r.protocol))
+    done = done && r.frags_finished == r.frags.size();
   if (done) complete(r);
 }
 

@@ -117,7 +117,7 @@ void ChannelImpl::on_ready(Request& r, const wire::Message& m) {
   ++r.frags_active;
   if (r.send) {  // pipeline: write our fragment into the advertised one
     f.reg = registrar_.acquire(const_cast<std::byte*>(r.src) + f.off, f.len, kLocalRead,
-                               r.protocol == Protocol::caching_pipeline, frag_align());
+                               traits(r.protocol).cached, frag_align());
     post_rma(r, i, true, const_cast<std::byte*>(r.src) + f.off, *f.reg.mr, rm, m.h.base, f.len);
   } else {  // pipeline-read receiver: read the advertised source fragment
     f.reg = registrar_.acquire(r.dst + f.off, f.len, kLocalWrite, false);

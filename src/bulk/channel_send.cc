@@ -100,19 +100,9 @@ void ChannelImpl::on_tx(const Completion& c) {
 void ChannelImpl::start_send(Request& r) {
   Header h = header(Type::rts, r);
   h.seq = peers_[static_cast<std::size_t>(r.peer)].seq_out++;
-  std::size_t inline_len = 0;
+  const std::size_t inline_len = r.cma ? 0 : head_bytes(r.protocol, r.size, o_);
   std::vector<std::byte> key;
-  switch (r.protocol) {
-    case Protocol::eager: inline_len = r.size; break;
-    case Protocol::copy: inline_len = std::min<std::uint64_t>(r.size, o_.bounce_size); break;
-    case Protocol::pipeline:
-    case Protocol::pipeline_read:
-    case Protocol::caching_pipeline:
-      if (!r.cma) inline_len = std::min<std::uint64_t>(r.size, o_.eager_limit);
-      break;
-    default: break;
-  }
-  if (r.protocol == Protocol::rndv_read || (r.cma && read_based(r.protocol))) {
+  if (whole_buffer(r) && read_based(r.protocol)) {  // the receiver reads it: where it lies
     if (r.cma) {
       h.base = reinterpret_cast<std::uint64_t>(r.src);
     } else {
@@ -158,27 +148,17 @@ void ChannelImpl::pump_send(Request& r) {
     }
     flush();
   }
-  if (r.protocol == Protocol::pipeline_read && r.matched && !r.cma)
-    advertise_fragments(r, const_cast<std::byte*>(r.src), kRemoteRead, false);
-  // Complete?
+  // pipeline-read: source fragments registered and advertised, depth at a time.
+  if (pipelined(r.protocol) && read_based(r.protocol) && r.matched && !r.cma)
+    advertise_fragments(r, const_cast<std::byte*>(r.src), kRemoteRead, traits(r.protocol).cached);
+  // Complete? A whole-buffer transfer at its FIN; else once the header carried it all, or the
+  // receiver took the rest: every data piece sent and every fragment finished.
   bool done = r.sends == 0 && r.rma == 0;
-  switch (r.protocol) {
-    case Protocol::eager: break;
-    case Protocol::copy:
-      done = done && (r.size <= o_.bounce_size || r.matched) && r.data_next == r.data_end;
-      break;
-    case Protocol::rndv_write:
-    case Protocol::leave_pinned: done = done && r.fin; break;
-    case Protocol::rndv_read: done = done && r.fin; break;
-    default:  // pipelines
-      if (r.cma) {
-        done = done && r.fin;
-      } else {
-        done = done && (r.size <= o_.eager_limit || (r.matched && r.data_next == r.data_end &&
-                                                     r.frags_finished == r.frags.size()));
-      }
-      break;
-  }
+  if (whole_buffer(r))
+    done = done && r.fin;
+  else
+    done = done && (r.size <= head_bytes(r.protocol, r.size, o_) ||
+                    (r.matched && r.data_next == r.data_end && r.frags_finished == r.frags.size()));
   if (done) complete(r);
 }
 
@@ -212,46 +192,40 @@ void ChannelImpl::on_ack(Request& r, const wire::Message& m) {
   if (r.matched) throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " sent a second ACK");
   r.matched = true;
   r.peer_req = m.h.rreq;
-  switch (r.protocol) {
-    case Protocol::copy:
-      if (r.size <= o_.bounce_size) throw PeerError(r.peer, "bulk: an ACK for a copy in one piece");
-      set_data_range(r, o_.bounce_size, r.size);
-      break;
-    case Protocol::rndv_write:
-    case Protocol::leave_pinned:
-    case Protocol::pipeline:
-    case Protocol::caching_pipeline:
-      if (r.cma) {
-        cma(true, r.peer, const_cast<std::byte*>(r.src), m.h.base, r.size);
-        r.fin = true;
-        queue(r, header(Type::fin, r), nullptr, 0);
-        break;
-      }
-      if (r.protocol == Protocol::rndv_write || r.protocol == Protocol::leave_pinned) {
-        RemoteMemory rm = t_.import_key(r.peer, m.key);
-        if (!rm.contains(m.h.base, r.size))
-          throw PeerError(r.peer, "bulk: " + rank_str(r.peer) +
-                                      " advertised a region shorter than the message");
-        r.reg = registrar_.acquire(const_cast<std::byte*>(r.src), r.size, kLocalRead,
-                                   uses_cache(r.protocol));
-        post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, r.size);
-        break;
-      }
-      [[fallthrough]];
-    case Protocol::pipeline_read: {
-      if (r.cma) throw PeerError(r.peer, "bulk: an ACK for a read by cross-memory attach");
-      const std::uint64_t eager = std::min<std::uint64_t>(r.size, o_.eager_limit);
-      const std::uint64_t expect = std::min<std::uint64_t>(r.size, eager + o_.copy_ahead);
-      if (m.h.offset != expect)
-        throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " asked for the fragments from " +
-                                    std::to_string(m.h.offset) + ", not " + std::to_string(expect));
-      r.rdma_offset = expect;
-      set_data_range(r, eager, expect);
-      r.frags = frags_of(fragments(o_, expect, r.size));
-      break;
-    }
-    default: throw PeerError(r.peer, "bulk: an ACK for an eager message");
+  const ProtocolTraits& p = traits(r.protocol);
+  const std::uint64_t head = head_bytes(r.protocol, r.size, o_);
+  if (p.mover == Mover::messages) {  // copy: the rest follows in data messages
+    if (r.size <= head) throw PeerError(r.peer, "bulk: an ACK for a message sent whole");
+    set_data_range(r, head, r.size);
+    return;
   }
+  if (read_based(r.protocol) && whole_buffer(r))
+    throw PeerError(r.peer, r.cma ? "bulk: an ACK for a read by cross-memory attach"
+                                  : "bulk: an ACK for a read rendezvous");
+  if (r.cma) {  // write by cross-memory attach into the buffer the ACK names
+    cma(true, r.peer, const_cast<std::byte*>(r.src), m.h.base, r.size);
+    r.fin = true;
+    queue(r, header(Type::fin, r), nullptr, 0);
+    return;
+  }
+  if (!p.pipelined) {  // write the whole buffer into the one the ACK advertises
+    RemoteMemory rm = t_.import_key(r.peer, m.key);
+    if (!rm.contains(m.h.base, r.size))
+      throw PeerError(
+          r.peer, "bulk: " + rank_str(r.peer) + " advertised a region shorter than the message");
+    r.reg = registrar_.acquire(const_cast<std::byte*>(r.src), r.size, kLocalRead, p.cached);
+    post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, r.size);
+    return;
+  }
+  // Pipelines: the receiver asks for the fragments after the header's part and the copy-ahead
+  // (sent in data messages meanwhile).
+  const std::uint64_t expect = std::min<std::uint64_t>(r.size, head + o_.copy_ahead);
+  if (m.h.offset != expect)
+    throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " asked for the fragments from " +
+                                std::to_string(m.h.offset) + ", not " + std::to_string(expect));
+  r.rdma_offset = expect;
+  set_data_range(r, head, expect);
+  r.frags = frags_of(fragments(o_, expect, r.size));
 }
 
 void ChannelImpl::on_nack(Request& r, const wire::Message& m) {
