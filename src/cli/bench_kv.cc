@@ -13,7 +13,8 @@
 #include "bench/report.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/kv_reference.h"
+#include "cli/subprocess.h"
+#include "references/memcached.h"
 #include "common/affinity.h"
 
 namespace fabflow::cli {
@@ -83,7 +84,7 @@ KvValidated validate(const KvFlags& f) {
   return v;
 }
 
-nlohmann::json reference_json(const MemcachedResult& m) {
+nlohmann::json reference_json(const references::MemcachedResult& m) {
   nlohmann::json j;
   j["skipped"] = m.skipped;
   j["version"] = m.version;
@@ -209,7 +210,8 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
     std::string reference;
     if (parse_name<KvReference>(f->reference) == KvReference::memcached) {
       const KvParams& p = v.params;
-      MemcachedParams m;
+      references::MemcachedParams m;
+      m.binary = find_binary("memcached");
       m.keys = p.keys * static_cast<std::uint64_t>(p.servers);
       m.value_size = p.value_bytes;
       m.put_fraction = p.put_fraction;
@@ -220,7 +222,7 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
       m.seed = p.seed;
       m.server_threads = static_cast<unsigned>(p.servers) * p.workers;
       m.cpus = allowed_cpus();
-      reference = reference_json(run_memcached_reference(m)).dump();
+      reference = reference_json(references::run_memcached_reference(m)).dump();
     }
     return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
                                 [&](LaunchConfig& lc) {

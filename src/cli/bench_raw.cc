@@ -18,7 +18,7 @@
 #include "bench/report.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/reference.h"
+#include "references/fi_pingpong.h"
 
 namespace fabflow::cli {
 namespace {
@@ -186,8 +186,8 @@ void report_reference(const std::string& result_path, bool json) {
     std::uint64_t iters = row["iterations"];
     double mean_ns = row["latency_ns"]["mean"];
     std::string why;
-    auto ref = run_fi_pingpong(row["provider"], row["endpoint"], size, iters, row["cpus"]["target"],
-                               row["cpus"]["initiator"], &why);
+    auto ref = references::run_fi_pingpong(row["provider"], row["endpoint"], size, iters,
+                                           row["cpus"]["target"], row["cpus"]["initiator"], &why);
     if (!ref) {
       std::cerr << "fabflow: warning: reference not measured: " << why << "\n";
       continue;

@@ -2,8 +2,7 @@
 // key through pipelined no-reply SETs, then driven by one client thread per fabric client, each
 // with its own connection and one operation in flight (libmemcached's blocking calls), under
 // the same workload generator. GETs are checked like the store's: found, whole, of their key.
-#include "cli/kv_reference.h"
-#include "cli/subprocess.h"
+#include "references/memcached.h"
 
 #include <fabflow/kv_workload.h>
 #include <fabflow/status.h>
@@ -35,7 +34,7 @@
 #include "common/affinity.h"
 #include "common/fd.h"
 
-namespace fabflow::cli {
+namespace fabflow::references {
 
 #ifndef FABFLOW_HAVE_LIBMEMCACHED
 MemcachedResult run_memcached_reference(const MemcachedParams& p) {
@@ -301,9 +300,9 @@ MemcachedResult run_memcached_reference(const MemcachedParams& p) {
   MemcachedResult r;
   r.clients = p.clients;
   r.server_threads = p.server_threads;
-  const std::string binary = find_binary(p.binary);
+  const std::string& binary = p.binary;
   if (binary.empty()) {
-    r.skipped = "'" + p.binary + "' not found on PATH (Debian: apt-get install memcached)";
+    r.skipped = "'memcached' not found on PATH (Debian: apt-get install memcached)";
     return r;
   }
   r.version = version_of(binary);
@@ -422,4 +421,4 @@ MemcachedResult run_memcached_reference(const MemcachedParams& p) {
 
 #endif  // FABFLOW_HAVE_LIBMEMCACHED
 
-}  // namespace fabflow::cli
+}  // namespace fabflow::references

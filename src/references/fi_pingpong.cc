@@ -1,4 +1,4 @@
-#include "cli/reference.h"
+#include "references/fi_pingpong.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace fabflow::cli {
+namespace fabflow::references {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(60);
@@ -172,4 +172,4 @@ std::optional<ReferenceRun> run_fi_pingpong(const std::string& provider,
   return ReferenceRun{*usec, cmd};
 }
 
-}  // namespace fabflow::cli
+}  // namespace fabflow::references

@@ -1,5 +1,7 @@
-// The external reference for raw provider latency: libfabric's own fi_pingpong, run on the
-// same provider, size, iteration count and CPUs as fabflow's ping-pong, right after it.
+// A timed reference, built apart from the library and linked by the CLI only (CMakeLists.txt,
+// fabflow_references). The external reference for raw provider latency: libfabric's own
+// fi_pingpong, run on the same provider, size, iteration count and CPUs as fabflow's ping-pong,
+// right after it.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace fabflow::cli {
+namespace fabflow::references {
 
 struct ReferenceRun {
   double usec_per_xfer = 0;  // fi_pingpong's one-way time (half the round trip)
@@ -21,4 +23,4 @@ std::optional<ReferenceRun> run_fi_pingpong(const std::string& provider,
                                             std::uint64_t iterations, int cpu_server,
                                             int cpu_client, std::string* why);
 
-}  // namespace fabflow::cli
+}  // namespace fabflow::references

@@ -1,7 +1,8 @@
-// `fabflow bench kv --reference memcached`: memcached, started by fabflow on loopback and
-// driven with libmemcached under the same workload as the store (same key ids, values, mix,
-// seeds and client count), so the store's rate can be read against it in the same run.
-// What is measured and how: docs/kv-workload.md.
+// A timed reference, built apart from the library and linked by the CLI only (CMakeLists.txt,
+// fabflow_references). `fabflow bench kv --reference memcached`: memcached, started by fabflow on
+// loopback and driven with libmemcached under the same workload as the store (same key ids, values,
+// mix, seeds and client count), so the store's rate can be read against it in the same run. What is
+// measured and how: docs/kv-workload.md.
 #pragma once
 
 #include <fabflow/bench/common.h>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace fabflow::cli {
+namespace fabflow::references {
 
 struct MemcachedParams {
   std::uint64_t keys = 1000;  // key ids [0, keys), all loaded before measuring
@@ -23,7 +24,7 @@ struct MemcachedParams {
   std::uint64_t seed = 1;
   unsigned server_threads = 1;  // memcached -t
   std::vector<int> cpus;        // client c is pinned to cpus[c % size] (empty: not pinned)
-  std::string binary = "memcached";
+  std::string binary;  // the memcached executable's path (empty: not found; the run says so)
 };
 
 struct MemcachedResult {
@@ -46,4 +47,4 @@ struct MemcachedResult {
 // missing or fails to start: `skipped` says why.
 MemcachedResult run_memcached_reference(const MemcachedParams& params);
 
-}  // namespace fabflow::cli
+}  // namespace fabflow::references
