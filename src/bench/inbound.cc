@@ -195,7 +195,7 @@ class InboundRunner {
     std::vector<std::size_t> free;
     for (std::size_t i = slots.size(); i-- > 0;) free.push_back(i);
     std::uint64_t posted = 0, done = 0;
-    BoundedWait dog(std::chrono::milliseconds(p_.timeout_ms), &boot_);
+    BoundedWait dog(std::chrono::milliseconds(p_.target.timeout_ms), &boot_);
     dog.yield_when_idle(p_.yield);
     Completion c[kPollBatch];
     while (done < count) {
@@ -332,6 +332,15 @@ bool inbound_progress_thread(const InboundParams& params, const Capabilities& ca
   return rank == size - 1 && needs_progress_thread(params.progress, caps, /*passive=*/true);
 }
 
+InboundResult run_inbound(const InboundParams& params, Bootstrap& boot) {
+  TransportOptions opts = params.target.transport(params.ops, boot.local_address());
+  opts.thread_safe =
+      inbound_progress_thread(params, probe_transport(opts), boot.rank(), boot.size());
+  auto transport = open_transport(opts);
+  transport->connect(boot);
+  return run_inbound(params, *transport, boot);
+}
+
 InboundResult run_inbound(const InboundParams& params, Transport& transport, Bootstrap& boot) {
   if (boot.size() < 2)
     throw UsageError("inbound bench needs at least 2 processes, got " +
@@ -367,7 +376,7 @@ InboundResult run_inbound(const InboundParams& params, Transport& transport, Boo
   result.env.clock = clock.name();
   const bool thread = inbound_progress_thread(params, caps, boot.rank(), boot.size());
   std::optional<ProgressEngine> engine;
-  if (thread) engine.emplace(transport, params.cpu);
+  if (thread) engine.emplace(transport, params.target.cpu);
 
   std::vector<RowSpec> specs;
   for (Op op : params.ops) {
@@ -389,7 +398,7 @@ InboundResult run_inbound(const InboundParams& params, Transport& transport, Boo
   });
   if (engine) engine->stop();
   // The server reports: its CPU and client 0's are the two the header names.
-  gather_pinning(result.env, boot, params.cpu);
+  gather_pinning(result.env, boot, params.target.cpu);
   result.env.progress_thread_target = thread;
   result.oversubscribed = params.yield;
   return result;

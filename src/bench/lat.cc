@@ -94,19 +94,14 @@ LatResult run_lat_fabric(const LatParams& params, Bootstrap& boot) {
         p.inject = inlined;
         p.iterations = params.iterations;
         p.warmup = params.warmup;
-        p.cpu = params.target.cpu;
-        p.timeout_ms = params.target.timeout_ms;
+        p.target = params.target;
         p.keep_samples = params.keep_samples;
         p.reap_every = mode == LatMode::write_like ? params.reap_every : 0;
         p.sizes.clear();
         for (std::size_t s : params.sizes)
           if (s <= caps.max_msg_size && (!inlined || s <= caps.inject_size)) p.sizes.push_back(s);
         if (p.sizes.empty()) continue;
-        opts.thread_safe = raw_progress_thread(p, caps, boot.rank());
-        opts.multi_recv = variant.post == RecvPost::multi;
-        auto t = open_transport(opts);
-        t->connect(boot);
-        RawResult r = run_raw(p, *t, boot);
+        RawResult r = run_raw(p, boot);
         if (out.env.clock.empty()) out.env = r.env;
         if (out.more_hint.empty()) out.more_hint = r.more_hint;
         const std::string post = mode == LatMode::send ? std::string(name_of(variant.post)) : "";

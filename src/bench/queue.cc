@@ -524,16 +524,12 @@ void raw_reference(const QueueParams& params, std::size_t size, Bootstrap& boot,
   rp.iterations = params.pingpong ? params.round_trips : params.items;
   rp.warmup = params.pingpong ? params.warmup : std::min<std::uint64_t>(params.items / 10, 1000);
   rp.test = params.pingpong ? RawTest::latency : RawTest::bandwidth;
-  rp.cpu = params.target.cpu;
-  rp.timeout_ms = params.target.timeout_ms;
+  rp.target = params.target;
   rp.progress = params.progress;
-  TransportOptions to = params.target.transport({Op::write}, boot.local_address());
-  Capabilities caps = probe_transport(to);
+  const Capabilities caps =
+      probe_transport(params.target.transport({Op::write}, boot.local_address()));
   if (!caps.supports(Op::write) || size > caps.max_msg_size) return;
-  to.thread_safe = raw_progress_thread(rp, caps, boot.rank());
-  auto t = open_transport(to);
-  t->connect(boot);
-  RawResult r = run_raw(rp, *t, boot);
+  RawResult r = run_raw(rp, boot);
   if (boot.rank() != 0 || r.rows.empty()) return;
   if (params.pingpong) {
     ref.raw_pingpong = r.rows.front().latency;

@@ -381,7 +381,7 @@ class RawRunner {
     unsigned flags = (inject ? kInject : 0) | (signal ? kSignal : 0);
     // Unsignalled non-inject posts are retired by later signalled ones: context = span.
     std::uint64_t ctx = signal ? (p_.signal_every) : 0;
-    Watchdog dog(boot_, p_.timeout_ms, "posting");
+    Watchdog dog(boot_, p_.target.timeout_ms, "posting");
     for (;;) {
       Status s;
       switch (p_.op) {
@@ -431,7 +431,7 @@ class RawRunner {
 
   // Waits for message `seq`, then keeps the receive pool topped up.
   void wait_reply(std::size_t size, std::uint64_t seq, RecvPool& pool) {
-    Watchdog dog(boot_, p_.timeout_ms, "waiting for the peer's message");
+    Watchdog dog(boot_, p_.target.timeout_ms, "waiting for the peer's message");
     if (p_.op == Op::write) {
       while (!stamped(rx(), size, seq)) {
         if (inline_progress_) t_.progress();
@@ -489,7 +489,7 @@ class RawRunner {
   // completion of its own: wait for it, so that nothing of this phase is left for the next.
   void settle_multi(RecvPool& pool) {
     if (!multi()) return;
-    Watchdog dog(boot_, p_.timeout_ms, "waiting for a multi-receive buffer's release");
+    Watchdog dog(boot_, p_.target.timeout_ms, "waiting for a multi-receive buffer's release");
     Completion c[1];
     while (pool.buffers > 0) {
       const int n = t_.poll_rx(c);
@@ -528,7 +528,7 @@ class RawRunner {
     const std::uint64_t cap = in_flight_cap();
     const std::uint64_t first_seq = seq_ + 1;
     std::uint64_t sent = 0, answered = 0, last_sent_at = schedule.start;
-    Watchdog dog(boot_, p_.timeout_ms, "waiting for the peer's answers in the open loop");
+    Watchdog dog(boot_, p_.target.timeout_ms, "waiting for the peer's answers in the open loop");
     while (answered < count) {
       // A ping is due: it goes out unless the peer's receive window is full (then replies are
       // reaped first; the ping's sample still counts from its due time).
@@ -605,7 +605,7 @@ class RawRunner {
     auto post_batch = [&] {
       while (posted < count && posted - reaped < n) {
         std::byte* slot = rx() + (posted % n) * slot_len_;
-        Watchdog dog(boot_, p_.timeout_ms, "posting a receive");
+        Watchdog dog(boot_, p_.target.timeout_ms, "posting a receive");
         Status s;
         while ((s = t_.post_recv(peer_, slot, size, desc(), 0)) == Status::again) dog.idle();
         check(s, "post_recv");
@@ -614,7 +614,7 @@ class RawRunner {
     };
     auto wait_slot = [&](std::uint64_t i, std::uint64_t seq) {
       const std::byte* slot = rx() + (i % n) * slot_len_;
-      Watchdog dog(boot_, p_.timeout_ms, "waiting for the peer's message in memory");
+      Watchdog dog(boot_, p_.target.timeout_ms, "waiting for the peer's message in memory");
       while (!stamped(slot, size, seq)) {
         t_.progress();
         dog.idle();
@@ -622,7 +622,7 @@ class RawRunner {
       std::atomic_thread_fence(std::memory_order_acquire);
     };
     auto reap = [&](std::uint64_t upto) {
-      Watchdog dog(boot_, p_.timeout_ms, "reaping receive completions");
+      Watchdog dog(boot_, p_.target.timeout_ms, "reaping receive completions");
       Completion c[kPollBatch];
       while (reaped < upto) {
         const int got = t_.poll_rx(std::span(c).first(
@@ -679,7 +679,7 @@ class RawRunner {
   void one_sided_latency(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
     auto* result = reinterpret_cast<std::uint64_t*>(src());
     for (std::uint64_t i = 0; i < count; ++i) {
-      Watchdog dog(boot_, p_.timeout_ms, "waiting for a one-sided completion");
+      Watchdog dog(boot_, p_.target.timeout_ms, "waiting for a one-sided completion");
       std::uint64_t t0 = clock_.now();
       Status s;
       do {
@@ -721,7 +721,7 @@ class RawRunner {
     const std::uint64_t nq = queues_.size();
     std::uint64_t posted = 0, retired = 0;
     std::vector<std::uint64_t> since_signal(nq, 0);
-    Watchdog dog(boot_, p_.timeout_ms, "streaming");
+    Watchdog dog(boot_, p_.target.timeout_ms, "streaming");
     // An active target (send, writedata) posts its receives first; see sink().
     if (!target_passive(p_.op, RawTest::bandwidth)) wait_all_light();
     while (retired < count) {
@@ -778,7 +778,7 @@ class RawRunner {
       top_up(pools[q], len, q);
     }
     wait_all_light();
-    Watchdog dog(boot_, p_.timeout_ms, "receiving the stream");
+    Watchdog dog(boot_, p_.target.timeout_ms, "receiving the stream");
     Completion c[kPollBatch];
     std::uint64_t got = 0;
     while (got < count) {
@@ -843,6 +843,21 @@ std::string more_hint(const Capabilities& caps, const std::string& libfabric_ver
   return "unknown";
 }
 
+RawResult run_raw(const RawParams& params, Bootstrap& boot) {
+  TransportOptions opts = params.target.transport({params.op}, boot.local_address());
+  opts.multi_recv = params.recv_post == RecvPost::multi;
+  // Only a passive target may need a progress thread (rank 0 always polls).
+  opts.thread_safe = raw_progress_thread(params, probe_transport(opts), boot.rank());
+  std::vector<std::unique_ptr<Transport>> owned;
+  std::vector<Transport*> queues;
+  for (unsigned q = 0; q < params.queues; ++q) {
+    owned.push_back(open_transport(opts));
+    owned.back()->connect(boot);
+    queues.push_back(owned.back().get());
+  }
+  return run_raw(params, queues, boot);
+}
+
 RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot) {
   Transport* one[] = {&transport};
   RawParams p = params;
@@ -905,12 +920,12 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
   if (params.rate < 0 || params.rate > 1e9 || params.rate != params.rate)
     throw UsageError("open-loop rate: 0 (closed loop) or up to 10^9 pings per second");
   // The answering rank waits a whole ping period for the next ping.
-  if (params.rate > 0 && 1000 / params.rate >= static_cast<double>(params.timeout_ms) / 2) {
+  if (params.rate > 0 && 1000 / params.rate >= static_cast<double>(params.target.timeout_ms) / 2) {
     char period[32];
     std::snprintf(period, sizeof period, "%g", 1000 / params.rate);
     throw UsageError("open loop: a ping every " + std::string(period) +
                      " ms needs a --timeout above twice that (" +
-                     std::to_string(params.timeout_ms) + " ms now)");
+                     std::to_string(params.target.timeout_ms) + " ms now)");
   }
   for (std::size_t s : params.sizes)
     if (s == 0 && params.op != Op::send && params.op != Op::writedata)
@@ -930,7 +945,8 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
   const bool thread = raw_progress_thread(params, caps, boot.rank());
   std::vector<std::unique_ptr<ProgressEngine>> engines;  // one per queue
   if (thread)
-    for (Transport* q : queues) engines.push_back(std::make_unique<ProgressEngine>(*q, params.cpu));
+    for (Transport* q : queues)
+      engines.push_back(std::make_unique<ProgressEngine>(*q, params.target.cpu));
 
   with_concrete(transport, [&](auto& t) {
     using T = std::remove_reference_t<decltype(t)>;
@@ -954,7 +970,7 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
     double progress_cpu;
     int cpu;
     int thread;
-  } mine{progress_cpu, params.cpu, thread ? 1 : 0};
+  } mine{progress_cpu, params.target.cpu, thread ? 1 : 0};
   const auto all = allgather_value(boot, mine, "raw bench: summary");
   const Summary& s0 = all[0];
   const Summary& s1 = all[1];

@@ -585,16 +585,12 @@ void raw_reference(const RrParams& p, Bootstrap& boot, RrRow& row,
   rp.iterations = p.requests;
   rp.warmup = p.warmup;
   rp.test = RawTest::latency;
-  rp.cpu = p.target.cpu;
-  rp.timeout_ms = std::max<std::uint64_t>(p.target.timeout_ms, 2000);
+  rp.target = p.target;
+  rp.target.timeout_ms = std::max<std::uint64_t>(p.target.timeout_ms, 2000);
   rp.progress = p.progress;
-  TransportOptions to = p.target.transport({Op::write}, boot.local_address());
-  Capabilities caps = probe_transport(to);
-  if (!caps.supports(Op::write)) return;
-  to.thread_safe = raw_progress_thread(rp, caps, boot.rank());
-  auto t = open_transport(to);
-  t->connect(boot);
-  RawResult r = run_raw(rp, *t, boot);
+  if (!probe_transport(p.target.transport({Op::write}, boot.local_address())).supports(Op::write))
+    return;
+  RawResult r = run_raw(rp, boot);
   if (boot.rank() == 0 && !r.rows.empty()) {
     // run_raw reports half the round trip for ping-pong operations.
     row.raw_write_rtt = r.rows.front().latency.scaled(2);

@@ -83,7 +83,7 @@ InboundValidated validate(const InboundFlags& f) {
   p.window = f.window;
   p.seed = f.seed;
   p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
-  p.timeout_ms = f.timeout_ms;
+  p.target.timeout_ms = f.timeout_ms;
   v.endpoint = parse_name<EndpointType>(f.endpoint).value();
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
   if (v.providers.empty()) throw UsageError("no provider given");
@@ -102,16 +102,9 @@ TransportOptions transport_options(const InboundValidated& v, const std::string&
 int run_inbound_rank(const InboundFlags& flags, const InboundValidated& v) {
   return run_rank(flags, [&](Rank& rank) {
     InboundParams params = v.params;
-    params.cpu = rank.target.cpu;
+    params.target = rank.target;
     params.yield = rank.boot.size() > static_cast<int>(rank.target.cpus.size());
-    TransportOptions opts = transport_options(v, v.providers.front(), params.ops);
-    opts.node = rank.boot.local_address();
-    opts.same_host = rank.target.same_host;
-    Capabilities caps = probe_transport(opts);
-    opts.thread_safe = inbound_progress_thread(params, caps, rank.boot.rank(), rank.boot.size());
-    auto transport = open_transport(opts);
-    transport->connect(rank.boot);
-    InboundResult result = run_inbound(params, *transport, rank.boot);
+    InboundResult result = run_inbound(params, rank.boot);
     if (rank.boot.rank() != rank.boot.size() - 1) return;
     finish_environment(result.env);
     if (flags.json) {

@@ -94,7 +94,7 @@ RawValidated validate(const RawFlags& f) {
   p.batch = f.batch;
   p.queues = f.queues;
   p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
-  p.timeout_ms = f.timeout_ms;
+  p.target.timeout_ms = f.timeout_ms;
   p.test = parse_name<RawTest>(f.test).value();
   v.endpoint = parse_name<EndpointType>(f.endpoint).value();
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -141,21 +141,8 @@ int run_raw_rank(const RawFlags& flags, const RawValidated& v, const std::string
     RawParams params = v.params;
     params.op = v.ops.front();
     params.sizes = sizes_for(flags, v.params, params.op);
-    params.cpu = rank.target.cpu;
-    TransportOptions opts = transport_options(v, v.providers.front(), params.op);
-    opts.node = rank.boot.local_address();
-    opts.same_host = rank.target.same_host;
-    // Only a passive target may need a progress thread (rank 0 always polls).
-    Capabilities caps = probe_transport(opts);
-    opts.thread_safe = raw_progress_thread(params, caps, rank.boot.rank());
-    std::vector<std::unique_ptr<Transport>> owned;
-    std::vector<Transport*> queues;
-    for (unsigned q = 0; q < params.queues; ++q) {
-      owned.push_back(open_transport(opts));
-      owned.back()->connect(rank.boot);
-      queues.push_back(owned.back().get());
-    }
-    RawResult result = run_raw(params, queues, rank.boot);
+    params.target = rank.target;
+    RawResult result = run_raw(params, rank.boot);
     if (rank.boot.rank() != 0) return;
     finish_environment(result.env);
     if (!result_path.empty()) {

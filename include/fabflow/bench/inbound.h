@@ -41,9 +41,10 @@ struct InboundParams {
   unsigned window = 16;                      // outstanding operations per client
   std::uint64_t seed = 1;                    // counter choice: client c uses seed + c
   ProgressMode progress = ProgressMode::automatic;
-  int cpu = -1;        // the CPU this rank is pinned to (-1: unpinned)
+  // Where it runs: provider, endpoint, this rank's CPU (-1: unpinned), the host's CPUs, the
+  // timeout. The CLI's rank runner fills it.
+  bench::Target target;
   bool yield = false;  // clients yield the CPU when a poll finds nothing (oversubscribed)
-  std::uint64_t timeout_ms = 10000;
 };
 
 // The offsets of the counters one row uses in the server's counter region.
@@ -93,6 +94,9 @@ struct InboundResult {
 // `transport` must be connected. Throws UsageError for an unsupported op or a bad parameter,
 // Error / PeerError on failure; a failed exactly-once check is reported in its row.
 InboundResult run_inbound(const InboundParams& params, Transport& transport, Bootstrap& boot);
+// The same on a transport of params.target for params.ops that it opens (thread-safe where the
+// server needs a progress thread) and connects.
+InboundResult run_inbound(const InboundParams& params, Bootstrap& boot);
 
 // Whether `rank` runs a progress thread: only the server may, as a passive target
 // (needs_progress_thread: auto gives one on providers with manual data progress; off makes the

@@ -67,9 +67,10 @@ struct RawParams {
   unsigned queues = 1;
   RawTest test = RawTest::both;
   ProgressMode progress = ProgressMode::automatic;
-  int cpu = -1;                      // the CPU this rank is pinned to (-1: unpinned)
-  std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
-  bool keep_samples = false;         // latency rows keep every sample (RawRow::samples)
+  // Where it runs: provider, endpoint, this rank's CPU (-1: unpinned), the timeout (no
+  // progress for this long: fail). The CLI's rank runner fills it.
+  bench::Target target;
+  bool keep_samples = false;  // latency rows keep every sample (RawRow::samples)
   // Send ping-pong only, > 0: "WRITE-like send/recv" (seed 002, Fig. 26): reap_every receives
   // are posted at once, each into its own buffer; a rank learns of a message by polling the
   // next buffer's memory (driving progress) and reaps the receive completions only every
@@ -122,7 +123,12 @@ struct RawResult {
 };
 
 // Collective over exactly two ranks of `boot`: rank 0 initiates and measures, rank 1 is the
-// target. `transport` must be connected. Throws Error / PeerError on failure.
+// target. Opens params.queues transports of params.target for params.op (thread-safe where a
+// passive target needs a progress thread, with multi-receive buffers for RecvPost::multi) and
+// connects them. Throws UsageError for what the provider cannot do, Error / PeerError on
+// failure.
+RawResult run_raw(const RawParams& params, Bootstrap& boot);
+// The same over a transport the caller opened and connected.
 RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot);
 // The same over params.queues connected transports of one provider (the first one also
 // carries the latency tests); both ranks pass them in the same order.
