@@ -37,7 +37,8 @@ class Coordinator::Relay {
         blobs_(static_cast<std::size_t>(cfg_.size)),
         contributed_(static_cast<std::size_t>(cfg_.size), false) {}
 
-  void run(int wake_fd, const std::atomic<bool>& stop, const Clock::time_point& stop_deadline);
+  void run(int wake_fd, const std::atomic<bool>& stop,
+           const SteadyClock::time_point& stop_deadline);
 
  private:
   enum class RankState { absent, joined, left };
@@ -51,14 +52,14 @@ class Coordinator::Relay {
     Fd fd;
     FrameBuffer in;
     std::deque<Queued> out;
-    int rank = -1;                 // -1 until authenticated
-    Clock::time_point deadline{};  // handshake deadline while rank < 0
+    int rank = -1;                       // -1 until authenticated
+    SteadyClock::time_point deadline{};  // handshake deadline while rank < 0
     Nonce challenge{};
     bool closing = false;  // rejected: closes once `out` is flushed
     bool dead = false;     // to be closed by sweep()
   };
 
-  void accept_all(Clock::time_point now);
+  void accept_all(SteadyClock::time_point now);
   void on_readable(Conn& c);
   void on_handshake(Conn& c, const Frame& f);
   void on_frame(Conn& c, const Frame& f);
@@ -83,8 +84,8 @@ class Coordinator::Relay {
   std::vector<RankState> ranks_;
   int joined_ = 0;
   bool ready_ = false;
-  Clock::time_point join_deadline_{};
-  Clock::time_point listen_paused_until_{};
+  SteadyClock::time_point join_deadline_{};
+  SteadyClock::time_point listen_paused_until_{};
   std::optional<std::string> failure_;  // the first failure, already told to every rank
   // The collective in progress.
   std::vector<Bytes> blobs_;
@@ -96,11 +97,11 @@ class Coordinator::Relay {
 };
 
 void Coordinator::Relay::run(int wake_fd, const std::atomic<bool>& stop,
-                             const Clock::time_point& stop_deadline) {
-  join_deadline_ = Clock::now() + cfg_.timeout;
+                             const SteadyClock::time_point& stop_deadline) {
+  join_deadline_ = SteadyClock::now() + cfg_.timeout;
   std::vector<pollfd> fds;
   for (;;) {
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     const bool stopping = stop.load(std::memory_order_acquire);
     if (stopping && (all_left() || now >= stop_deadline)) return;
     if (!ready_ && !failure_ && now >= join_deadline_) fail(-1, join_timeout_message());
@@ -109,7 +110,7 @@ void Coordinator::Relay::run(int wake_fd, const std::atomic<bool>& stop,
     }
     sweep();
 
-    auto next = Clock::time_point::max();
+    auto next = SteadyClock::time_point::max();
     if (!ready_ && !failure_) next = std::min(next, join_deadline_);
     if (stopping) next = std::min(next, stop_deadline);
     const bool listening = now >= listen_paused_until_;
@@ -121,7 +122,7 @@ void Coordinator::Relay::run(int wake_fd, const std::atomic<bool>& stop,
       if (c->rank < 0) next = std::min(next, c->deadline);
       fds.push_back({c->fd.get(), static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
     }
-    const int timeout = next == Clock::time_point::max() ? -1 : ms_until(next);
+    const int timeout = next == SteadyClock::time_point::max() ? -1 : ms_until(next);
     if (::poll(fds.data(), fds.size(), timeout) < 0) {
       if (errno == EINTR) continue;
       throw Error("bootstrap: coordinator poll failed: " + errno_text(errno));
@@ -137,12 +138,12 @@ void Coordinator::Relay::run(int wake_fd, const std::atomic<bool>& stop,
       if (!c.dead && (revents & POLLOUT)) flush(c);
       if (!c.dead && (revents & (POLLIN | POLLHUP | POLLERR))) on_readable(c);
     }
-    if (fds[1].revents & POLLIN) accept_all(Clock::now());
+    if (fds[1].revents & POLLIN) accept_all(SteadyClock::now());
     sweep();
   }
 }
 
-void Coordinator::Relay::accept_all(Clock::time_point now) {
+void Coordinator::Relay::accept_all(SteadyClock::time_point now) {
   for (;;) {
     Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
@@ -164,7 +165,7 @@ void Coordinator::Relay::accept_all(Clock::time_point now) {
     if (pending >= kMaxPending && oldest != nullptr) oldest->dead = true;
     auto c = std::make_unique<Conn>();
     c->fd = std::move(fd);
-    c->deadline = now + std::min<Clock::duration>(cfg_.timeout, kHandshakeDeadline);
+    c->deadline = now + std::min<SteadyClock::duration>(cfg_.timeout, kHandshakeDeadline);
     c->challenge = random_nonce();
     send(*c, std::make_shared<const Bytes>(encode_challenge(c->challenge)));
     conns_.push_back(std::move(c));
@@ -421,7 +422,7 @@ Coordinator::Coordinator(Fd listener, CoordinatorConfig config)
 }
 
 Coordinator::~Coordinator() {
-  stop_deadline_ = Clock::now() + linger_;
+  stop_deadline_ = SteadyClock::now() + linger_;
   stop_.store(true, std::memory_order_release);
   const std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);

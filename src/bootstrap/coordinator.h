@@ -34,7 +34,7 @@ class Coordinator {
 
   Fd wake_;  // eventfd that interrupts the worker's poll
   std::chrono::milliseconds linger_;
-  Clock::time_point stop_deadline_{};  // written before stop_ is set, read after
+  SteadyClock::time_point stop_deadline_{};  // written before stop_ is set, read after
   std::atomic<bool> stop_{false};
   std::unique_ptr<Relay> relay_;
   std::thread worker_;

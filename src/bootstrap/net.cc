@@ -75,8 +75,9 @@ std::string seconds_text(std::chrono::milliseconds d) {
   return buf;
 }
 
-int ms_until(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+int ms_until(SteadyClock::time_point deadline) {
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
   return static_cast<int>(std::clamp<decltype(left)>(left, 0, INT_MAX));
 }
 
@@ -158,8 +159,8 @@ Fd adopt_listener(Fd fd) {
   return fd;
 }
 
-Fd connect_until(const sockaddr_in& addr, const std::string& label, Clock::time_point deadline,
-                 std::chrono::milliseconds timeout) {
+Fd connect_until(const sockaddr_in& addr, const std::string& label,
+                 SteadyClock::time_point deadline, std::chrono::milliseconds timeout) {
   auto backoff = std::chrono::milliseconds(5);
   int last_error = ETIMEDOUT;
   for (;;) {
@@ -178,9 +179,9 @@ Fd connect_until(const sockaddr_in& addr, const std::string& label, Clock::time_
         last_error = n == 0 ? ETIMEDOUT : errno;
       }
     }
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (now >= deadline) break;
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    std::this_thread::sleep_for(std::min<SteadyClock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
   throw Error("bootstrap: cannot reach coordinator " + label + " within " + seconds_text(timeout) +

@@ -17,7 +17,7 @@
 
 namespace fabflow::bootstrap_detail {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 using fabflow::Fd;
 
@@ -36,7 +36,7 @@ std::string seconds_text(std::chrono::milliseconds d);
 using fabflow::errno_text;
 
 // Milliseconds from now until `deadline`, rounded up, clamped to [0, INT_MAX].
-int ms_until(Clock::time_point deadline);
+int ms_until(SteadyClock::time_point deadline);
 
 // Resolves an IPv4 address for hp; throws Error naming the host.
 sockaddr_in resolve_ipv4(const HostPort& hp);
@@ -55,8 +55,8 @@ Fd adopt_listener(Fd fd);
 
 // Connects to addr, retrying refused or unreachable attempts until `deadline`. Returns a
 // non-blocking socket; throws Error "cannot reach coordinator LABEL within T (reason)".
-Fd connect_until(const sockaddr_in& addr, const std::string& label, Clock::time_point deadline,
-                 std::chrono::milliseconds timeout);
+Fd connect_until(const sockaddr_in& addr, const std::string& label,
+                 SteadyClock::time_point deadline, std::chrono::milliseconds timeout);
 
 sockaddr_in local_name(int fd);  // getsockname
 std::string numeric_host(const sockaddr_in& addr);

@@ -73,12 +73,12 @@ class TcpBootstrap final : public Bootstrap {
 
   void join(const sockaddr_in& addr);
   // One attempt; false: the coordinator closed the connection before its welcome.
-  bool join_once(const sockaddr_in& addr, Clock::time_point deadline);
+  bool join_once(const sockaddr_in& addr, SteadyClock::time_point deadline);
   Fill fill(int timeout_ms);
-  std::optional<Frame> wait_frame(Clock::time_point deadline, bool* closed);
+  std::optional<Frame> wait_frame(SteadyClock::time_point deadline, bool* closed);
   void pump(int timeout_ms);
   void dispatch(Frame f);
-  bool send_frame(const Bytes& frame, Clock::time_point deadline);
+  bool send_frame(const Bytes& frame, SteadyClock::time_point deadline);
   Bytes collective(Collective kind, std::span<const std::byte> blob,
                    const std::function<void()>& while_waiting);
   Failure decode_abort(const Bytes& body) const;
@@ -121,7 +121,7 @@ TcpBootstrap::TcpBootstrap(BootstrapConfig config, Fd listener) : config_(std::m
 TcpBootstrap::~TcpBootstrap() {
   if (fd_) {
     try {
-      send_frame(encode_empty(Msg::bye), Clock::now() + std::min(config_.timeout, kByeBound));
+      send_frame(encode_empty(Msg::bye), SteadyClock::now() + std::min(config_.timeout, kByeBound));
     } catch (const std::exception&) {
     }
     ::shutdown(fd_.get(), SHUT_WR);
@@ -135,21 +135,21 @@ TcpBootstrap::~TcpBootstrap() {
 
 void TcpBootstrap::join(const sockaddr_in& addr) {
   const auto timeout = config_.timeout;
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = SteadyClock::now() + timeout;
   // Closed by the coordinator before its welcome, without a reject: it is shedding
   // unauthenticated connections (a flood, or many ranks at once); connect again.
   for (;;) {
     if (join_once(addr, deadline)) return;
-    if (Clock::now() >= deadline) {
+    if (SteadyClock::now() >= deadline) {
       throw Error("bootstrap: cannot reach coordinator " + label_ + " within " +
                   seconds_text(timeout) + " (connection closed during the handshake)");
     }
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(std::chrono::milliseconds(10), deadline - Clock::now()));
+    std::this_thread::sleep_for(std::min<SteadyClock::duration>(std::chrono::milliseconds(10),
+                                                                deadline - SteadyClock::now()));
   }
 }
 
-bool TcpBootstrap::join_once(const sockaddr_in& addr, Clock::time_point deadline) {
+bool TcpBootstrap::join_once(const sockaddr_in& addr, SteadyClock::time_point deadline) {
   const auto timeout = config_.timeout;
   const std::string at = "bootstrap: coordinator at " + label_;
   std::optional<Frame> challenge;
@@ -163,14 +163,14 @@ bool TcpBootstrap::join_once(const sockaddr_in& addr, Clock::time_point deadline
       throw Error(at + " is not a fabflow coordinator (" + e.what() + ")");
     }
     if (challenge) break;
-    if (!closed || Clock::now() >= deadline) {
+    if (!closed || SteadyClock::now() >= deadline) {
       throw Error(
           "bootstrap: cannot reach coordinator " + label_ + " within " + seconds_text(timeout) +
           (closed ? " (connection closed before the handshake)" : " (no challenge received)"));
     }
     // Closed before the challenge: the coordinator is shedding connections; try again.
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(std::chrono::milliseconds(10), deadline - Clock::now()));
+    std::this_thread::sleep_for(std::min<SteadyClock::duration>(std::chrono::milliseconds(10),
+                                                                deadline - SteadyClock::now()));
   }
 
   if (challenge->type != static_cast<std::uint32_t>(Msg::challenge)) {
@@ -253,10 +253,10 @@ TcpBootstrap::Fill TcpBootstrap::fill(int timeout_ms) {
   }
 }
 
-std::optional<Frame> TcpBootstrap::wait_frame(Clock::time_point deadline, bool* closed) {
+std::optional<Frame> TcpBootstrap::wait_frame(SteadyClock::time_point deadline, bool* closed) {
   for (;;) {
     if (auto f = in_.take(kMaxFrame)) return f;
-    if (Clock::now() >= deadline) return std::nullopt;
+    if (SteadyClock::now() >= deadline) return std::nullopt;
     if (fill(ms_until(deadline)) == Fill::closed) {
       if (auto f = in_.take(kMaxFrame)) return f;
       *closed = true;
@@ -292,7 +292,7 @@ void TcpBootstrap::dispatch(Frame f) {
   }
 }
 
-bool TcpBootstrap::send_frame(const Bytes& frame, Clock::time_point deadline) {
+bool TcpBootstrap::send_frame(const Bytes& frame, SteadyClock::time_point deadline) {
   std::size_t sent = 0;
   while (sent < frame.size()) {
     const ssize_t n =
@@ -343,7 +343,7 @@ Bytes TcpBootstrap::collective(Collective kind, std::span<const std::byte> blob,
     throw Error("bootstrap: allgather blob of " + std::to_string(blob.size()) +
                 " bytes exceeds the " + std::to_string(kMaxFrame >> 20) + " MiB limit");
   }
-  const auto deadline = Clock::now() + config_.timeout;
+  const auto deadline = SteadyClock::now() + config_.timeout;
   awaiting_result_ = true;  // stays set after a timeout: a late result is then dropped quietly
   bool sent = false;
   try {
@@ -372,7 +372,7 @@ Bytes TcpBootstrap::collective(Collective kind, std::span<const std::byte> blob,
       if (!result_ && !failure_) while_waiting();
       continue;
     }
-    if (Clock::now() >= deadline) {
+    if (SteadyClock::now() >= deadline) {
       unusable_ = "bootstrap: unusable after an earlier " + name + " timed out";
       throw Error("bootstrap: " + name + " timed out after " + seconds_text(config_.timeout) +
                   " waiting for the other ranks");
@@ -390,7 +390,7 @@ void TcpBootstrap::abort(const std::string& reason) {
   if (unusable_.empty()) unusable_ = "bootstrap: this process aborted (" + reason + ")";
   try {
     send_frame(encode_text(Msg::abort, reason),
-               Clock::now() + std::min(config_.timeout, kByeBound));
+               SteadyClock::now() + std::min(config_.timeout, kByeBound));
   } catch (const std::exception&) {
   }
 }

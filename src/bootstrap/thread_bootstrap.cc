@@ -14,7 +14,7 @@ namespace {
 using bootstrap_detail::Bytes;
 using bootstrap_detail::Collective;
 using bootstrap_detail::collective_name;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // What the n thread bootstraps share: the collective in progress and the first failure.
 // Every member is guarded by mu.
@@ -117,7 +117,7 @@ class ThreadBootstrap final : public Bootstrap {
   std::vector<Bytes> collective(Collective kind, std::span<const std::byte> blob,
                                 const std::function<void()>& while_waiting) {
     if (!unusable_.empty()) throw Error(unusable_);
-    const auto deadline = Clock::now() + BootstrapConfig{}.timeout;
+    const auto deadline = SteadyClock::now() + BootstrapConfig{}.timeout;
     std::unique_lock lock(hub_->mu);
     Hub& h = *hub_;
     if (visible_failure()) throw_failure();

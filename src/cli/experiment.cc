@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using bench::ExperimentEntry;
 using ojson = nlohmann::ordered_json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kFigureExtensions[] = {".png", ".svg", ".html"};  // fabflow_plot's
 
@@ -322,7 +322,7 @@ class ExperimentRunner {
                     {"environment", bench::experiment_environment()}};
     out << header.dump() << "\n" << std::flush;
 
-    const auto start = Clock::now();
+    const auto start = SteadyClock::now();
     const std::size_t runs = points.size() * f_.repeat;
     std::size_t done = 0, not_json = 0;
     for (std::size_t i = 0; i < points.size() && !o.failed; ++i) {
@@ -365,7 +365,7 @@ class ExperimentRunner {
     } else {
       figure(x, jsonl, plot, o);
     }
-    o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    o.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
     return o;
   }
 
@@ -373,13 +373,13 @@ class ExperimentRunner {
 
  private:
   void progress(const std::string& id, std::size_t i, std::size_t n, unsigned r,
-                const bench::FlagValues& values, Clock::time_point start, std::size_t done,
+                const bench::FlagValues& values, SteadyClock::time_point start, std::size_t done,
                 std::size_t runs) const {
     std::string swept;
     for (const auto& [flag, value] : values)
       swept += (swept.empty() ? "" : ", ") + flag + (value.empty() ? "" : " " + value);
     if (swept.empty()) swept = "no sweep";
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
     std::cerr << "[" << id << "] point " << i + 1 << "/" << n << " (repeat " << r + 1 << "/"
               << f_.repeat << "): " << swept << "  elapsed " << seconds_text(elapsed);
     if (done > 0)

@@ -20,7 +20,7 @@
 namespace fabflow::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kKillDelay{5};  // SIGTERM -> SIGKILL after a timeout
 
 std::atomic<pid_t> g_child{0};
@@ -98,19 +98,20 @@ ChildResult run_child(const ChildOptions& o,
   if (err[1] >= 0) ::close(err[1]);
 
   ChildResult r;
-  const auto start = Clock::now();
-  Clock::time_point term_at = o.timeout.count() > 0 ? start + o.timeout : Clock::time_point::max();
-  Clock::time_point kill_at = Clock::time_point::max();
+  const auto start = SteadyClock::now();
+  SteadyClock::time_point term_at =
+      o.timeout.count() > 0 ? start + o.timeout : SteadyClock::time_point::max();
+  SteadyClock::time_point kill_at = SteadyClock::time_point::max();
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   int open_fds = err[0] >= 0 ? 2 : 1;
   std::string pending;
   char buf[16 * 1024];
   while (open_fds > 0) {
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (now >= term_at) {
       r.timed_out = true;
       ::kill(-pid, SIGTERM);
-      term_at = Clock::time_point::max();
+      term_at = SteadyClock::time_point::max();
       kill_at = now + kKillDelay;
     }
     if (now >= kill_at) {
@@ -119,7 +120,7 @@ ChildResult run_child(const ChildOptions& o,
     }
     const auto next = std::min(term_at, kill_at);
     int wait_ms = 1000;
-    if (next != Clock::time_point::max())
+    if (next != SteadyClock::time_point::max())
       wait_ms = static_cast<int>(std::clamp<long long>(
           std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1, 1, 1000));
     if (::poll(fds, 2, wait_ms) < 0 && errno != EINTR) break;

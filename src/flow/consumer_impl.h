@@ -566,12 +566,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     const std::vector<std::byte> scratch(len);
     std::int64_t best = INT64_MAX;
     for (std::uint64_t i = 0; i < 3; ++i) {
-      const auto t0 = Clock::now();
+      const auto t0 = SteadyClock::now();
       sum_sink_ ^= payload_sum(i, len, scratch.data());
-      best = std::min<std::int64_t>(best, (Clock::now() - t0).count());
+      best = std::min<std::int64_t>(best, (SteadyClock::now() - t0).count());
     }
     sum_ns_per_byte_ =
-        static_cast<double>(std::chrono::nanoseconds(Clock::duration(best)).count()) /
+        static_cast<double>(std::chrono::nanoseconds(SteadyClock::duration(best)).count()) /
         static_cast<double>(len);
   }
 
@@ -586,7 +586,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 
   void take_probe() noexcept {
     const double ns =
-        static_cast<double>(std::chrono::nanoseconds(Clock::now() - read_posted_).count());
+        static_cast<double>(std::chrono::nanoseconds(SteadyClock::now() - read_posted_).count());
     probe_ns_ = probe_ns_ == 0 ? ns : 0.75 * probe_ns_ + 0.25 * ns;
     batches_unprobed_ = 0;
     if (load_acquire(B::slot(probe_index_)) == probe_index_ + 1)
@@ -623,7 +623,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     Tr& tr = tail ? n_ : t_;
     // Before the post: a provider may do the whole read inside it (shm's cross-memory
     // attach), and a probe's round trip (take_probe) must count that.
-    const Clock::time_point posted = Clock::now();
+    const SteadyClock::time_point posted = SteadyClock::now();
     Status st = tr.post_read(s_.peer, dst, len, tail ? B::ndesc_ : desc_,
                              tail ? s_.nremote : s_.remote, remote_off, kCtxRead, kSignal);
     if (st == Status::again) {
@@ -668,7 +668,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       if (n < static_cast<int>(kPollBatch)) break;
     }
     if (!done) {
-      if ((++read_polls_ & 63u) == 0 && Clock::now() - read_posted_ > s_.options.peer_timeout) {
+      if ((++read_polls_ & 63u) == 0 &&
+          SteadyClock::now() - read_posted_ > s_.options.peer_timeout) {
         fail("flow: a read from the producer did not complete within " +
              std::to_string(s_.options.peer_timeout.count()) + " ms");
         return Status::failed;
@@ -743,7 +744,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   bool close_seen_ = false;    // active: validation stops at the end-of-stream slot
   Read pending_ = Read::none;  // the one read in flight
   unsigned read_polls_ = 0;
-  Clock::time_point read_posted_{};
+  SteadyClock::time_point read_posted_{};
   unsigned valid_polls_ = 0;
   // Trusted reads: slots below published_ were seen published by a completed probe; slots
   // below trusted_end_ in the ring came from a read posted after that (read_trust_: the bound

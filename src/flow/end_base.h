@@ -20,7 +20,7 @@
 
 namespace fabflow::flow::detail {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // What setup hands to a queue end: the transports, the regions and the peer's regions.
 // Without separate_notify_endpoint `notify` is `transport`, there is no notify region and

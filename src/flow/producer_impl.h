@@ -511,7 +511,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (st == Status::again) return true;  // the transport is busy: the next round retries
     if (st != Status::ok) return B::fail_notify();
     read_pending_ = true;
-    read_posted_ = Clock::now();
+    read_posted_ = SteadyClock::now();
     read_polls_ = 0;
     space_ops_.inc();
     return reap_tx();  // providers that complete at once (local) need no second round
@@ -521,7 +521,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   // 64 rounds).
   bool read_in_time() noexcept {
     if ((++read_polls_ & 63u) != 0) return true;
-    if (Clock::now() - read_posted_ <= s_.options.peer_timeout) return true;
+    if (SteadyClock::now() - read_posted_ <= s_.options.peer_timeout) return true;
     fail("flow: the consumer's head counter could not be read within " +
          std::to_string(s_.options.peer_timeout.count()) + " ms");
     return false;
@@ -615,7 +615,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   unsigned max_inflight_ = 1;  // batching: 1 (the thesis' batching queue); data mover: more
   bool read_pending_ = false;  // a head read is in flight (space pull)
   unsigned read_polls_ = 0;
-  Clock::time_point read_posted_{};
+  SteadyClock::time_point read_posted_{};
   // Between the two.
   std::atomic<std::uint64_t> staged_pub_{0};
   std::atomic<std::uint64_t> visible_pub_{0};  // pull data: slots written or being written

@@ -35,7 +35,7 @@ namespace {
 
 using launcher::ErrorRelay;
 using launcher::Fd;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kKillDelay{1000};   // SIGTERM -> SIGKILL
@@ -312,7 +312,7 @@ class Child {
 // One launch from spawning to the last child reaped; not thread-safe.
 class Launch {
  public:
-  Launch(const LaunchConfig& config, SignalGuard& signals, Clock::time_point start)
+  Launch(const LaunchConfig& config, SignalGuard& signals, SteadyClock::time_point start)
       : config_(config), signals_(signals), relay_(STDERR_FILENO, config.nprocs) {
     if (config.deadline.count() > 0) deadline_at_ = start + config.deadline;
     children_.reserve(static_cast<std::size_t>(config.nprocs));
@@ -323,20 +323,20 @@ class Launch {
 
  private:
   // SIGTERM at `term_at` (or earlier if already planned), SIGKILL kKillDelay later.
-  void start_teardown(Clock::time_point term_at);
+  void start_teardown(SteadyClock::time_point term_at);
   // SIGKILL now.
-  void escalate(Clock::time_point now);
+  void escalate(SteadyClock::time_point now);
   void on_exit(Child& child);
   void signal_all(int sig);
   void final_drain();
-  int wait_ms(Clock::time_point now) const;
+  int wait_ms(SteadyClock::time_point now) const;
 
   const LaunchConfig& config_;
   SignalGuard& signals_;
   ErrorRelay relay_;
   std::vector<Child> children_;
   std::optional<int> result_;
-  std::optional<Clock::time_point> deadline_at_, term_at_, kill_at_, give_up_at_;
+  std::optional<SteadyClock::time_point> deadline_at_, term_at_, kill_at_, give_up_at_;
   bool term_sent_ = false;
   bool kill_sent_ = false;
 };
@@ -411,11 +411,11 @@ void Launch::signal_all(int sig) {
   for (auto& c : children_) c.signal(sig);
 }
 
-void Launch::start_teardown(Clock::time_point term_at) {
+void Launch::start_teardown(SteadyClock::time_point term_at) {
   if (!term_sent_ && (!term_at_ || term_at < *term_at_)) term_at_ = term_at;
 }
 
-void Launch::escalate(Clock::time_point now) {
+void Launch::escalate(SteadyClock::time_point now) {
   term_at_.reset();
   term_sent_ = true;
   if (!kill_sent_) kill_at_ = now;
@@ -434,11 +434,11 @@ void Launch::on_exit(Child& child) {
                 std::to_string(child.pid()) + ") killed by signal " + std::to_string(sig) + " (" +
                 (desc ? desc : "unknown") + ")");
   }
-  start_teardown(Clock::now() + config_.grace);
+  start_teardown(SteadyClock::now() + config_.grace);
 }
 
-int Launch::wait_ms(Clock::time_point now) const {
-  std::optional<Clock::time_point> next;
+int Launch::wait_ms(SteadyClock::time_point now) const {
+  std::optional<SteadyClock::time_point> next;
   for (const auto& t : {deadline_at_, term_at_, kill_at_, give_up_at_}) {
     if (t && (!next || *t < *next)) next = t;
   }
@@ -455,7 +455,7 @@ int Launch::supervise() {
         std::any_of(children_.begin(), children_.end(), [](const Child& c) { return c.running(); });
     if (!any_running) break;
 
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (deadline_at_ && now >= *deadline_at_) {
       deadline_at_.reset();
       if (!result_) {
@@ -508,9 +508,9 @@ int Launch::supervise() {
       if (const int sig = signals_.received(); sig != 0) {
         if (!result_ || *result_ != 128 + sig) {
           result_ = 128 + sig;
-          start_teardown(Clock::now());
+          start_teardown(SteadyClock::now());
         } else {
-          escalate(Clock::now());  // a second signal: no more patience
+          escalate(SteadyClock::now());  // a second signal: no more patience
         }
       }
     }
@@ -531,7 +531,7 @@ int Launch::supervise() {
 // Relays what the children left in their pipes; a pipe held open by an escaped grandchild is
 // abandoned after a bound.
 void Launch::final_drain() {
-  const auto give_up = Clock::now() + kDrainBound;
+  const auto give_up = SteadyClock::now() + kDrainBound;
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<Child*> owners;
@@ -541,7 +541,7 @@ void Launch::final_drain() {
         owners.push_back(&c);
       }
     }
-    const auto left = std::chrono::ceil<milliseconds>(give_up - Clock::now()).count();
+    const auto left = std::chrono::ceil<milliseconds>(give_up - SteadyClock::now()).count();
     if (fds.empty() || left <= 0) break;
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left));
     if (ready < 0 && errno != EINTR) break;
@@ -557,7 +557,7 @@ void Launch::final_drain() {
 }  // namespace
 
 int launch_local(const LaunchConfig& config) {
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   if (config.nprocs < 1) throw Error("launcher: nprocs must be at least 1");
   if (config.argv.empty() || config.argv[0].empty()) {
     throw Error("launcher: no program to run");

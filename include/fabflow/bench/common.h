@@ -60,7 +60,8 @@ std::vector<std::size_t> parse_sizes(const std::string& text);
 // Time source for samples: the invariant TSC when the CPU has one, else CLOCK_MONOTONIC. The
 // TSC is calibrated against CLOCK_MONOTONIC_RAW (the hardware clock without NTP's slewing)
 // over two back-to-back 10 ms windows; how far the two windows' rates disagree is reported as
-// the calibration error. Thread-safe after construction.
+// the calibration error. Thread-safe after construction. The only type fabflow calls Clock:
+// deadlines and timeouts elsewhere use std::chrono::steady_clock (SteadyClock where aliased).
 class Clock {
  public:
   Clock();

@@ -28,7 +28,7 @@
 namespace fabflow::flow {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 constexpr std::size_t kHeader = sizeof(std::uint32_t);
 constexpr std::size_t kMinRecvBuffer = 64 * 1024;
 constexpr std::size_t kMaxRecvBuffer = 4 * 1024 * 1024;
@@ -62,8 +62,8 @@ short wait_fd(int fd, short events, std::chrono::milliseconds timeout) noexcept 
   return n > 0 ? p.revents : 0;
 }
 
-std::chrono::milliseconds left(Clock::time_point deadline) noexcept {
-  auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+std::chrono::milliseconds left(SteadyClock::time_point deadline) noexcept {
+  auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
   return d.count() > 0 ? d : std::chrono::milliseconds(0);
 }
 
@@ -91,7 +91,7 @@ Fd listen_and_accept(Bootstrap& boot, int producer_rank, std::chrono::millisecon
   const std::string address = host + " " + std::to_string(port);
   const auto* first = reinterpret_cast<const std::byte*>(address.data());
   boot.allgather({first, first + address.size()});
-  auto deadline = Clock::now() + timeout;
+  auto deadline = SteadyClock::now() + timeout;
   for (;;) {
     if (wait_fd(lfd.get(), POLLIN, std::min(left(deadline), std::chrono::milliseconds(50)))) {
       Fd fd(::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -211,13 +211,13 @@ class SocketProducer final : public Producer {
 
   Status flush(std::chrono::milliseconds timeout) noexcept override {
     if (failed_) return Status::failed;
-    return drain(Clock::now() + timeout);
+    return drain(SteadyClock::now() + timeout);
   }
 
   Status close(std::chrono::milliseconds timeout) noexcept override {
     if (closed_) return Status::closed;
     if (failed_) return Status::failed;
-    auto deadline = Clock::now() + timeout;
+    auto deadline = SteadyClock::now() + timeout;
     // A close that timed out may be called again: the marker is staged only once.
     if (!marker_staged_) {
       std::uint32_t marker = kSocketEndOfStream;
@@ -275,7 +275,7 @@ class SocketProducer final : public Producer {
   // Waits for room for `need` bytes (plus the marker's, unless this is the marker).
   Status wait_room(std::size_t need, std::chrono::milliseconds timeout,
                    bool marker = false) noexcept {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = SteadyClock::now() + timeout;
     bool counted = false;
     const std::size_t keep = marker ? 0 : kHeader;
     while (ring_.size() - used() < need + keep) {
@@ -332,7 +332,7 @@ class SocketProducer final : public Producer {
     }
   }
 
-  Status drain(Clock::time_point deadline) noexcept {
+  Status drain(SteadyClock::time_point deadline) noexcept {
     for (;;) {
       push();
       if (failed_) return Status::failed;
@@ -386,7 +386,7 @@ class SocketConsumer final : public Consumer {
 
   Status dequeue(std::span<std::byte> out, std::size_t* len,
                  std::chrono::milliseconds timeout) noexcept override {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = SteadyClock::now() + timeout;
     for (;;) {
       Status s = try_dequeue(out, len);
       if (s != Status::empty) return s;
