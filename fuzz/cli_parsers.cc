@@ -11,7 +11,7 @@
 #include <fabflow/kv.h>
 #include <fabflow/names.h>
 #include <fabflow/rr.h>
-#include <fabflow/sequencer.h>
+#include <fabflow/seq.h>
 #include <fabflow/status.h>
 #include <fabflow/transport.h>
 

@@ -1,6 +1,6 @@
 // Fuzz target: what a sequencer takes from a peer. Mode 0: the Spec-S0 setup hello
 // (decode_spec_hello). Mode 1: a request's 32 bits of CQ data and a header-only answer, decoded
-// and encoded back (include/fabflow/sequencer.h, namespace spec).
+// and encoded back (include/fabflow/seq.h, namespace spec).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -3,7 +3,7 @@
 // client) reports.
 #include <fabflow/bench/seq.h>
 #include <fabflow/launcher.h>
-#include <fabflow/sequencer.h>
+#include <fabflow/seq.h>
 
 #include <iostream>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <fabflow/bootstrap.h>
-#include <fabflow/sequencer.h>
+#include <fabflow/seq.h>
 
 #include <atomic>
 #include <deque>

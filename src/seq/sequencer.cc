@@ -1,6 +1,6 @@
 // The sequencer's shared parts: option checks, which design a provider can run, the
 // fingerprint, the worker crew and the factories.
-#include <fabflow/sequencer.h>
+#include <fabflow/seq.h>
 
 #include <exception>
 #include <mutex>

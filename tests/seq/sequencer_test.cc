@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fabflow/bootstrap.h>
-#include <fabflow/sequencer.h>
+#include <fabflow/seq.h>
 
 #include <algorithm>
 #include <cctype>

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <fabflow/bench/common.h>
-#include <fabflow/sequencer.h>
+#include <fabflow/seq.h>
 
 #include <cstdint>
 #include <functional>
