@@ -15,3 +15,5 @@ if ((${#bad[@]})); then
   exit 1
 fi
 echo "check_format: $(git ls-files '*.cc' '*.h' | wc -l) files formatted"
+# The experiment catalogue's layout (scripts/format_catalogue.py writes it).
+python3 scripts/format_catalogue.py --check

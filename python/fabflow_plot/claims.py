@@ -4,9 +4,16 @@ The data rows (already filtered by the entry's "rows" and without refused rows)
 are narrowed by each check's "where" clause, grouped by (series, x) and reduced
 to the median over repeats; the check then compares those medians.  Every
 verdict carries a detail string naming the numbers compared, so a reader can
-see why it came out as it did.  Check kinds: at_most, at_least, greater, less,
-trend, crossover, earlier, and all (several checks that must all hold); see the
-contract in docs.
+see why it came out as it did.
+
+Signal against noise: a comparison, bound or trend holds only when the claim
+holds for every repeat's extreme (the ranges of the repeats do not overlap
+across the line the claim draws); it does not hold when the medians contradict
+the claim; in between it is "inconclusive here", with the ranges in the detail.
+With one repeat per point the range is the point itself.  Check kinds: at_most, at_least, greater, less,
+trend, similar, crossover, earlier, and all (several checks that must all hold); see the
+contract in docs.  A substitute entry's verdict reads "substitute holds here" or
+"substitute does not hold here".
 """
 
 import dataclasses
@@ -17,6 +24,13 @@ from . import data as D
 HOLDS = "holds here"
 FAILS = "does not hold here"
 UNMEASURABLE = "not measurable here"
+# The medians agree with the claim but the repeats' ranges overlap: the difference is within
+# the run-to-run spread, so the run cannot tell.
+INCONCLUSIVE = "inconclusive here"
+# An entry whose fidelity is "substitute" measures another quantity or mechanism than the
+# paper's; its verdict says so, never the bare "holds here".
+SUBSTITUTE_HOLDS = "substitute holds here"
+SUBSTITUTE_FAILS = "substitute does not hold here"
 
 _LISTED = 6  # offending points named in a detail before "and N more"
 
@@ -64,8 +78,23 @@ class _Context:
         return ", ".join(parts)
 
 
+def fidelity(entry):
+    """The entry's fidelity kind: faithful, substitute or not_measurable."""
+    f = entry.get("fidelity")
+    return f.get("kind", "faithful") if isinstance(f, dict) else "faithful"
+
+
 def evaluate(entry, rows, x_field, series_fields, empty_reason=""):
     """The verdict for an entry's claim on the given data rows."""
+    verdict = _evaluate_claim(entry, rows, x_field, series_fields, empty_reason)
+    if fidelity(entry) == "substitute":
+        word = {HOLDS: SUBSTITUTE_HOLDS, FAILS: SUBSTITUTE_FAILS}.get(verdict.verdict)
+        if word:
+            return Verdict(word, verdict.detail)
+    return verdict
+
+
+def _evaluate_claim(entry, rows, x_field, series_fields, empty_reason):
     claim = entry.get("claim")
     if not isinstance(claim, dict):
         return _unmeasurable("the entry states no claim")
@@ -106,6 +135,13 @@ def _bound(check, y_field, ctx, at_most):
         return _unmeasurable(f"no point with a numeric '{y_field}' matches where {_where_text(where)}")
     bad = [p for p in points if not (p.median <= limit if at_most else p.median >= limit)]
     limit_text = D.format_number(limit)
+    # Medians on the right side, but some repeat on the wrong one.
+    unclear = [p for p in points if p not in bad and not (p.high <= limit if at_most else p.low >= limit)]
+    if not bad and unclear:
+        listed = "; ".join(f"{D.format_number(p.median)} (repeats {_range_text(p)}) at {ctx.describe(p)}"
+                           for p in unclear[:_LISTED])
+        return Verdict(INCONCLUSIVE, f"every median of {y_field} is {op} {limit_text}, but the repeats of "
+                                     f"{len(unclear)} point(s) cross it: {listed}")
     if not bad:
         extreme = (max if at_most else min)(points, key=lambda p: p.median)
         word = "largest" if at_most else "smallest"
@@ -115,6 +151,21 @@ def _bound(check, y_field, ctx, at_most):
     more = f"; and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
     return Verdict(FAILS, f"{len(bad)} of {len(points)} point(s) of {y_field} are {bad_word} "
                           f"{limit_text}: {listed}{more}")
+
+
+def _range_text(point):
+    return f"{D.format_number(point.low)}..{D.format_number(point.high)}"
+
+
+def _three_way(results, any_suffices=False):
+    """HOLDS / FAILS / INCONCLUSIVE from per-x results True / False / None (within the spread)."""
+    if any_suffices:
+        if any(r is True for r in results):
+            return HOLDS
+        return FAILS if all(r is False for r in results) else INCONCLUSIVE
+    if any(r is False for r in results):
+        return FAILS
+    return HOLDS if all(r is True for r in results) else INCONCLUSIVE
 
 
 def _at_most(check, y_field, ctx):
@@ -156,9 +207,8 @@ def _compare(check, y_field, ctx, greater):
     if not common:
         # The where clauses pick different x values (e.g. x is the pattern the
         # claim compares): one comparison over all points of each side.
-        ok, text = _compare_at(None, [p.median for p in sides["better"]],
-                               [p.median for p in sides["worse"]], factor, greater)
-        return Verdict(HOLDS if ok else FAILS,
+        ok, text = _compare_at(None, sides["better"], sides["worse"], factor, greater)
+        return Verdict(_three_way([ok]),
                        f"better and worse share no x, compared over all their points: {text}")
     if at == "largest_x":
         chosen = common[-1:]
@@ -168,17 +218,17 @@ def _compare(check, y_field, ctx, greater):
         chosen = common
     results, texts = [], []
     for x in chosen:
-        better = [p.median for p in sides["better"] if p.x == x]
-        worse = [p.median for p in sides["worse"] if p.x == x]
+        better = [p for p in sides["better"] if p.x == x]
+        worse = [p for p in sides["worse"] if p.x == x]
         ok, text = _compare_at(ctx.x_text(x), better, worse, factor, greater)
         results.append(ok)
         texts.append(text)
-    holds = any(results) if at == "some_x" else all(results)
+    verdict = _three_way(results, any_suffices=at == "some_x")
     detail = (f"{window_text}: " if window_text else "") + "; ".join(texts)
     lonely = [ctx.x_text(x) for x in all_x if (x in xs_better) != (x in xs_worse)]
     if lonely and at in ("every_x", "some_x"):
         detail += f" (not compared, only one side measured: x={', '.join(lonely)})"
-    return Verdict(HOLDS if holds else FAILS, detail)
+    return Verdict(verdict, detail)
 
 
 def _x_window(check, ctx, xs):
@@ -205,20 +255,32 @@ def _x_window(check, ctx, xs):
 
 
 def _compare_at(x_text, better, worse, factor, greater):
-    """One x: (holds, text) for min(better) > K*max(worse) or max(better) < K*min(worse)."""
+    """One x: (result, text) for min(better) > K*max(worse) or max(better) < K*min(worse).
+
+    better and worse are points; the medians decide whether the claim is contradicted
+    (result False); it holds (True) only when the repeats' ranges also stay apart, the
+    better side's worst repeat against the worse side's best; else None (within the spread).
+    """
     k = D.format_number(factor)
     where = f"at x={x_text}: " if x_text is not None else ""
     if greater:
-        b, w = min(better), max(worse)
-        ok = b > factor * w
-        relation = ">" if ok else "is not >"
-        return ok, (f"{where}min over better {D.format_number(b)} {relation} "
-                    f"{k} x max over worse {D.format_number(w)}")
-    b, w = max(better), min(worse)
-    ok = b < factor * w
-    relation = "<" if ok else "is not <"
-    return ok, (f"{where}max over better {D.format_number(b)} {relation} "
-                f"{k} x min over worse {D.format_number(w)}")
+        b, w = min(p.median for p in better), max(p.median for p in worse)
+        b_edge, w_edge = min(p.low for p in better), max(p.high for p in worse)
+        ok, clear = b > factor * w, b_edge > factor * w_edge
+        words = ("min over better", ">", "max over worse")
+    else:
+        b, w = max(p.median for p in better), min(p.median for p in worse)
+        b_edge, w_edge = max(p.high for p in better), min(p.low for p in worse)
+        ok, clear = b < factor * w, b_edge < factor * w_edge
+        words = ("max over better", "<", "min over worse")
+    relation = words[1] if ok else f"is not {words[1]}"
+    text = (f"{where}{words[0]} {D.format_number(b)} {relation} {k} x {words[2]} "
+            f"{D.format_number(w)}")
+    if ok and not clear:
+        text += (f", within the spread (repeats reach {D.format_number(b_edge)} against "
+                 f"{D.format_number(w_edge)})")
+        return None, text
+    return ok, text
 
 
 def _greater(check, y_field, ctx):
@@ -227,6 +289,58 @@ def _greater(check, y_field, ctx):
 
 def _less(check, y_field, ctx):
     return _compare(check, y_field, ctx, greater=False)
+
+
+# --- similar: the paper's "negligible difference" ------------------------------------
+
+def _similar(check, y_field, ctx):
+    """At the x values named by `at`, the points matching where lie within a relative tolerance.
+
+    min >= (1 - tolerance) x max over the medians at each x; it holds only when the repeats'
+    extremes are within it too (min of the lows against max of the highs).
+    """
+    tolerance = D.to_number(check.get("tolerance"))
+    if tolerance is None or not 0 < tolerance < 1:
+        return _unmeasurable("the similar check needs a 'tolerance' between 0 and 1")
+    at = check.get("at", "every_x")
+    if at not in _AT:
+        return _unmeasurable(f"unknown 'at' value '{at}' (expected one of {', '.join(_AT)})")
+    where = check.get("where") or {}
+    points, _ = ctx.points(y_field, where)
+    by_x = {}
+    for p in points:
+        by_x.setdefault(p.x, []).append(p)
+    _, all_x = ctx.points(y_field, {})
+    xs = [x for x in all_x if len(by_x.get(x, [])) >= 2]
+    xs, window_text = _x_window(check, ctx, xs)
+    if xs is None:
+        return _unmeasurable(window_text)
+    if not xs:
+        return _unmeasurable(f"no x {window_text + ' ' if window_text else ''}has two points "
+                             f"matching where {_where_text(where)} to compare")
+    if at == "largest_x":
+        xs = xs[-1:]
+    elif at == "smallest_x":
+        xs = xs[:1]
+    keep = 1 - tolerance
+    results, texts = [], []
+    for x in xs:
+        group = by_x[x]
+        low = min(group, key=lambda p: p.median)
+        high = max(group, key=lambda p: p.median)
+        ok = low.median >= keep * high.median
+        clear = min(p.low for p in group) >= keep * max(p.high for p in group)
+        spread = 1 - low.median / high.median if high.median else 0.0
+        text = (f"at x={ctx.x_text(x)}: {D.format_number(low.median)} ({_series_text(ctx, low.series)}) "
+                f"{'is' if ok else 'is not'} within {tolerance:.0%} of {D.format_number(high.median)} "
+                f"({_series_text(ctx, high.series)}), {spread:.1%} apart")
+        if ok and not clear:
+            text += ", but the repeats are not"
+            ok = None
+        results.append(ok)
+        texts.append(text)
+    detail = (f"{window_text}: " if window_text else "") + "; ".join(texts)
+    return Verdict(_three_way(results, any_suffices=at == "some_x"), detail)
 
 
 # --- trend ---------------------------------------------------------------------
@@ -256,17 +370,23 @@ def _trend(check, y_field, ctx):
         texts.append(text)
     if not results:
         return _unmeasurable(f"no series has two x values to compare ({'; '.join(skipped)})")
-    holds = all(results)
-    # Name the failing series first (all of them when the claim holds), a few at most.
-    shown = texts if holds else [t for t, ok in zip(texts, results) if not ok]
-    summary = (f"all {len(results)} series {direction}" if holds
-               else f"{len(shown)} of {len(results)} series not {direction}")
+    verdict = _three_way(results)
+    # Name the series that decide (all of them when the claim holds), a few at most.
+    if verdict == HOLDS:
+        shown = texts
+        summary = f"all {len(results)} series {direction}"
+    elif verdict == FAILS:
+        shown = [t for t, ok in zip(texts, results) if ok is False]
+        summary = f"{len(shown)} of {len(results)} series not {direction}"
+    else:
+        shown = [t for t, ok in zip(texts, results) if ok is None]
+        summary = f"{len(shown)} of {len(results)} series {direction} only within the spread"
     detail = f"{summary}: " + "; ".join(shown[:_LISTED])
     if len(shown) > _LISTED:
         detail += f"; and {len(shown) - _LISTED} more"
     if skipped:
         detail += f" (one x only, not compared: {'; '.join(skipped)})"
-    return Verdict(HOLDS if holds else FAILS, detail)
+    return Verdict(verdict, detail)
 
 
 def _series_text(ctx, key):
@@ -276,10 +396,18 @@ def _series_text(ctx, key):
 
 
 def _trend_one(ctx, label, first, last, direction, tolerance):
+    """(result, text): the change from the first x to the last, past the tolerance.
+
+    False when the medians' change is not; True when even the repeats' closest pair (the
+    first's highest against the last's lowest, when increasing) changes past it; else None.
+    """
     change = last.median - first.median
+    closest = last.low - first.high
     if direction == "decreasing":
         change = -change
+        closest = first.low - last.high
     ok = change > tolerance * abs(first.median)
+    clear = closest > tolerance * abs(first.median)
     if first.median != 0:
         relative = f"{(last.median - first.median) / abs(first.median):+.1%}"
     else:
@@ -287,8 +415,12 @@ def _trend_one(ctx, label, first, last, direction, tolerance):
     verb = direction if ok else f"not {direction}"
     if tolerance:
         verb += f" by more than {tolerance:.1%}"
-    return ok, (f"{label}: {D.format_number(first.median)} at x={ctx.x_text(first.x)} -> "
-                f"{D.format_number(last.median)} at x={ctx.x_text(last.x)} ({relative}, {verb})")
+    text = (f"{label}: {D.format_number(first.median)} at x={ctx.x_text(first.x)} -> "
+            f"{D.format_number(last.median)} at x={ctx.x_text(last.x)} ({relative}, {verb})")
+    if ok and not clear:
+        return None, text + (f", within the spread (repeats {_range_text(first)} -> "
+                             f"{_range_text(last)})")
+    return ok, text
 
 
 # --- crossover: where one series catches up with another ---------------------------
@@ -402,6 +534,8 @@ def _all(check, rows, x_field, series_fields):
         overall = FAILS
     elif any(v.verdict == UNMEASURABLE for v in verdicts):
         overall = UNMEASURABLE
+    elif any(v.verdict == INCONCLUSIVE for v in verdicts):
+        overall = INCONCLUSIVE
     else:
         overall = HOLDS
     detail = "; ".join(f"({i}) {c.get('kind')}: {v.verdict}: {v.detail}"
@@ -415,6 +549,7 @@ _CHECKS = {
     "greater": _greater,
     "less": _less,
     "trend": _trend,
+    "similar": _similar,
     "crossover": _crossover,
     "earlier": _earlier,
 }

@@ -443,8 +443,9 @@ def prepare(exp):
 def empty_reason(exp, kept, refused_rows, y_field):
     """Why nothing is left to plot, in a few words."""
     entry = exp.entry
-    if entry.get("not_measurable"):
-        return f"not measurable here: {entry['not_measurable']}"
+    fidelity = entry.get("fidelity") or {}
+    if isinstance(fidelity, dict) and fidelity.get("kind") == "not_measurable":
+        return f"not measurable here: {fidelity.get('note', '')}"
     if kept:
         return f"no row has a numeric '{y_field}'"
     if refused_rows:

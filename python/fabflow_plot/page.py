@@ -25,12 +25,18 @@ pre { background: #f6f8fa; padding: .5rem; overflow-x: auto; font-size: .85rem; 
 .verdict { display: inline-block; padding: .15rem .6rem; border-radius: .3rem; color: #fff;
            font-weight: 600; }
 .holds { background: #1a7f37; } .fails { background: #c62828; } .unmeasurable { background: #6b7280; }
+.inconclusive { background: #b45309; }
 .detail { font-family: ui-monospace, monospace; font-size: .85rem; }
 .caption { color: #444; }
+blockquote { margin: .4rem 1.5rem; color: #333; font-style: italic; }
+.place { font-style: normal; color: #666; font-size: .9rem; }
+.fidelity { font-size: .95rem; }
 section.experiment { border-top: 2px solid #d0d7de; margin-top: 2rem; }
 """
 
-_VERDICT_CLASS = {C.HOLDS: "holds", C.FAILS: "fails", C.UNMEASURABLE: "unmeasurable"}
+_VERDICT_CLASS = {C.HOLDS: "holds", C.FAILS: "fails", C.UNMEASURABLE: "unmeasurable",
+                  C.SUBSTITUTE_HOLDS: "holds", C.SUBSTITUTE_FAILS: "fails",
+                  C.INCONCLUSIVE: "inconclusive"}
 
 
 def esc(value):
@@ -78,10 +84,25 @@ def claim_html(exp, verdict, level=2):
     parts = [f"<h{level}>Claim</h{level}>"]
     if claim.get("text"):
         parts.append(f"<p>{esc(claim['text'])}</p>")
+    paper = claim.get("paper")
+    if isinstance(paper, dict) and paper.get("quote"):
+        parts.append(f"<blockquote>&ldquo;{esc(paper['quote'])}&rdquo; "
+                     f"<span class=\"place\">({esc(paper.get('place', ''))})</span></blockquote>")
+    parts.append(fidelity_html(exp.entry))
     if claim.get("check") is not None:
         parts.append(f"<pre>{esc(json.dumps(claim['check'], sort_keys=True))}</pre>")
     parts.append(verdict_html(verdict))
     return "\n".join(parts)
+
+
+def fidelity_html(entry):
+    """One line: how closely the entry reproduces the paper's experiment, and the note."""
+    kind = C.fidelity(entry)
+    note = (entry.get("fidelity") or {}).get("note", "") if isinstance(entry.get("fidelity"), dict) else ""
+    text = {"faithful": "Faithful: the paper's quantity and claim",
+            "substitute": "Substitute: not the paper's own mechanism",
+            "not_measurable": "Not measurable here"}.get(kind, kind)
+    return f"<p class=\"fidelity\"><b>{esc(text)}</b>{esc('. ' + note if note else '.')}</p>"
 
 
 def figure_html(exp, png_bytes, svg_name):
@@ -97,8 +118,10 @@ def config_html(exp):
             ["provider", header.get("provider", "")],
             ["quick", "yes" if header.get("quick") else "no"],
             ["repeat", header.get("repeat", 1)]]
-    if entry.get("not_measurable"):
-        rows.append(["not measurable", entry["not_measurable"]])
+    if header.get("cores"):
+        rows.append(["scale", f"sweeps sized for {header['cores']} CPU(s); the paper's scale is in "
+                              f"the fidelity note"])
+    rows.append(["fidelity", C.fidelity(entry)])
     args = entry.get("args") or {}
     arg_text = " ".join(f"{k} {v}".strip() for k, v in args.items()) or "(none)"
     rows.append(["args", arg_text])
@@ -183,11 +206,12 @@ def report_page(items):
                     f"{esc(first.header.get('provider', ''))} on "
                     f"{esc(F.machine_name(first.environment))}"
                     f"{' (quick runs)' if first.header.get('quick') else ''}.</p>")
-    summary = ["<table>", "<tr><th>id</th><th>title</th><th>verdict</th></tr>"]
+    summary = ["<table>", "<tr><th>id</th><th>title</th><th>fidelity</th><th>verdict</th></tr>"]
     for exp, _, verdict, _, _ in items:
         cls = _VERDICT_CLASS.get(verdict.verdict, "unmeasurable")
         summary.append(f"<tr><td><a href=\"#{esc(exp.id)}\">{esc(exp.id)}</a></td>"
                        f"<td>{esc(exp.entry.get('title', ''))}</td>"
+                       f"<td>{esc(C.fidelity(exp.entry))}</td>"
                        f"<td><span class=\"verdict {cls}\">{esc(verdict.verdict)}</span></td></tr>")
     summary.append("</table>")
     if items:

@@ -60,7 +60,9 @@ def queue_entry(check=None, **plot):
              "rows": {"type": "throughput"},
              "plot": {"kind": "line", "x": "item_bytes", "y": "MBps", "series": ["design"],
                       "xlabel": "item size (bytes)", "ylabel": "MB/s", "logx": True},
+             "fidelity": {"kind": "faithful", "note": "fewer items than the paper"},
              "claim": {"text": "Watermark is faster.",
+                       "paper": {"place": "Sec. 6.1, L617", "quote": "Watermark wins."},
                        "check": check or {"kind": "greater", "y": "MBps",
                                           "better": {"design": "*-watermark-*"},
                                           "worse": {"design": "push1-push-pull"}}}}
@@ -348,6 +350,94 @@ def run_cli(*args):
     return status, out.getvalue(), err.getvalue()
 
 
+def repeated(values_by_series, x="x"):
+    """Rows {design, x, y} with one row per repeat: {design: {x: [y, ...]}}."""
+    return [{"design": d, x: xv, "y": y, "repeat_index": i}
+            for d, by_x in values_by_series.items() for xv, ys in by_x.items()
+            for i, y in enumerate(ys)]
+
+
+class NoiseTest(unittest.TestCase):
+    """A claim holds only beyond the repeats' spread; the medians alone can only refute it."""
+
+    def verdict(self, fields, rows):
+        return C.evaluate({"claim": {"text": "t", "check": fields}}, rows, "x", ["design"])
+
+    def test_greater_within_the_spread_is_inconclusive(self):
+        fields = {"kind": "greater", "y": "y", "better": {"design": "a"}, "worse": {"design": "b"}}
+        apart = repeated({"a": {1: [110, 111, 112]}, "b": {1: [100, 101, 102]}})
+        overlap = repeated({"a": {1: [95, 111, 130]}, "b": {1: [90, 101, 115]}})
+        below = repeated({"a": {1: [95, 99, 130]}, "b": {1: [90, 101, 115]}})
+        self.assertEqual(self.verdict(fields, apart).verdict, C.HOLDS)
+        v = self.verdict(fields, overlap)
+        self.assertEqual(v.verdict, C.INCONCLUSIVE)
+        self.assertIn("within the spread (repeats reach 95.0 against 115.0)", v.detail)
+        self.assertEqual(self.verdict(fields, below).verdict, C.FAILS)
+        less = dict(fields, kind="less", better={"design": "b"}, worse={"design": "a"})
+        self.assertEqual(self.verdict(less, apart).verdict, C.HOLDS)
+        self.assertEqual(self.verdict(less, overlap).verdict, C.INCONCLUSIVE)
+        # some_x: one clear x suffices; every_x: one contradicted x refutes.
+        mixed = apart + repeated({"a": {2: [95, 99, 130]}, "b": {2: [90, 101, 115]}})
+        self.assertEqual(self.verdict(fields, mixed).verdict, C.FAILS)
+        self.assertEqual(self.verdict(dict(fields, at="some_x"), mixed).verdict, C.HOLDS)
+
+    def test_trend_and_bounds_within_the_spread(self):
+        trend = {"kind": "trend", "y": "y", "direction": "increasing", "tolerance": 0.1}
+        clear = repeated({"a": {1: [100, 100, 100], 8: [130, 131, 132]}})
+        noisy = repeated({"a": {1: [80, 100, 125], 8: [100, 131, 160]}})
+        flat = repeated({"a": {1: [80, 100, 125], 8: [100, 105, 160]}})
+        self.assertEqual(self.verdict(trend, clear).verdict, C.HOLDS)
+        v = self.verdict(trend, noisy)
+        self.assertEqual(v.verdict, C.INCONCLUSIVE)
+        self.assertIn("only within the spread", v.detail)
+        self.assertEqual(self.verdict(trend, flat).verdict, C.FAILS)
+        bound = {"kind": "at_most", "y": "y", "value": 120}
+        self.assertEqual(self.verdict(bound, repeated({"a": {1: [100, 110, 119]}})).verdict, C.HOLDS)
+        self.assertEqual(self.verdict(bound, repeated({"a": {1: [100, 110, 125]}})).verdict,
+                         C.INCONCLUSIVE)
+        self.assertEqual(self.verdict(bound, repeated({"a": {1: [100, 121, 125]}})).verdict, C.FAILS)
+        everything = {"kind": "all", "checks": [dict(bound, value=200), trend]}
+        self.assertEqual(self.verdict(everything, noisy).verdict, C.INCONCLUSIVE)
+
+    def test_similar(self):
+        fields = {"kind": "similar", "y": "y", "tolerance": 0.2}
+        level = repeated({"a": {1: [99, 100, 101]}, "b": {1: [90, 92, 94]}})
+        apart = repeated({"a": {1: [99, 100, 101]}, "b": {1: [60, 70, 75]}})
+        edge = repeated({"a": {1: [90, 100, 130]}, "b": {1: [80, 85, 90]}})
+        self.assertEqual(self.verdict(fields, level).verdict, C.HOLDS)
+        v = self.verdict(fields, apart)
+        self.assertEqual(v.verdict, C.FAILS)
+        self.assertIn("70.0 (design=b) is not within 20% of 100.0 (design=a), 30.0% apart", v.detail)
+        self.assertEqual(self.verdict(fields, edge).verdict, C.INCONCLUSIVE)
+        self.assertEqual(self.verdict(dict(fields, tolerance=1.5), level).verdict, C.UNMEASURABLE)
+        one = repeated({"a": {1: [99, 100, 101]}})
+        self.assertEqual(self.verdict(fields, one).verdict, C.UNMEASURABLE)
+
+
+class FidelityTest(unittest.TestCase):
+    FIELDS = {"kind": "greater", "y": "MBps", "better": {"design": "*-watermark-*"},
+              "worse": {"design": "push1-push-pull"}}
+
+    def verdict(self, kind, fields):
+        entry = {"fidelity": {"kind": kind, "note": "n"}, "claim": {"text": "t", "check": fields}}
+        return C.evaluate(entry, data_rows(), "item_bytes", ["design"])
+
+    def test_a_substitute_never_says_the_bare_holds(self):
+        reverse = dict(self.FIELDS, better=self.FIELDS["worse"], worse=self.FIELDS["better"])
+        self.assertEqual(self.verdict("faithful", self.FIELDS).verdict, C.HOLDS)
+        self.assertEqual(self.verdict("faithful", reverse).verdict, C.FAILS)
+        held = self.verdict("substitute", self.FIELDS)
+        self.assertEqual(held.verdict, C.SUBSTITUTE_HOLDS)
+        self.assertEqual(held.detail, self.verdict("faithful", self.FIELDS).detail)
+        self.assertEqual(self.verdict("substitute", reverse).verdict, C.SUBSTITUTE_FAILS)
+        missing = dict(self.FIELDS, better={"design": "nope"})
+        self.assertEqual(self.verdict("substitute", missing).verdict, C.UNMEASURABLE)
+
+    def test_kind_defaults_to_faithful_only_when_absent(self):
+        self.assertEqual(C.fidelity({}), "faithful")
+        self.assertEqual(C.fidelity({"fidelity": {"kind": "substitute"}}), "substitute")
+
+
 class CommandLineTest(unittest.TestCase):
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory()
@@ -378,6 +468,7 @@ class CommandLineTest(unittest.TestCase):
         with open(base + ".html", encoding="utf-8") as f:
             page = f.read()
         for fragment in ("data:image/png;base64,", "003-test.svg", "Watermark is faster.",
+                         "Watermark wins.", "Sec. 6.1, L617", "Faithful", "fewer items than the paper",
                          "holds here", "Test CPU 3000", "refused: the provider has no read",
                          "A caption.", "bench queue -p shm"):
             self.assertIn(fragment, page)

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include "bench/report.h"
 
@@ -19,13 +20,15 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
-constexpr const char* kCheckKinds[] = {"at_most", "at_least",  "greater", "less",
-                                       "trend",   "crossover", "earlier", "all"};
+constexpr const char* kCheckKinds[] = {"at_most", "at_least",  "greater", "less", "trend",
+                                       "similar", "crossover", "earlier", "all"};
 // Every field an entry may have; any other is a mistake (a misspelt field would else be
 // ignored, and the entry run as if it were not there).
-constexpr const char* kEntryFields[] = {"id",    "title", "caption", "not_measurable",
-                                        "bench", "args",  "sweep",   "quick",
-                                        "rows",  "plot",  "claim"};
+constexpr const char* kEntryFields[] = {"id",    "title", "caption", "fidelity", "bench", "args",
+                                        "sweep", "quick", "rows",    "plot",     "claim"};
+constexpr const char* kFidelityKinds[] = {"faithful", "substitute", "not_measurable"};
+constexpr const char* kFidelityFields[] = {"kind", "note"};
+constexpr const char* kPaperFields[] = {"place", "quote"};
 // The runner sets these itself: an entry that set them would fight it.
 constexpr const char* kRunnerFlags[] = {"-p", "--provider", "--json"};
 
@@ -41,6 +44,128 @@ std::string joined(const Name (&names)[N]) {
     if (!out.empty()) out += '|';
     out += n;
   }
+  return out;
+}
+
+// ---- values relative to the machine ----
+// A value that names `cores` is an integer expression over the CPUs the run may use ("cores",
+// "cores-1", "cores/2", "2*cores+1", "max(4, cores/4)", with + - * /, parentheses, max and min;
+// / rounds down); a sweep value
+// may also be a range "A..B" of two such expressions (or numbers): A, A+1, ..., B, or with " x2"
+// after it A, 2A, 4A, ... and then B.
+
+class CoreExpression {
+ public:
+  CoreExpression(std::string_view text, long cores) : s_(text), cores_(cores) {}
+  long value() {
+    const long v = sum();
+    skip_space();
+    if (at_ < s_.size())
+      throw std::invalid_argument("unexpected '" + std::string(s_.substr(at_)) + "'");
+    return v;
+  }
+
+ private:
+  void skip_space() {
+    while (at_ < s_.size() && s_[at_] == ' ') ++at_;
+  }
+  bool take(char c) {
+    skip_space();
+    if (at_ < s_.size() && s_[at_] == c) return ++at_, true;
+    return false;
+  }
+  long sum() {
+    long v = product();
+    while (true) {
+      if (take('+'))
+        v += product();
+      else if (take('-'))
+        v -= product();
+      else
+        return v;
+    }
+  }
+  long product() {
+    long v = factor();
+    while (true) {
+      if (take('*')) {
+        v *= factor();
+      } else if (take('/')) {
+        const long d = factor();
+        if (d == 0) throw std::invalid_argument("division by zero");
+        v = v / d;
+      } else {
+        return v;
+      }
+    }
+  }
+  long factor() {
+    if (take('(')) {
+      const long v = sum();
+      if (!take(')')) throw std::invalid_argument("a '(' without its ')'");
+      return v;
+    }
+    skip_space();
+    if (s_.substr(at_, 5) == "cores") return at_ += 5, cores_;
+    for (const char* fn : {"max", "min"})
+      if (s_.substr(at_, 3) == fn) {
+        at_ += 3;
+        if (!take('(')) throw std::invalid_argument(std::string(fn) + " needs (a, b)");
+        const long a = sum();
+        if (!take(',')) throw std::invalid_argument(std::string(fn) + " needs (a, b)");
+        const long b = sum();
+        if (!take(')')) throw std::invalid_argument("a '(' without its ')'");
+        return fn[1] == 'a' ? std::max(a, b) : std::min(a, b);
+      }
+    std::size_t end = at_;
+    while (end < s_.size() && std::isdigit(static_cast<unsigned char>(s_[end]))) ++end;
+    if (end == at_ || end - at_ > 6) throw std::invalid_argument("expected a number or 'cores'");
+    const long v = std::stol(std::string(s_.substr(at_, end - at_)));
+    at_ = end;
+    return v;
+  }
+
+  std::string_view s_;
+  long cores_;
+  std::size_t at_ = 0;
+};
+
+bool relative(const std::string& value) {
+  return value.find("cores") != std::string::npos || value.find("..") != std::string::npos;
+}
+
+// The values one written value stands for on `cores` CPUs (itself when not relative). Throws
+// std::invalid_argument naming what is wrong.
+std::vector<std::string> resolve_value(const std::string& value, long cores, bool range_ok) {
+  if (!relative(value)) return {value};
+  const auto dots = value.find("..");
+  if (dots == std::string::npos) return {std::to_string(CoreExpression(value, cores).value())};
+  if (!range_ok) throw std::invalid_argument("a range is a sweep's, not an arg's");
+  std::string high = value.substr(dots + 2);
+  bool doubling = false;
+  if (const auto x = high.rfind(" x2"); x != std::string::npos && x + 3 == high.size()) {
+    doubling = true;
+    high.resize(x);
+  }
+  const long a = CoreExpression(value.substr(0, dots), cores).value();
+  const long b = CoreExpression(high, cores).value();
+  if (doubling && a < 1) throw std::invalid_argument("a doubling range must start at 1 or more");
+  std::vector<std::string> out;
+  for (long v = a; v <= b && out.size() < 4096; v = doubling ? v * 2 : v + 1)
+    out.push_back(std::to_string(v));
+  if (doubling && a <= b && out.back() != std::to_string(b)) out.push_back(std::to_string(b));
+  return out;
+}
+
+// A sweep's values on `cores` CPUs: relative ones resolved, those below 1 dropped (there is no
+// zeroth worker), duplicates dropped, the order kept.
+std::vector<std::string> resolve_values(const std::vector<std::string>& values, long cores) {
+  std::vector<std::string> out;
+  for (const auto& v : values)
+    for (auto& r : resolve_value(v, cores, true)) {
+      if (relative(v) && std::stol(r) < 1) continue;
+      if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(std::move(r));
+    }
   return out;
 }
 
@@ -95,12 +220,24 @@ void check_flag_name(const std::string& flag, const std::string& where, const En
     ctx.fail(where + " sets " + flag + ": the runner sets -p and --json itself");
 }
 
+// A relative value must resolve: checked for one CPU and for many.
+void check_relative(const std::string& value, const std::string& where, bool range_ok,
+                    const EntryContext& ctx) {
+  if (!relative(value)) return;
+  try {
+    for (long cores : {1L, 2L, 64L}) resolve_value(value, cores, range_ok);
+  } catch (const std::exception& e) {
+    ctx.fail(where + ": '" + value + "': " + e.what());
+  }
+}
+
 FlagValues read_args(const ojson& obj, const std::string& where, const EntryContext& ctx) {
   if (!obj.is_object()) ctx.fail(where + " must be an object {flag: value}");
   FlagValues out;
   for (const auto& [flag, v] : obj.items()) {
     check_flag_name(flag, where, ctx);
     out.emplace_back(flag, value_text(v, where + " " + flag, ctx));
+    check_relative(out.back().second, where + " " + flag, false, ctx);
   }
   return out;
 }
@@ -109,7 +246,10 @@ std::vector<std::string> read_values(const ojson& v, const std::string& where,
                                      const EntryContext& ctx) {
   if (!v.is_array() || v.empty()) ctx.fail(where + " has no values");
   std::vector<std::string> out;
-  for (const auto& x : v) out.push_back(value_text(x, where, ctx));
+  for (const auto& x : v) {
+    out.push_back(value_text(x, where, ctx));
+    check_relative(out.back(), where, true, ctx);
+  }
   return out;
 }
 
@@ -132,6 +272,44 @@ void check_id(const std::string& id, const std::string& seed, const EntryContext
     ctx.fail("id does not start with the file's seed '" + seed + "-'");
 }
 
+void refuse_unknown_fields(const ojson& obj, const std::string& where, const auto& known,
+                           const EntryContext& ctx) {
+  for (const auto& field : obj.items())
+    if (!one_of(field.key(), known))
+      ctx.fail("unknown field \"" + field.key() + "\" in " + where + " (fields: " + joined(known) +
+               ")");
+}
+
+void read_fidelity(const ojson& f, ExperimentEntry& x, const EntryContext& ctx) {
+  refuse_unknown_fields(f, "fidelity", kFidelityFields, ctx);
+  if (!f.contains("kind") || !f["kind"].is_string() ||
+      !one_of(f["kind"].get<std::string>(), kFidelityKinds))
+    ctx.fail("fidelity.kind must be one of " + joined(kFidelityKinds));
+  const std::string kind = f["kind"].get<std::string>();
+  x.fidelity = kind == "faithful"     ? Fidelity::faithful
+               : kind == "substitute" ? Fidelity::substitute
+                                      : Fidelity::not_measurable;
+  x.fidelity_note = optional_text(f, "note", ctx);
+  if (x.fidelity != Fidelity::faithful && x.fidelity_note.empty())
+    ctx.fail("fidelity " + kind + " needs a \"note\" saying " +
+             (x.fidelity == Fidelity::substitute
+                  ? "what it measures instead, and why the paper's mechanism is out of reach"
+                  : "why it cannot be measured"));
+}
+
+// claim.paper: where in the paper the claim stands, and its sentence as the paper words it.
+void check_paper_quote(const ojson& claim, const EntryContext& ctx) {
+  if (!claim.contains("paper") || !claim["paper"].is_object())
+    ctx.fail(
+        "claim.paper is missing: {\"place\": section, figure and line, \"quote\": the "
+        "paper's sentence}");
+  const ojson& paper = claim["paper"];
+  refuse_unknown_fields(paper, "claim.paper", kPaperFields, ctx);
+  for (const char* key : kPaperFields)
+    if (!paper.contains(key) || !paper[key].is_string() || paper[key].get<std::string>().empty())
+      ctx.fail(std::string("claim.paper.") + key + " is missing or empty");
+}
+
 void check_plot_and_claim(const ExperimentEntry& x, const EntryContext& ctx) {
   if (!x.plot.contains("kind") || !x.plot["kind"].is_string() ||
       !one_of(x.plot["kind"].get<std::string>(), kPlotKinds))
@@ -139,6 +317,7 @@ void check_plot_and_claim(const ExperimentEntry& x, const EntryContext& ctx) {
   if (!x.claim.contains("text") || !x.claim["text"].is_string() ||
       x.claim["text"].get<std::string>().empty())
     ctx.fail("claim.text is missing or empty");
+  check_paper_quote(x.claim, ctx);
   if (!x.claim.contains("check")) return;
   const auto& check = x.claim["check"];
   if (!check.is_object() || !check.contains("kind") || !check["kind"].is_string() ||
@@ -158,7 +337,7 @@ ExperimentEntry read_entry(const ojson& e, const std::string& seed, const EntryC
   for (const auto& field : e.items())
     if (!one_of(field.key(), kEntryFields))
       ctx.fail("unknown field \"" + field.key() + "\" (fields: " + joined(kEntryFields) + ")");
-  x.not_measurable = optional_text(e, "not_measurable", ctx);
+  read_fidelity(required_object(e, "fidelity", ctx), x, ctx);
   x.bench = required_text(e, "bench", ctx);
   if (!one_of(x.bench, kFamilies))
     ctx.fail("unknown bench '" + x.bench + "' (use " + joined(kFamilies) + ")");
@@ -290,16 +469,18 @@ const ExperimentEntry* find_experiment(const std::vector<Catalogue>& catalogues,
   return nullptr;
 }
 
-bool runnable(const ExperimentEntry& e) { return e.not_measurable.empty(); }
+const char* fidelity_name(Fidelity f) { return kFidelityKinds[static_cast<std::size_t>(f)]; }
+
+bool runnable(const ExperimentEntry& e) { return e.fidelity != Fidelity::not_measurable; }
 
 std::string status_text(const ExperimentEntry& e) {
-  if (!e.not_measurable.empty()) return "not measurable here: " + e.not_measurable;
+  if (!runnable(e)) return "not measurable here: " + e.fidelity_note;
   return "runnable";
 }
 
-ExperimentEntry effective(const ExperimentEntry& e, bool quick) {
-  ExperimentEntry x = e;
-  if (!quick) return x;
+// --quick: quick args override same-named args (new ones appended), quick sweeps replace values.
+static void apply_quick(ExperimentEntry& x) {
+  const ExperimentEntry e = x;
   for (const auto& quick_arg : e.quick_args) {
     const auto& [flag, value] = quick_arg;
     auto it = std::find_if(x.args.begin(), x.args.end(),
@@ -312,11 +493,25 @@ ExperimentEntry effective(const ExperimentEntry& e, bool quick) {
   for (const auto& q : e.quick_sweep) find_variable(x.sweep, q.flag)->values = q.values;
   x.quick_args.clear();
   x.quick_sweep.clear();
+}
+
+ExperimentEntry effective(const ExperimentEntry& e, bool quick, unsigned cores) {
+  ExperimentEntry x = e;
+  if (quick) apply_quick(x);
+  const long n = std::max(1u, cores);
+  for (auto& [flag, value] : x.args)
+    if (relative(value)) value = resolve_value(value, n, false).front();
+  for (auto& v : x.sweep) {
+    v.values = resolve_values(v.values, n);
+    if (v.values.empty())
+      throw UsageError(e.id + ": sweep " + v.flag + " has no values on " + std::to_string(n) +
+                       " core(s)");
+  }
   return x;
 }
 
-std::vector<SweepPoint> expand(const ExperimentEntry& entry, bool quick) {
-  const ExperimentEntry e = effective(entry, quick);
+std::vector<SweepPoint> expand(const ExperimentEntry& entry, bool quick, unsigned cores) {
+  const ExperimentEntry e = effective(entry, quick, cores);
   std::vector<std::string> fixed;
   for (const auto& [flag, value] : e.args) {
     fixed.push_back(flag);
@@ -339,8 +534,8 @@ std::vector<SweepPoint> expand(const ExperimentEntry& entry, bool quick) {
   }
 }
 
-nlohmann::ordered_json entry_json(const ExperimentEntry& entry, bool quick) {
-  const ExperimentEntry e = effective(entry, quick);
+nlohmann::ordered_json entry_json(const ExperimentEntry& entry, bool quick, unsigned cores) {
+  const ExperimentEntry e = effective(entry, quick, cores);
   ojson j = e.source;
   ojson args = ojson::object();
   for (const auto& [flag, value] : e.args) args[flag] = value;

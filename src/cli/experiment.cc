@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "common/affinity.h"
 #include "cli/flags.h"
 #include "cli/plot.h"
 #include "cli/subprocess.h"
@@ -89,6 +91,8 @@ int run_list(const ListFlags& f) {
                            {"seed", c.seed},
                            {"title", x.title},
                            {"bench", x.bench},
+                           {"fidelity", bench::fidelity_name(x.fidelity)},
+                           {"fidelity_note", x.fidelity_note},
                            {"runnable", bench::runnable(x)},
                            {"status", bench::status_text(x)},
                            {"file", x.file}}
@@ -96,21 +100,21 @@ int run_list(const ListFlags& f) {
                   << "\n";
     return 0;
   }
-  std::size_t id_w = 2, status_w = 6;
+  // One line per entry: id, fidelity, title; an entry that cannot run says why on the next.
+  std::size_t id_w = 2;
   for (const auto& c : catalogues)
-    for (const auto& x : c.entries) {
-      id_w = std::max(id_w, x.id.size());
-      status_w = std::max(status_w, bench::status_text(x).size());
-    }
-  status_w = std::min<std::size_t>(status_w, 56);  // longer reasons run over; --json has them whole
+    for (const auto& x : c.entries) id_w = std::max(id_w, x.id.size());
+  const std::size_t fidelity_w = std::strlen("not_measurable");
   for (const auto& c : catalogues) {
     std::cout << c.seed << (c.paper.empty() ? "" : "  " + c.paper) << "\n";
     for (const auto& x : c.entries) {
-      std::string status = bench::status_text(x);
-      status.resize(std::max(status.size(), status_w), ' ');
       std::string id = x.id;
       id.resize(id_w, ' ');
-      std::cout << "  " << id << "  " << status << "  " << x.title << "\n";
+      std::string fidelity = bench::fidelity_name(x.fidelity);
+      fidelity.resize(fidelity_w, ' ');
+      std::cout << "  " << id << "  " << fidelity << "  " << x.title << "\n";
+      if (!bench::runnable(x))
+        std::cout << "  " << std::string(id_w + 2, ' ') << bench::status_text(x) << "\n";
     }
   }
   return 0;
@@ -121,7 +125,8 @@ int run_list(const ListFlags& f) {
 struct RunFlags {
   std::string ids;
   bool quick = false;
-  unsigned repeat = 1;
+  unsigned repeat = 0;  // 0: kDefaultRepeats, or 1 with --quick
+  unsigned cores = 0;   // 0: the CPUs this process may use
   std::string provider = "shm";
   std::string out = "fabflow-results";
   std::string catalogue;
@@ -298,7 +303,7 @@ class ExperimentRunner {
   Outcome run(const ExperimentEntry& x, Plotter& plot) {
     Outcome o;
     o.id = x.id;
-    const auto points = bench::expand(x, f_.quick);
+    const auto points = bench::expand(x, f_.quick, f_.cores);
     o.points = points.size();
     const fs::path jsonl = fs::path(f_.out) / (x.id + ".jsonl");
     // Figures of an earlier run in DIR would be taken for this run's.
@@ -314,10 +319,11 @@ class ExperimentRunner {
     }
     ojson header = {{"type", "experiment"},
                     {"id", x.id},
-                    {"entry", bench::entry_json(x, f_.quick)},
+                    {"entry", bench::entry_json(x, f_.quick, f_.cores)},
                     {"provider", f_.provider},
                     {"quick", f_.quick},
                     {"repeat", f_.repeat},
+                    {"cores", f_.cores},
                     {"command_lines", command_lines},
                     {"environment", bench::experiment_environment()}};
     out << header.dump() << "\n" << std::flush;
@@ -426,7 +432,14 @@ void print_summary(const std::vector<Outcome>& outcomes,
   std::cout << std::flush;
 }
 
-int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
+// Repeats let a verdict tell a difference from run-to-run noise (see "Claim checks" in
+// docs/experiments.md); --quick keeps one run per point.
+constexpr unsigned kDefaultRepeats = 3;
+
+int run_experiments(RunFlags f, const CLI::App& bench_app) {
+  if (f.repeat == 0) f.repeat = f.quick ? 1 : kDefaultRepeats;
+  const auto available = static_cast<unsigned>(allowed_cpus().size());
+  if (f.cores == 0) f.cores = available;
   if (f.provider.empty() || f.provider.find(',') != std::string::npos)
     throw UsageError("-p takes one provider (run once per provider, into separate -o folders)");
   const auto catalogues = load(f.catalogue);
@@ -435,13 +448,17 @@ int run_experiments(const RunFlags& f, const CLI::App& bench_app) {
   for (const auto* x : selected) check_flags(*x, bench_app);
   if (f.dry_run) {
     for (const auto* x : selected)
-      for (const auto& p : bench::expand(*x, f.quick))
+      for (const auto& p : bench::expand(*x, f.quick, f.cores))
         std::cout << x->id << ": " << command_line(bench_argv(*x, p, f.provider, "fabflow"))
                   << "\n";
     for (const auto* x : skipped)
       std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
     return 0;
   }
+  for (const auto* x : selected) bench::expand(*x, f.quick, f.cores);  // every sweep resolves
+  if (f.cores > available)
+    std::cerr << "fabflow: warning: sweeps sized for --cores " << f.cores << " on " << available
+              << " CPU(s): the ranks and threads oversubscribe them\n";
   TransportOptions probe;
   probe.provider = f.provider;
   probe_transport(probe);  // an unknown provider is a usage error before anything starts
@@ -541,7 +558,11 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run) {
   auto rf = std::make_shared<RunFlags>();
   r->add_option("ids", rf->ids, "experiment id, comma list of ids, or all")->required();
   r->add_flag("--quick", rf->quick, "the entries' reduced sweeps: minutes, not hours");
-  add_number<unsigned>(*r, "--repeat", rf->repeat, 1, 100, "runs of every point");
+  add_number<unsigned>(*r, "--repeat", rf->repeat, 1, 100,
+                       "runs of every point (default 3; 1 with --quick)");
+  add_number<unsigned>(*r, "--cores", rf->cores, 1, 4096,
+                       "size the sweeps written relative to the machine for N CPUs (default: "
+                       "the CPUs this run may use; with --dry-run, plans for another machine)");
   r->add_option("-p,--provider", rf->provider,
                 "the one provider every bench runs on (default shm)");
   r->add_option("-o,--out", rf->out, "output folder, created if missing (default fabflow-results)");

@@ -45,19 +45,21 @@ void expect_one_error_line(const CliResult& r, int status,
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
-TEST(ExperimentCli, ListShowsEveryIdWithItsStatus) {
+TEST(ExperimentCli, ListShowsEveryIdWithItsFidelity) {
   CliResult r = experiment({"list", "--catalogue", kCatalogue});
   ASSERT_EQ(r.status, 0) << r.err;
   auto out = lines(r.out);
-  ASSERT_EQ(out.size(), 4u) << r.out;
+  ASSERT_EQ(out.size(), 6u) << r.out;
   EXPECT_EQ(out[0].rfind("900  ", 0), 0u) << out[0];
-  auto has = [&](const std::string& line, const std::string& id, const std::string& status) {
-    EXPECT_NE(line.find(id), std::string::npos) << line;
-    EXPECT_NE(line.find(status), std::string::npos) << line;
+  auto has = [&](const std::string& line, const std::string& first, const std::string& second) {
+    EXPECT_NE(line.find(first), std::string::npos) << line;
+    EXPECT_NE(line.find(second), std::string::npos) << line;
   };
-  has(out[1], "900-tiny", "runnable");
-  has(out[2], "900-later", "not measurable here: waits for a second host");
-  has(out[3], "900-elsewhere", "not measurable here: needs an RDMA NIC");
+  has(out[1], "900-tiny", "faithful");
+  has(out[2], "900-later", "not_measurable");
+  has(out[3], "", "not measurable here: waits for a second host");
+  has(out[4], "900-elsewhere", "not_measurable");
+  has(out[5], "", "not measurable here: needs an RDMA NIC");
 
   r = experiment({"list", "--json"}, 20s, {{"FABFLOW_CATALOGUE", kCatalogue}});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -66,6 +68,8 @@ TEST(ExperimentCli, ListShowsEveryIdWithItsStatus) {
   auto first = nlohmann::json::parse(json[0]);
   EXPECT_EQ(first["id"], "900-tiny");
   EXPECT_EQ(first["runnable"], true);
+  EXPECT_EQ(first["fidelity"], "faithful");
+  EXPECT_EQ(nlohmann::json::parse(json[1])["fidelity_note"], "waits for a second host");
 }
 
 TEST(ExperimentCli, UnknownIdExitsTwoBeforeRunning) {
@@ -206,13 +210,14 @@ bool can_draw() {
   return r.status == 0;
 }
 
+// Without --quick every point runs three times (the repeats a verdict weighs against noise).
 TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   TempDir dir;
   const std::string out = dir.file("results");
   CliResult r = experiment({"run", "900-tiny", "--catalogue", kCatalogue, "-p", "local", "-o", out},
                            120s, {{"FABFLOW_PYTHONPATH", (kSource / "python").string()}});
   ASSERT_FALSE(r.timed_out) << r.err;
-  EXPECT_NE(r.err.find("[900-tiny] point 2/2 (repeat 1/1): -S 128  elapsed "), std::string::npos)
+  EXPECT_NE(r.err.find("[900-tiny] point 2/2 (repeat 3/3): -S 128  elapsed "), std::string::npos)
       << r.err;
 
   std::ifstream in(out + "/900-tiny.jsonl");
@@ -224,25 +229,27 @@ TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   EXPECT_EQ(head["id"], "900-tiny");
   EXPECT_EQ(head["provider"], "local");
   EXPECT_EQ(head["quick"], false);
-  EXPECT_EQ(head["repeat"], 1);
+  EXPECT_EQ(head["repeat"], 3);
   EXPECT_EQ(head["entry"]["title"], "Write bandwidth of two small sizes");
   EXPECT_EQ(head["command_lines"][0],
             "fabflow bench raw -o write -I 200 -w 50 -S 64 -p local --json");
   EXPECT_EQ(head["environment"]["fabflow_version"], FABFLOW_VERSION);
   std::size_t rows = 0;
   std::set<std::string> sizes;
+  std::set<int> repeats;
   while (std::getline(in, line)) {
     auto row = nlohmann::json::parse(line);
     ++rows;
     EXPECT_EQ(row["experiment"], "900-tiny");
-    EXPECT_EQ(row["repeat_index"], 0);
+    repeats.insert(row["repeat_index"].get<int>());
     const std::string size = row["point"]["-S"];
     EXPECT_EQ(row["point.-S"], size);
     EXPECT_EQ(row["point_index"], size == "64" ? 0 : 1);
     EXPECT_EQ(row["size_bytes"], std::stoi(size));
     sizes.insert(size);
   }
-  EXPECT_EQ(rows, 4u);  // a latency and a bandwidth row per point
+  EXPECT_EQ(rows, 12u);  // a latency and a bandwidth row per point and repeat
+  EXPECT_EQ(repeats, (std::set<int>{0, 1, 2}));
   EXPECT_EQ(sizes, (std::set<std::string>{"64", "128"}));
 
   if (!can_draw()) {

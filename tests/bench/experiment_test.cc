@@ -18,13 +18,15 @@ using ojson = nlohmann::ordered_json;
 
 ojson valid_entry(const std::string& id = "900-a") {
   return ojson::parse(R"({
-    "id": ")" + id + R"(", "title": "T", "caption": "C", "bench": "raw",
+    "id": ")" + id + R"(", "title": "T", "caption": "C",
+    "fidelity": {"kind": "faithful"}, "bench": "raw",
     "args": {"-o": "write", "-I": "1000"},
     "sweep": [{"flag": "-S", "values": ["64", "4K"]}],
     "quick": {"args": {"-I": "10"}, "sweep": {"-S": ["64"]}},
     "rows": {"type": "bandwidth"},
     "plot": {"kind": "line", "x": "size_bytes", "y": "MBps"},
-    "claim": {"text": "X", "check": {"kind": "at_least", "y": "MBps", "value": 0}}
+    "claim": {"text": "X", "paper": {"place": "L1", "quote": "Q"},
+              "check": {"kind": "at_least", "y": "MBps", "value": 0}}
   })");
 }
 
@@ -45,6 +47,11 @@ std::string load_error(const std::function<void()>& load) {
     return e.what();
   }
   return "";
+}
+
+ExperimentEntry parsed_entry(const ojson& e) {
+  TempDir dir;
+  return load_catalogue(write(dir, "900.json", catalogue_with({e}).dump())).entries.at(0);
 }
 
 struct BadCase {
@@ -74,6 +81,12 @@ std::function<void(ojson&)> erase(const char* key) {
 }
 std::function<void(ojson&)> set(const char* key, ojson value) {
   return [key, value](ojson& e) { e[key] = value; };
+}
+std::function<void(ojson&)> set_in(const char* object, const char* key, ojson value) {
+  return [object, key, value](ojson& e) { e[object][key] = value; };
+}
+std::function<void(ojson&)> not_measurable(const char* why) {
+  return set("fidelity", {{"kind", "not_measurable"}, {"note", why}});
 }
 
 const BadCase kBadCases[] = {
@@ -110,6 +123,25 @@ const BadCase kBadCases[] = {
      "-S is both in args and swept"},
     {"flag_without_dash", [](ojson& e) { e["args"]["size"] = "64"; }, "entry '900-a'",
      "'size' is not a flag"},
+    {"missing_fidelity", erase("fidelity"), "entry '900-a'", "missing \"fidelity\""},
+    {"fidelity_not_object", set("fidelity", "faithful"), "entry '900-a'",
+     "\"fidelity\" must be an object"},
+    {"fidelity_kind", set_in("fidelity", "kind", "close"), "entry '900-a'",
+     "fidelity.kind must be one of faithful|substitute|not_measurable"},
+    {"fidelity_unknown_field", set_in("fidelity", "why", "x"), "entry '900-a'",
+     "unknown field \"why\" in fidelity"},
+    {"substitute_without_note", set_in("fidelity", "kind", "substitute"), "entry '900-a'",
+     "fidelity substitute needs a \"note\" saying what it measures instead"},
+    {"not_measurable_without_note", set_in("fidelity", "kind", "not_measurable"), "entry '900-a'",
+     "fidelity not_measurable needs a \"note\" saying why it cannot be measured"},
+    {"old_not_measurable_field", set("not_measurable", "a NIC"), "entry '900-a'",
+     "unknown field \"not_measurable\""},
+    {"claim_without_paper", [](ojson& e) { e["claim"].erase("paper"); }, "entry '900-a'",
+     "claim.paper is missing"},
+    {"claim_paper_without_quote", [](ojson& e) { e["claim"]["paper"].erase("quote"); },
+     "entry '900-a'", "claim.paper.quote is missing or empty"},
+    {"claim_paper_empty_place", [](ojson& e) { e["claim"]["paper"]["place"] = ""; },
+     "entry '900-a'", "claim.paper.place is missing or empty"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Experiment, BadCatalogue, ::testing::ValuesIn(kBadCases),
@@ -160,11 +192,25 @@ TEST(ExperimentCatalogue, DuplicateIdInOneFile) {
 
 TEST(ExperimentCatalogue, AnEntryNotMeasurableHereIsListedNotRun) {
   ojson e = valid_entry();
-  e["not_measurable"] = "needs an RDMA NIC";
+  not_measurable("needs an RDMA NIC")(e);
   TempDir dir;
   auto c = load_catalogue(write(dir, "900.json", catalogue_with({e}).dump()));
   EXPECT_FALSE(runnable(c.entries.at(0)));
   EXPECT_EQ(status_text(c.entries.at(0)), "not measurable here: needs an RDMA NIC");
+  EXPECT_EQ(c.entries.at(0).fidelity, Fidelity::not_measurable);
+  EXPECT_STREQ(fidelity_name(c.entries.at(0).fidelity), "not_measurable");
+}
+
+TEST(ExperimentCatalogue, FidelityKindsAndNotes) {
+  ojson e = valid_entry();
+  EXPECT_EQ(parsed_entry(e).fidelity, Fidelity::faithful);
+  EXPECT_TRUE(parsed_entry(e).fidelity_note.empty());
+  e["fidelity"] = {{"kind", "substitute"}, {"note", "kernel TCP instead of RC timeouts"}};
+  const ExperimentEntry x = parsed_entry(e);
+  EXPECT_EQ(x.fidelity, Fidelity::substitute);
+  EXPECT_STREQ(fidelity_name(x.fidelity), "substitute");
+  EXPECT_EQ(x.fidelity_note, "kernel TCP instead of RC timeouts");
+  EXPECT_TRUE(runnable(x));
 }
 
 TEST(ExperimentCatalogue, EmptyFolderAndMissingFolder) {
@@ -178,10 +224,10 @@ TEST(ExperimentCatalogue, EmptyFolderAndMissingFolder) {
 TEST(ExperimentCatalogue, LoadsFilesInNameOrderAndFindsIds) {
   TempDir dir;
   ojson later = valid_entry("901-b");
-  later["not_measurable"] = "a second host";
+  not_measurable("a second host")(later);
   write(dir, "901.json", catalogue_with({later}, "901").dump());
   ojson far = valid_entry("900-c");
-  far["not_measurable"] = "no NIC here";
+  not_measurable("no NIC here")(far);
   write(dir, "900.json", catalogue_with({valid_entry("900-a"), far}).dump());
   write(dir, "notes.txt", "not a catalogue");
   auto cats = load_catalogues(dir.path());
@@ -204,11 +250,6 @@ TEST(ExperimentCatalogue, LoadsFilesInNameOrderAndFindsIds) {
   EXPECT_EQ(status_text(*c), "not measurable here: no NIC here");
 }
 
-ExperimentEntry parsed(const ojson& e) {
-  TempDir dir;
-  return load_catalogue(write(dir, "900.json", catalogue_with({e}).dump())).entries.at(0);
-}
-
 using Args = std::vector<std::string>;
 
 TEST(ExperimentSweep, CartesianProductOutermostFirst) {
@@ -217,7 +258,7 @@ TEST(ExperimentSweep, CartesianProductOutermostFirst) {
   e["sweep"] = ojson::parse(R"([{"flag": "--requesters", "values": ["1", "2"]},
                                 {"flag": "-S", "values": ["64", "4K", 8192]}])");
   e.erase("quick");
-  auto points = expand(parsed(e), false);
+  auto points = expand(parsed_entry(e), false, 2);
   ASSERT_EQ(points.size(), 6u);
   const char* expected[6][2] = {{"1", "64"}, {"1", "4K"}, {"1", "8192"},
                                 {"2", "64"}, {"2", "4K"}, {"2", "8192"}};
@@ -233,35 +274,89 @@ TEST(ExperimentSweep, CartesianProductOutermostFirst) {
 TEST(ExperimentSweep, QuickOverridesArgsAndSweepValues) {
   ojson e = valid_entry();
   e["quick"]["args"]["--window"] = "8";
-  const ExperimentEntry x = parsed(e);
+  const ExperimentEntry x = parsed_entry(e);
 
-  auto full = expand(x, false);
+  auto full = expand(x, false, 2);
   ASSERT_EQ(full.size(), 2u);
   EXPECT_EQ(full[1].args, (Args{"-o", "write", "-I", "1000", "-S", "4K"}));
 
-  auto quick = expand(x, true);
+  auto quick = expand(x, true, 2);
   ASSERT_EQ(quick.size(), 1u);
   // The override stays in the catalogue's place; new flags come after the fixed ones.
   EXPECT_EQ(quick[0].args, (Args{"-o", "write", "-I", "10", "--window", "8", "-S", "64"}));
 
-  ojson j = entry_json(x, true);
+  ojson j = entry_json(x, true, 2);
   EXPECT_FALSE(j.contains("quick"));
   EXPECT_EQ(j["args"].dump(), R"({"-o":"write","-I":"10","--window":"8"})");
   EXPECT_EQ(j["sweep"].dump(), R"([{"flag":"-S","values":["64"]}])");
   EXPECT_EQ(j["plot"]["kind"], "line");
-  EXPECT_TRUE(entry_json(x, false).contains("quick"));
+  EXPECT_TRUE(entry_json(x, false, 2).contains("quick"));
 }
 
 TEST(ExperimentSweep, NoSweepIsOnePoint) {
   ojson e = valid_entry();
   e.erase("sweep");
   e.erase("quick");
-  auto points = expand(parsed(e), true);
+  auto points = expand(parsed_entry(e), true, 2);
   ASSERT_EQ(points.size(), 1u);
   EXPECT_EQ(points[0].args, (Args{"-o", "write", "-I", "1000"}));
   EXPECT_TRUE(points[0].values.empty());
   e["sweep"] = ojson::array();
-  EXPECT_EQ(expand(parsed(e), false).size(), 1u);
+  EXPECT_EQ(expand(parsed_entry(e), false, 2).size(), 1u);
+}
+
+// Values written relative to the machine resolve for the cores a run may use (or --cores).
+TEST(ExperimentSweep, ValuesRelativeToTheCores) {
+  ojson e = valid_entry();
+  e.erase("quick");
+  e["args"] = {{"-o", "write"}, {"--threads", "cores/2"}, {"--window", "max(4, cores - 2*3)"}};
+  e["sweep"] = ojson::parse(R"([{"flag": "--workers", "values": ["1..cores-1"]},
+                                {"flag": "--clients", "values": ["1..cores x2", "cores", "3*cores"]}])");
+  const ExperimentEntry x = parsed_entry(e);
+  auto values = [&](unsigned cores, std::size_t var) {
+    return effective(x, false, cores).sweep.at(var).values;
+  };
+  EXPECT_EQ(values(16, 0), (Args{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
+                                 "13", "14", "15"}));
+  EXPECT_EQ(values(16, 1), (Args{"1", "2", "4", "8", "16", "48"}));  // duplicates go
+  EXPECT_EQ(values(12, 1), (Args{"1", "2", "4", "8", "12", "36"}));  // the end value is kept
+  EXPECT_EQ(values(2, 0), (Args{"1"}));
+  EXPECT_EQ(effective(x, false, 16).args.at(1).second, "8");
+  EXPECT_EQ(effective(x, false, 3).args.at(1).second, "1");  // / rounds down
+  EXPECT_EQ(effective(x, false, 3).args.at(2).second, "4");
+  EXPECT_EQ(effective(x, false, 16).args.at(2).second, "10");
+  EXPECT_EQ(expand(x, false, 4).size(), 3u * 4u);
+  // Nothing left on one core: one line naming the entry and the sweep.
+  const std::string msg = load_error([&] { effective(x, false, 1); });
+  EXPECT_EQ(msg, "900-a: sweep --workers has no values on 1 core(s)");
+  // Written values stay as written in the entry the runner records.
+  EXPECT_EQ(entry_json(x, false, 8)["sweep"][0]["values"].dump(),
+            R"(["1","2","3","4","5","6","7"])");
+}
+
+TEST(ExperimentCatalogue, BadRelativeValuesAreRefusedAtLoad) {
+  for (const auto& [value, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"cores-", "expected a number or 'cores'"},
+           {"cores/0", "division by zero"},
+           {"(cores", "a '(' without its ')'"},
+           {"cores x", "unexpected 'x'"},
+           {"0..cores x2", "a doubling range must start at 1 or more"},
+           {"1..corez", "expected a number or 'cores'"},
+           {"max(cores)", "max needs (a, b)"}}) {
+    ojson e = valid_entry();
+    e["sweep"][0]["values"] = {value};
+    TempDir dir;
+    const std::string path = write(dir, "900.json", catalogue_with({e}).dump());
+    const std::string msg = load_error([&] { load_catalogue(path); });
+    EXPECT_EQ(msg.rfind(path + ": entry '900-a': sweep -S: '" + value + "': ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  }
+  ojson e = valid_entry();
+  e["args"]["--threads"] = "1..cores";
+  TempDir dir;
+  const std::string msg =
+      load_error([&] { load_catalogue(write(dir, "900.json", catalogue_with({e}).dump())); });
+  EXPECT_NE(msg.find("args --threads: '1..cores': a range is a sweep's"), std::string::npos) << msg;
 }
 
 TEST(ExperimentRows, TaggedWithThePoint) {

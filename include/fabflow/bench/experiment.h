@@ -23,13 +23,24 @@ struct SweepVariable {
   std::vector<std::string> values;
 };
 
+// How closely an entry reproduces its paper's experiment.
+//   faithful:       the paper's quantity and the paper's claim;
+//   substitute:     another quantity or mechanism (the note says which, and why the paper's
+//                   cannot be reached on these providers); its verdict says "substitute holds";
+//   not_measurable: cannot be measured on a machine like this one (the note says why); not run.
+enum class Fidelity { faithful, substitute, not_measurable };
+
+// "faithful", "substitute", "not_measurable".
+const char* fidelity_name(Fidelity f);
+
 // One catalogue entry as validated by load_catalogue. Plain data.
 struct ExperimentEntry {
   std::string id;  // starts with "<seed>-"; also the output file's name
   std::string title;
   std::string caption;
-  std::string not_measurable;  // non-empty: why it cannot be measured here, not runnable
-  std::string bench;           // raw | queue | rr
+  Fidelity fidelity = Fidelity::faithful;
+  std::string fidelity_note;  // required for substitute and not_measurable
+  std::string bench;          // a family of kFamilies
   FlagValues args;
   std::vector<SweepVariable> sweep;        // outermost first
   FlagValues quick_args;                   // --quick: override or extend args
@@ -65,9 +76,11 @@ bool runnable(const ExperimentEntry& e);
 // "runnable" or "not measurable here: <reason>".
 std::string status_text(const ExperimentEntry& e);
 
-// The entry as it runs: with `quick`, quick args override same-named args (new ones are
-// appended) and quick sweep values replace the named variables' values.
-ExperimentEntry effective(const ExperimentEntry& e, bool quick);
+// The entry as it runs on `cores` CPUs: with `quick`, quick args override same-named args (new
+// ones are appended) and quick sweep values replace the named variables' values; then values
+// relative to the machine ("cores-1", "1..cores x2"; docs/experiments.md) are resolved. Throws
+// UsageError when a sweep is left with no value (e.g. "2..cores-1" on 2 cores).
+ExperimentEntry effective(const ExperimentEntry& e, bool quick, unsigned cores);
 
 // One run of the bench: the argv after `fabflow bench <bench>` and the swept values.
 struct SweepPoint {
@@ -77,11 +90,11 @@ struct SweepPoint {
 
 // The cartesian product of the (effective) sweep, outermost variable varying slowest; an empty
 // sweep is one point.
-std::vector<SweepPoint> expand(const ExperimentEntry& e, bool quick);
+std::vector<SweepPoint> expand(const ExperimentEntry& e, bool quick, unsigned cores);
 
 // The catalogue entry as written, with args and sweep replaced by the effective ones (and
 // "quick" dropped once applied): line 1's "entry" of DIR/<id>.jsonl.
-nlohmann::ordered_json entry_json(const ExperimentEntry& e, bool quick);
+nlohmann::ordered_json entry_json(const ExperimentEntry& e, bool quick, unsigned cores);
 
 // The machine and build an experiment ran on (line 1's "environment").
 nlohmann::json experiment_environment();
