@@ -86,6 +86,39 @@ class PlotData:
     notes: list
     empty_reason: str = ""
     rows: list = dataclasses.field(default_factory=list)  # the data rows kept
+    refused_rows: list = dataclasses.field(default_factory=list)
+    extras: list = dataclasses.field(default_factory=list)  # ExtraSeries of plot.y_extra
+    labels: dict = dataclasses.field(default_factory=dict)  # plot.labels: {field: {value: word}}
+    names: dict = dataclasses.field(default_factory=dict)  # plot.names: {field: human name}
+    y_name: str = ""  # the main y's short name beside y_extra (plot.y_name)
+    missing: list = dataclasses.field(default_factory=list)  # notes for the figure
+
+    def series_text(self, key, fields=None):
+        """A series tuple as a legend or table shows it (the entry's labels applied)."""
+        return series_label(key, self.series_fields if fields is None else fields, self.labels)
+
+    def field_text(self, fields=None):
+        """The series fields' human names (legend title, table header)."""
+        return field_title(self.series_fields if fields is None else fields, self.names)
+
+    def x_text(self, x):
+        """An x value as an axis or table shows it (the x field's labels applied)."""
+        return format_x(x, self.x_field, self.labels)
+
+
+@dataclasses.dataclass
+class ExtraSeries:
+    """A second y field drawn beside the main one (plot.y_extra): its own aggregated points.
+
+    per_series: the extra field is grouped by the plot's series (drawn in each series' colour
+    with its own line style); otherwise it has its own series fields, often none (one curve)."""
+
+    field: str
+    label: str
+    series_fields: list
+    per_series: bool
+    points: list
+    series_order: list
 
 
 # --- loading -----------------------------------------------------------------
@@ -282,13 +315,31 @@ def format_tick(value):
     return f"{value:g}"
 
 
-def format_x(value, x_field):
-    """Text for an x value: sizes as 64K, integral numbers without '.0'."""
+def format_x(value, x_field, labels=None):
+    """Text for an x value: sizes as 64K, integral numbers without '.0'; labels: the entry's
+    words for values ({field: {value: word}}, plot.labels)."""
+    word = _label_for(labels, x_field, value)
+    if word is not None:
+        return word
     if isinstance(value, float):
         if is_size_field(x_field):
             return format_size(value)
         return str(int(value)) if value.is_integer() else f"{value:g}"
     return str(value)
+
+
+def _label_for(labels, field, value):
+    """The entry's word for a field's value (plot.labels), or None. Keys are the value's text
+    as the rows hold it: "true", "false", "null", "4096", "push1-watermark-pull"."""
+    if not labels or not isinstance(labels.get(field), dict):
+        return None
+    words = labels[field]
+    text = "null" if value is None else _plain_text(value)
+    if text in words:
+        return str(words[text])
+    if isinstance(value, float) and not value.is_integer() and f"{value:g}" in words:
+        return str(words[f"{value:g}"])
+    return None
 
 
 def series_key(row, fields):
@@ -302,13 +353,15 @@ def series_key(row, fields):
     return tuple(key)
 
 
-def series_label(key, fields=()):
+def series_label(key, fields=(), labels=None):
     """Text for a series tuple.
 
     Without `fields` (claim details: name=value) every value is shown as the
     rows hold it, null and true included.  With the series' field names (legends,
-    tables) it is written for a reader: a value a row lacks is left out, a flag
-    is its field's name or "no <name>", a size in a size field is 64KB.
+    tables) it is written for a reader: the entry's word for the value when
+    `labels` ({field: {value text: word}}, plot.labels) has one (an empty word
+    leaves the value out), else a value a row lacks is left out, a flag is its
+    field's name or "no <name>", a size in a size field is 64KB.
     """
     if not key:
         return "all"
@@ -316,6 +369,11 @@ def series_label(key, fields=()):
         return ", ".join("null" if v is None else _plain_text(v) for v in key)
     parts = []
     for value, field in zip(key, fields):
+        word = _label_for(labels, field, value)
+        if word is not None:
+            if word:
+                parts.append(word)
+            continue
         if value is None:
             continue
         if isinstance(value, bool):
@@ -328,10 +386,19 @@ def series_label(key, fields=()):
     return ", ".join(parts) or "all"
 
 
-def field_title(fields):
+def field_name(field, names=None):
+    """A field's human name: the entry's (plot.names), "size" for a size field, else its last
+    part with spaces ("recv_post" -> "recv post")."""
+    if names and names.get(field):
+        return str(names[field])
+    if is_size_field(field):
+        return "size"
+    return field.rsplit(".", 1)[-1].replace("_", " ")
+
+
+def field_title(fields, names=None):
     """Legend title for the series fields: their names with spaces, sizes named as such."""
-    return ", ".join("size" if is_size_field(f) else f.rsplit(".", 1)[-1].replace("_", " ")
-                     for f in fields)
+    return ", ".join(field_name(f, names) for f in fields)
 
 
 # --- aggregation ---------------------------------------------------------------
@@ -416,28 +483,181 @@ def refusals(refused_rows, x_field, series_fields):
     return list(out.values())
 
 
+def _series_fields(value, where):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise FabflowError(f"{where} must be a field name or a list of field names")
+
+
+def plot_options(plot):
+    """The plot options beyond x and y, checked: (series, labels, names, y_extra items).
+
+    labels: {field: {value text: word}}; names: {field: name}; y_extra: a list of
+    {"field", "label", optional "series", "where", "y_scale"}. A malformed option is a
+    FabflowError naming it (a misspelt catalogue entry must not draw a wrong figure)."""
+    series = _series_fields(plot.get("series"), "plot.series")
+    labels = plot.get("labels") or {}
+    if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, dict) and
+            all(isinstance(w, str) for w in v.values()) for k, v in labels.items()):
+        raise FabflowError("plot.labels must be {field: {value: word}} with text words")
+    names = plot.get("names") or {}
+    if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
+        raise FabflowError("plot.names must be {field: name} with text names")
+    extras = plot.get("y_extra") or []
+    if not isinstance(extras, list):
+        raise FabflowError("plot.y_extra must be a list of {field, label}")
+    known = {"field", "label", "series", "where", "y_scale"}
+    for i, item in enumerate(extras):
+        where = f"plot.y_extra[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("field"), str) or not item["field"]:
+            raise FabflowError(f"{where} needs a \"field\" (the row field to draw)")
+        unknown = sorted(set(item) - known)
+        if unknown:
+            raise FabflowError(f"{where}: unknown key '{unknown[0]}' (keys: {', '.join(sorted(known))})")
+        if "label" in item and not isinstance(item["label"], str):
+            raise FabflowError(f"{where}.label must be text")
+        if "where" in item and not isinstance(item["where"], dict):
+            raise FabflowError(f"{where}.where must be an object {{field: value}}")
+        if "series" in item:
+            _series_fields(item["series"], f"{where}.series")
+        if "y_scale" in item and to_number(item["y_scale"]) is None:
+            raise FabflowError(f"{where}.y_scale must be a number")
+    for key in ("style", "panels"):
+        value = plot.get(key)
+        if value is not None and value not in series:
+            raise FabflowError(f"plot.{key} must name one of the series fields ({', '.join(series) or 'none'})")
+    if plot.get("style") is not None and plot.get("style") == plot.get("panels"):
+        raise FabflowError("plot.style and plot.panels name the same field")
+    if plot.get("layout") not in (None, "long", "wide"):
+        raise FabflowError("plot.layout must be \"long\" or \"wide\"")
+    return series, labels, names, extras
+
+
+def _short_name(field):
+    return field.rsplit(".", 1)[-1].replace("_", " ")
+
+
 def prepare(exp):
     """Select, aggregate and annotate an experiment's data for plotting."""
     plot = exp.plot
     x_field, y_field = str(plot["x"]), str(plot["y"])
-    series_fields = plot.get("series") or []
-    if isinstance(series_fields, str):
-        series_fields = [series_fields]
+    series_fields, labels, names, extra_items = plot_options(plot)
     scale = to_number(plot.get("y_scale"))
     scale = 1.0 if scale is None else scale
     kept, refused_rows = select_rows(exp)
+    x_values = x_axis(kept, x_field)
     points, numeric, x_order, series_order, skipped = aggregate(
-        kept, x_field, y_field, series_fields, scale, divide_by=plot.get("y_divide_by"))
+        kept, x_field, y_field, series_fields, scale, x_values=x_values,
+        divide_by=plot.get("y_divide_by"))
     notes = []
     if skipped:
         notes.append(f"{skipped} row(s) without a value for '{x_field}' or a numeric '{y_field}' were left out")
+    extras = []
+    for item in extra_items:
+        per_series = "series" not in item
+        fields = series_fields if per_series else _series_fields(item["series"], "")
+        rows = [r for r in kept if row_matches(r, item.get("where"))]
+        item_scale = to_number(item.get("y_scale"))
+        e_points, _, e_x, e_series, _ = aggregate(
+            rows, x_field, item["field"], fields, scale if item_scale is None else item_scale,
+            x_values=x_values)
+        extras.append(ExtraSeries(field=item["field"], label=item.get("label") or _short_name(item["field"]),
+                                  series_fields=list(fields), per_series=per_series,
+                                  points=e_points, series_order=e_series))
+        for x in e_x:  # an x only an extra field has still gets a place on the axis
+            if x not in x_order:
+                x_order.append(x)
+    if numeric:
+        x_order.sort()
     data = PlotData(x_field=x_field, y_field=y_field, series_fields=list(series_fields),
                     x_numeric=numeric, x_order=x_order, series_order=series_order,
                     points=points, refused=refusals(refused_rows, x_field, series_fields),
-                    notes=notes, rows=kept)
-    if not points:
+                    notes=notes, rows=kept, refused_rows=refused_rows, extras=extras,
+                    labels=labels, names=names,
+                    y_name=str(plot.get("y_name") or _short_name(y_field)))
+    data.missing = missing_notes(exp, data)
+    if not points and not any(e.points for e in extras):
         data.empty_reason = empty_reason(exp, kept, refused_rows, y_field)
     return data
+
+
+# --- what is missing, said on the figure ---------------------------------------------
+
+_GROUP_ROLES = ("where", "better", "worse", "rising", "reference", "earlier", "later")
+
+
+def claim_groups(check):
+    """Every row selection ({field: value}) a claim check compares, `all` included, in order."""
+    out = []
+    if not isinstance(check, dict):
+        return out
+    if check.get("kind") == "all":
+        for part in check.get("checks") or []:
+            out += claim_groups(part)
+        return out
+    for role in _GROUP_ROLES:
+        group = check.get(role)
+        if isinstance(group, dict) and group and group not in out:
+            out.append(group)
+    return out
+
+
+def condition_text(condition, labels=None, names=None):
+    """{"mode": "write-like", "batching": false} as a reader's words: 'mode write-like, no batching'."""
+    parts = []
+    for field, wanted in condition.items():
+        values = wanted if isinstance(wanted, list) else [wanted]
+        words = []
+        for value in values:
+            word = _label_for(labels, field, value)
+            if word:
+                words.append(word)
+            elif isinstance(value, bool) or is_size_field(field):
+                words.append(series_label((value,), (field,), labels))
+            else:
+                words.append(f"{field_name(field, names)} {_plain_text(value)}")
+        parts.append(" or ".join(words))
+    return ", ".join(parts)
+
+
+def missing_notes(exp, pdata):
+    """Lines that say on the figure what it lacks: series refused on this provider (grouped by
+    series and reason, with the x values when not all of them), and row groups the claim
+    compares that no row (kept or refused) belongs to."""
+    provider = exp.header.get("provider") or "this provider"
+    groups = {}
+    size = is_size_field(pdata.x_field)
+    for row in pdata.refused_rows:
+        key = series_key(row, pdata.series_fields)
+        label = pdata.series_text(key) if any(v is not None for v in key) else "every point"
+        reason = str(row.get("unsupported"))
+        xs = groups.setdefault((label, reason), [])
+        x = get_field(row, pdata.x_field)
+        number = to_number(x, size)
+        value = number if pdata.x_numeric and number is not None else (None if x is None else _plain_text(x))
+        if value is not None and value not in xs:
+            xs.append(value)
+    notes = []
+    for (label, reason), xs in groups.items():
+        where = ""
+        if xs and not set(pdata.x_order) <= set(xs):
+            ordered = sorted(xs) if all(isinstance(v, float) for v in xs) else xs
+            where = " at " + ", ".join(pdata.x_text(v) for v in ordered)
+        notes.append(f"not measured on {provider}: {label}{where} (refused: {reason})")
+    check = (exp.entry.get("claim") or {}).get("check")
+    for group in claim_groups(check):
+        if any(row_matches(r, group) for r in pdata.rows):
+            continue
+        if any(row_matches(r, group, missing_ok=True) for r in pdata.refused_rows):
+            continue  # said above
+        notes.append(f"no rows for {condition_text(group, pdata.labels, pdata.names)} in this run "
+                     f"(the claim compares them)")
+    return notes
 
 
 def empty_reason(exp, kept, refused_rows, y_field):

@@ -153,15 +153,27 @@ def data_html(exp, pdata):
     scale_text = f", multiplied by {scale}" if scale not in (None, 1, 1.0) else ""
     out.append(f"<p>y: <code>{esc(pdata.y_field)}</code>{esc(scale_text)}; "
                f"x: <code>{esc(pdata.x_field)}</code>; median, min and max over repeats.</p>")
-    if pdata.points:
+    if pdata.extras:
+        out.append("<p>Also drawn: " + "; ".join(
+            f"<code>{esc(e.field)}</code> as &ldquo;{esc(e.label)}&rdquo;" for e in pdata.extras) + ".</p>")
+    if pdata.points or any(e.points for e in pdata.extras):
         header = ["series", "x", "median", "min", "max", "n"]
-        rows = [[D.series_label(p.series, pdata.series_fields), D.format_x(p.x, pdata.x_field),
-                 D.format_number(p.median), D.format_number(p.low),
-                 D.format_number(p.high), p.n] for p in pdata.points]
-        out.append(table(header, rows, numeric_from=2))
+        if pdata.extras:
+            header.insert(1, "quantity")
+        rows = []
+        for points, fields, name in ([(pdata.points, pdata.series_fields, pdata.y_name)] +
+                                     [(e.points, e.series_fields, e.label) for e in pdata.extras]):
+            for p in points:
+                row = [pdata.series_text(p.series, fields), pdata.x_text(p.x),
+                       D.format_number(p.median), D.format_number(p.low),
+                       D.format_number(p.high), p.n]
+                if pdata.extras:
+                    row.insert(1, name)
+                rows.append(row)
+        out.append(table(header, rows, numeric_from=3 if pdata.extras else 2))
     else:
         out.append(f"<p>no data: {esc(pdata.empty_reason)}</p>")
-    for note in pdata.notes:
+    for note in pdata.missing + pdata.notes:
         out.append(f"<p>{esc(note)}</p>")
     if pdata.refused:
         out.append("<h3>Refused</h3>\n<ul>")
@@ -176,8 +188,8 @@ def table_kind_html(exp, pdata):
     """For kind "table": the numbers as the figure shows them, as an HTML table."""
     if exp.plot.get("kind") != "table" or not pdata.points:
         return ""
-    header, rows = F.table_rows(exp.plot, pdata)
-    return table(header, rows, numeric_from=len(pdata.series_fields) + 1)
+    header, rows, numeric_from = F.table_rows(exp.plot, pdata)
+    return table(header, rows, numeric_from=numeric_from)
 
 
 def experiment_page(exp, pdata, verdict, png_bytes, svg_name):

@@ -116,6 +116,8 @@ Runner add_bench_beff(CLI::App& bench, const Invocation& self);
 // `experiment list|run` (checks catalogue flags against `bench_app`'s subcommands) and `report`;
 // their callbacks set `run`.
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);
+// `fabflow advise FAMILY`: the design that wins a workload here, measured within a budget.
+void add_advise(CLI::App& app, Runner& run);
 void add_report(CLI::App& app, Runner& run);
 void add_plot(CLI::App& app, Runner& run);
 // `model pcie` (the PCIe cost model); its callback sets `run`.

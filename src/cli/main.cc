@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   }
   info->callback([&] { run = info_run; });
   cli::add_experiment(app, *bench, run);
+  cli::add_advise(app, run);
   cli::add_report(app, run);
   cli::add_plot(app, run);
   cli::add_model(app, run);

@@ -1,0 +1,101 @@
+// `fabflow advise` through the CLI: a short search on local answers with a winner among the
+// candidates, keeps a profile that --show reads back, and each bad input is one error line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/launcher_test_util.h"
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using launcher_test::TempDir;
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+void expect_one_error_line(const CliResult& r, const std::string& needle) {
+  EXPECT_EQ(r.status, 2) << r.err;
+  const auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  EXPECT_NE(err[0].find(needle), std::string::npos) << err[0];
+}
+
+TEST(AdviseCli, ShortSearchOnLocalAnswersAndKeepsAProfile) {
+  TempDir dir;
+  const std::string profile = dir.file("advice.json");
+  CliResult r = run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--candidates",
+                         "push1-watermark-pull,push2-event-pull,socket", "--budget", "20s",
+                         "--profile", profile, "--json"},
+                        120s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto a = nlohmann::json::parse(r.out);
+  EXPECT_EQ(a["type"], "advice");
+  EXPECT_EQ(a["objective"], "throughput");
+  ASSERT_TRUE(a["winner"].is_string()) << r.out;
+  const std::string winner = a["winner"];
+  EXPECT_NE(
+      std::string("local:push1-watermark-pull,local:push2-event-pull,local:socket").find(winner),
+      std::string::npos)
+      << winner;
+  ASSERT_EQ(a["ranked"].size(), 3u) << r.out;
+  EXPECT_EQ(a["ranked"][0]["status"], "winner");
+  for (const auto& c : a["ranked"]) {
+    EXPECT_EQ(c["samples"].size(), 3u);
+    EXPECT_LE(c["low"].get<double>(), c["median"].get<double>());
+    EXPECT_LE(c["median"].get<double>(), c["high"].get<double>());
+    EXPECT_GT(c["low"].get<double>(), 0);
+  }
+  // The socket baseline moves items through the kernel: far behind a flow queue on local.
+  EXPECT_EQ(a["ranked"][2]["design"], "socket") << r.out;
+  EXPECT_LE(a["seconds"].get<double>(), 20.0 + 15.0);  // one round may run past the budget
+
+  // --show prints the kept answer without measuring.
+  CliResult shown = run_cli({"fabflow", "advise", "--show", profile}, 20s);
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find("advice: use "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("socket"), std::string::npos) << shown.out;
+  EXPECT_TRUE(shown.err.empty()) << shown.err;
+}
+
+TEST(AdviseCli, BadInputIsOneLine) {
+  TempDir dir;
+  expect_one_error_line(run_cli({"fabflow", "advise", "tree"}, 20s), "unknown family 'tree'");
+  expect_one_error_line(run_cli({"fabflow", "advise"}, 20s), "name a family");
+  expect_one_error_line(
+      run_cli({"fabflow", "advise", "bulk", "-p", "local", "--objective", "p99"}, 20s),
+      "objective 'p99' is not measured");
+  expect_one_error_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--budget", "0s"}, 20s),
+      "--budget '0s'");
+  expect_one_error_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--budget", "2x"}, 20s),
+      "--budget '2x'");
+  expect_one_error_line(run_cli({"fabflow", "advise", "queue", "-p", "nosuch"}, 20s), "nosuch");
+  expect_one_error_line(run_cli({"fabflow", "advise", "queue", "-p", "local,local"}, 20s),
+                        "names a provider twice");
+  expect_one_error_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "fast-queue"}, 20s),
+      "'fast-queue' is not a candidate");
+  expect_one_error_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "socket,socket"}, 20s),
+      "names 'socket' twice");
+  // A workload flag the bench refuses: its own line, passed on.
+  expect_one_error_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates",
+                                 "socket", "--no-profile", "--", "--api", "bogus"},
+                                60s),
+                        "the bench refused the workload on local");
+  std::ofstream(dir.file("not.json")) << "{\"type\": \"something\"}";
+  expect_one_error_line(run_cli({"fabflow", "advise", "--show", dir.file("not.json")}, 20s),
+                        "is not an advise profile");
+  expect_one_error_line(run_cli({"fabflow", "advise", "--show", dir.file("none.json")}, 20s),
+                        "cannot read");
+}
+
+}  // namespace
+}  // namespace fabflow
