@@ -32,6 +32,10 @@ blockquote { margin: .4rem 1.5rem; color: #333; font-style: italic; }
 .place { font-style: normal; color: #666; font-size: .9rem; }
 .fidelity { font-size: .95rem; }
 section.experiment { border-top: 2px solid #d0d7de; margin-top: 2rem; }
+table.index td { font-size: .85rem; }
+img.thumb { width: 200px; max-width: none; }
+.small { color: #555; font-size: .8rem; }
+tr.differs td, td.busy, p.busy { background: #fff4e5; }
 """
 
 _VERDICT_CLASS = {C.HOLDS: "holds", C.FAILS: "fails", C.UNMEASURABLE: "unmeasurable",
@@ -209,27 +213,197 @@ def experiment_page(exp, pdata, verdict, png_bytes, svg_name):
     return document(f"{exp.id}: {title}", "\n".join(b for b in body if b))
 
 
+# --- the report index ----------------------------------------------------------------
+
+_THUMB_WIDTH = 200  # pixels
+
+
+def thumbnail(png_bytes, width=_THUMB_WIDTH):
+    """A small PNG of a figure (area-averaged, deterministic), or None when it cannot be made."""
+    if not png_bytes:
+        return None
+    try:
+        import io
+        import matplotlib.image as mpimg
+        import numpy as np
+    except ImportError:
+        return None
+    image = mpimg.imread(io.BytesIO(png_bytes), format="png")
+    factor = max(1, int(np.ceil(image.shape[1] / width)))
+    height = image.shape[0] // factor * factor
+    wide = image.shape[1] // factor * factor
+    small = image[:height, :wide].reshape(height // factor, factor, wide // factor, factor, -1).mean(axis=(1, 3))
+    out = io.BytesIO()
+    mpimg.imsave(out, np.clip(small, 0, 1), format="png", metadata={"Software": None})
+    return out.getvalue()
+
+
+def short_claim(entry, limit=160):
+    """The claim in a line: its text up to the first colon or full stop (at most `limit`
+    characters, cut at a word), and where the paper says it."""
+    claim = entry.get("claim") or {}
+    text = str(claim.get("text") or "").strip()
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c in "([") - (c in ")]")
+        if depth == 0 and c in ".:;" and text[i + 1:i + 2] == " " and 30 <= i < limit:
+            text = text[:i] + ("." if c == "." else "")
+            break
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + " ..."
+    paper = claim.get("paper") if isinstance(claim.get("paper"), dict) else {}
+    return text, str(paper.get("place") or "")
+
+
+def _busy_rows(pdata):
+    rows = pdata.rows + pdata.refused_rows
+    flagged = [r for r in rows if isinstance(r.get("environment"), dict) and r["environment"].get("busy")]
+    return len(flagged), len(rows)
+
+
+def scale_text(exp):
+    """The scale the sweeps were sized for: the JSONL header's cores when present, else the CPUs
+    the environment counted, and whether the run was quick."""
+    cores = exp.header.get("cores")
+    if isinstance(cores, int) and not isinstance(cores, bool):
+        text = f"{cores} CPUs"
+    elif exp.environment.get("cores"):
+        text = f"{exp.environment['cores']} CPUs (machine)"
+    else:
+        text = "not recorded"
+    return text + (", quick" if exp.header.get("quick") else "")
+
+
+def repeats_text(exp, pdata):
+    """Repeats asked for, and those measured where fewer (a failed or refused repeat)."""
+    asked = exp.header.get("repeat")
+    counts = sorted({p.n for p in pdata.points})
+    if not counts:
+        return str(asked) if asked else "-"
+    got = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    if asked in (None, counts[-1]) and len(counts) == 1:
+        return got
+    return f"{asked} asked, {got} measured" if asked else got
+
+
+_VOLATILE = ("load_start", "load_end", "busy")  # differ from run to run by nature
+
+
+def gathered_environment(items):
+    """[(key, text, differs)] over every entry's environment: a key every entry agrees on is one
+    value; one that differs lists each value with the entries that had it. Load averages are
+    given as their range; busy is counted separately."""
+    order, values = [], {}
+    for exp, *_ in items:
+        for key, value in exp.environment.items():
+            if key not in values:
+                order.append(key)
+                values[key] = {}
+            values[key].setdefault(_text(value), []).append(exp.id)
+    out = []
+    total = len(items)
+    for key in order:
+        if key == "busy":
+            continue
+        seen = values[key]
+        have = sum(len(ids) for ids in seen.values())
+        if key in _VOLATILE:
+            numbers = sorted(float(v) for v in seen if _is_number(v))
+            text = ("not recorded" if not numbers else f"{numbers[0]:g}" if numbers[0] == numbers[-1]
+                    else f"{numbers[0]:g} to {numbers[-1]:g} over the entries")
+            out.append((key, text, False))
+            continue
+        if len(seen) == 1 and have == total:
+            out.append((key, next(iter(seen)), False))
+            continue
+        parts = []
+        for value, ids in seen.items():
+            listed = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+            parts.append(f"{value} ({len(ids)}: {listed})")
+        if have < total:
+            parts.append(f"not recorded ({total - have} entries)")
+        out.append((key, "; ".join(parts), True))
+    return out
+
+
+def _is_number(text):
+    try:
+        float(text)
+        return text not in ("true", "false", "null")
+    except ValueError:
+        return False
+
+
+def busy_summary(items):
+    """The busy warnings counted: entries whose run-level environment says busy, and bench rows."""
+    entries = [exp.id for exp, *_ in items if exp.environment.get("busy")]
+    rows_busy = rows_all = 0
+    for _, pdata, *_ in items:
+        b, n = _busy_rows(pdata)
+        rows_busy += b
+        rows_all += n
+    return entries, rows_busy, rows_all
+
+
+def _index_table(items, thumbs):
+    header = ["entry", "paper's claim", "fidelity", "verdict", "scale", "repeats", "busy rows", "figure"]
+    out = ["<table class=\"index\">", "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"]
+    for (exp, pdata, verdict, _, _), thumb in zip(items, thumbs):
+        cls = _VERDICT_CLASS.get(verdict.verdict, "unmeasurable")
+        text, place = short_claim(exp.entry)
+        busy, rows = _busy_rows(pdata)
+        image = (f"<a href=\"#{esc(exp.id)}\"><img class=\"thumb\" alt=\"{esc(exp.id)}\" "
+                 f"src=\"{png_data_uri(thumb)}\"></a>" if thumb else "")
+        out.append(
+            "<tr>"
+            f"<td><a href=\"#{esc(exp.id)}\">{esc(exp.id)}</a><br><span class=\"small\">"
+            f"{esc(exp.entry.get('title', ''))}</span></td>"
+            f"<td>{esc(text)}" + (f" <span class=\"place\">({esc(place)})</span>" if place else "") + "</td>"
+            f"<td>{esc(C.fidelity(exp.entry))}</td>"
+            f"<td><span class=\"verdict {cls}\">{esc(verdict.verdict)}</span></td>"
+            f"<td>{esc(scale_text(exp))}</td>"
+            f"<td class=\"num\">{esc(repeats_text(exp, pdata))}</td>"
+            f"<td class=\"num{' busy' if busy else ''}\">{busy} of {rows}</td>"
+            f"<td>{image}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def report_page(items):
     """The index: items are (exp, pdata, verdict, png_bytes, page_name) in id order."""
     body = ["<h1>fabflow experiments</h1>"]
     if items:
-        first = items[0][0]
-        body.append(f"<p>{len(items)} experiment(s); provider "
-                    f"{esc(first.header.get('provider', ''))} on "
-                    f"{esc(F.machine_name(first.environment))}"
-                    f"{' (quick runs)' if first.header.get('quick') else ''}.</p>")
-    summary = ["<table>", "<tr><th>id</th><th>title</th><th>fidelity</th><th>verdict</th></tr>"]
-    for exp, _, verdict, _, _ in items:
-        cls = _VERDICT_CLASS.get(verdict.verdict, "unmeasurable")
-        summary.append(f"<tr><td><a href=\"#{esc(exp.id)}\">{esc(exp.id)}</a></td>"
-                       f"<td>{esc(exp.entry.get('title', ''))}</td>"
-                       f"<td>{esc(C.fidelity(exp.entry))}</td>"
-                       f"<td><span class=\"verdict {cls}\">{esc(verdict.verdict)}</span></td></tr>")
-    summary.append("</table>")
+        providers = sorted({str(exp.header.get("provider", "")) for exp, *_ in items})
+        machines = sorted({F.machine_name(exp.environment) for exp, *_ in items})
+        quick = sum(1 for exp, *_ in items if exp.header.get("quick"))
+        counts = {}
+        for _, _, verdict, _, _ in items:
+            counts[verdict.verdict] = counts.get(verdict.verdict, 0) + 1
+        body.append(f"<p>{len(items)} experiment(s); provider {esc(', '.join(providers))} on "
+                    f"{esc(', '.join(machines))}"
+                    f"{f'; {quick} quick run(s)' if quick else ''}. Verdicts: "
+                    + esc(", ".join(f"{n} {v}" for v, n in sorted(counts.items()))) + ".</p>")
+        entries, rows_busy, rows_all = busy_summary(items)
+        if entries or rows_busy:
+            listed = ", ".join(entries[:8]) + (f" and {len(entries) - 8} more" if len(entries) > 8 else "")
+            body.append(f"<p class=\"busy\">Busy machine: {len(entries)} of {len(items)} entries "
+                        f"started or ended with the load average above the cores"
+                        f"{': ' + esc(listed) if entries else ''}; {rows_busy} of {rows_all} bench "
+                        f"rows carry the busy warning. Their numbers may be far off.</p>")
+    thumbs = [thumbnail(png) for _, _, _, png, _ in items]
+    body.append("<h2>Summary</h2>\n" + _index_table(items, thumbs))
     if items:
-        body.append(environment_html(items[0][0].environment,
-                                     f"Environment (from {items[0][0].id})"))
-    body.append("<h2>Summary</h2>\n" + "\n".join(summary))
+        env = gathered_environment(items)
+        rows = ["<table>", "<tr><th>key</th><th>value</th></tr>"]
+        for key, text, differs in env:
+            cls = " class=\"differs\"" if differs else ""
+            mark = " (differs)" if differs else ""
+            rows.append(f"<tr{cls}><td>{esc(key)}{mark}</td><td>{esc(text)}</td></tr>")
+        rows.append("</table>")
+        differing = sum(1 for _, _, d in env if d)
+        body.append(f"<h2>Environment (gathered from all {len(items)} entries)</h2>\n"
+                    + (f"<p>{differing} key(s) differ between entries (marked).</p>\n" if differing else "")
+                    + "\n".join(rows))
     for exp, pdata, verdict, png_bytes, page_name in items:
         title = exp.entry.get("title") or ""
         section = [f"<section class=\"experiment\" id=\"{esc(exp.id)}\">",

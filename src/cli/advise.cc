@@ -583,7 +583,80 @@ int run_advise(AdviseFlags f) {
   return 0;
 }
 
+// Why a profile cannot answer for this machine and workload ("" when it can).
+std::string profile_mismatch(const ojson& a, const std::string& family, const std::string& provider,
+                             const std::string& size, const std::string& objective) {
+  if (a.value("family", std::string()) != family) return "it is for another family";
+  if (a.value("fabflow_version", std::string()) != FABFLOW_VERSION)
+    return "it was measured by fabflow " + a.value("fabflow_version", std::string("?"));
+  const RunEnvironment& here = machine_environment();
+  const ojson& fp = a.contains("fingerprint") ? a["fingerprint"] : ojson::object();
+  if (fp.value("cpu_model", std::string()) != here.cpu_model ||
+      fp.value("cores", 0u) != here.cores || fp.value("kernel", std::string()) != here.kernel)
+    return "it was measured on another machine (" + fp.value("cpu_model", std::string("?")) + ", " +
+           std::to_string(fp.value("cores", 0u)) + " cores, kernel " +
+           fp.value("kernel", std::string("?")) + ")";
+  const auto providers = a.value("providers", std::vector<std::string>());
+  if (std::find(providers.begin(), providers.end(), provider) == providers.end())
+    return "it did not measure " + provider;
+  const ojson& w = a.contains("workload") ? a["workload"] : ojson::object();
+  if (w.value("size", std::string()) != size)
+    return "it measured size '" + w.value("size", std::string()) + "', not '" + size + "'";
+  if (w.contains("args") && w["args"].is_array() && !w["args"].empty())
+    return "its workload had more bench flags (" +
+           joined(w["args"].get<std::vector<std::string>>(), ' ') + ")";
+  const auto wanted = split(objective, ',');
+  if (std::find(wanted.begin(), wanted.end(), a.value("objective", std::string())) == wanted.end())
+    return "it ranks by " + a.value("objective", std::string()) + ", not " + objective;
+  return "";
+}
+
 }  // namespace
+
+AutoChoice choose_design(const std::string& family, const std::string& provider,
+                         const std::string& size, const std::string& objective,
+                         const std::string& fallback, const std::string& fallback_rule) {
+  const fs::path path = default_profile(family);
+  std::string why_not;
+  std::ifstream in(path);
+  if (!in) {
+    why_not = "no profile at " + path.string() + " (fabflow advise " + family + " writes one)";
+  } else {
+    const ojson a = ojson::parse(in, nullptr, false);
+    if (a.is_discarded() || !a.is_object() || a.value("type", std::string()) != "advice" ||
+        !a.contains("ranked") || !a["ranked"].is_array()) {
+      why_not = "the profile " + path.string() + " is not an advise profile: ignored";
+    } else {
+      why_not = profile_mismatch(a, family, provider, size, objective);
+      if (why_not.empty()) {
+        const ojson* best = nullptr;
+        const ojson* next = nullptr;
+        for (const auto& r : a["ranked"]) {
+          if (!r.is_object() || r.value("provider", std::string()) != provider ||
+              !r.contains("design") || !r["design"].is_string() || !r.contains("median") ||
+              !r["median"].is_number())
+            continue;
+          (best ? next : best) = &r;
+          if (next) break;
+        }
+        if (!best) {
+          why_not = "the profile ranks no design on " + provider;
+        } else {
+          const std::string unit = a.value("unit", std::string());
+          std::string why = "profile " + path.string() + " (" +
+                            a.value("created", std::string("?")) + "): median " +
+                            value_text((*best)["median"].get<double>(), unit);
+          if (next)
+            why += ", next " + (*next)["design"].get<std::string>() + " " +
+                   value_text((*next)["median"].get<double>(), unit) +
+                   ((*next).value("status", std::string()) == "tied" ? " (tied)" : "");
+          return {(*best)["design"].get<std::string>(), why};
+        }
+      }
+    }
+  }
+  return {fallback, "the rule: " + fallback_rule + "; no profile used: " + why_not};
+}
 
 void add_advise(CLI::App& app, Runner& run) {
   auto* a = app.add_subcommand(

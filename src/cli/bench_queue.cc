@@ -65,6 +65,34 @@ std::vector<QueueDesign> parse_designs(const std::string& text, const std::strin
   return out;
 }
 
+// --design auto: the advise profile's best design for this provider and size (or the default
+// rule), named in place of "auto". The launching process says what it chose for each provider;
+// the ranks, started per provider on this host, read the same profile and choose the same.
+std::string resolve_auto(const QueueFlags& f) {
+  auto names = split(f.designs, ',');
+  if (std::find(names.begin(), names.end(), "auto") == names.end()) return f.designs;
+  const std::string size = f.sizes.empty() ? "64" : f.sizes;
+  if (size.find_first_of(",:") != std::string::npos)
+    throw UsageError("--design auto chooses for one item size: give one -S");
+  const bool launched = !f.launched_provider.empty();
+  const auto providers = split(launched ? f.launched_provider : f.providers, ',');
+  if (providers.empty()) throw UsageError("no provider given");
+  std::string chosen;
+  for (const auto& provider : providers) {
+    const AutoChoice c = choose_design(
+        "queue", provider, size, f.pingpong ? "p50,p99" : "throughput", "push1-watermark-pull",
+        "push1-watermark-pull, the thesis' Design #1 (docs/advise.md)");
+    if (!launched)
+      std::cerr << "fabflow: auto on " << provider << ": " << c.design << " (" << c.why << ")\n";
+    if (chosen.empty()) chosen = c.design;
+  }
+  for (auto& n : names)
+    if (n == "auto") n = chosen;
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
 struct QueueValidated {
   QueueParams params;
   std::vector<std::string> providers;
@@ -75,7 +103,7 @@ QueueValidated validate(const QueueFlags& f) {
   QueueParams& p = v.params;
   if (!is_preset(f.preset))
     throw UsageError("unknown preset '" + f.preset + "' (use " + name_list<QueuePreset>() + ")");
-  p.designs = parse_designs(f.designs, f.preset);
+  p.designs = parse_designs(resolve_auto(f), f.preset);
   p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();  // checked by the parser
   p.progress = parse_name<ProgressMode>(f.progress).value();
   p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
@@ -144,9 +172,11 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
   auto f = std::make_shared<QueueFlags>();
   add_common_flags(*app, *f, "item size(s): 64 | 64,4K | 4:64K; default 64",
                    "progress thread of the raw write reference: auto, on, off");
-  app->add_option("--design", f->designs,
-                  "design point(s), comma-separated: push1-watermark-pull, ..., socket, all, "
-                  "or basic|batching|datamover (push1-watermark-pull with that preset)");
+  app->add_option(
+      "--design", f->designs,
+      "design point(s), comma-separated: push1-watermark-pull, ..., socket, all, auto (the "
+      "advise profile's best here, docs/advise.md), "
+      "or basic|batching|datamover (push1-watermark-pull with that preset)");
   add_choice<QueuePreset>(*app, "--preset", f->preset, "preset for named design points");
   add_number<std::uint64_t>(*app, "--items", f->items, 2, kMaxCount,
                             "items per design and size (throughput)");

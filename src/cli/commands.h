@@ -118,6 +118,17 @@ Runner add_bench_beff(CLI::App& bench, const Invocation& self);
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);
 // `fabflow advise FAMILY`: the design that wins a workload here, measured within a budget.
 void add_advise(CLI::App& app, Runner& run);
+
+// `--design auto`: the best design on `provider` from the family's advise profile when it was
+// measured on this machine, by this version, for this size and one of the objectives
+// (comma-separated) and no other bench flags; else `fallback`. `why` says which, and from what.
+struct AutoChoice {
+  std::string design;
+  std::string why;
+};
+AutoChoice choose_design(const std::string& family, const std::string& provider,
+                         const std::string& size, const std::string& objective,
+                         const std::string& fallback, const std::string& fallback_rule);
 void add_report(CLI::App& app, Runner& run);
 void add_plot(CLI::App& app, Runner& run);
 // `model pcie` (the PCIe cost model); its callback sets `run`.

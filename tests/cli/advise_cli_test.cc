@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/launcher_test_util.h"
@@ -63,6 +64,56 @@ TEST(AdviseCli, ShortSearchOnLocalAnswersAndKeepsAProfile) {
   EXPECT_TRUE(shown.err.empty()) << shown.err;
 }
 
+// `bench queue --design auto` takes the profile's best design when the profile fits this machine
+// and workload, and the default rule otherwise, saying which and why.
+TEST(AdviseCli, DesignAutoUsesAFittingProfileOnly) {
+  TempDir dir;
+  const std::map<std::string, std::string> env = {{"XDG_CACHE_HOME", dir.path()}};
+  CliResult none = run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "auto", "-S",
+                            "64", "--items", "2000", "--json"},
+                           60s, env);
+  ASSERT_EQ(none.status, 0) << none.err;
+  EXPECT_NE(none.err.find("fabflow: auto on local: push1-watermark-pull (the rule: "),
+            std::string::npos)
+      << none.err;
+  EXPECT_NE(none.err.find("no profile at " + dir.path()), std::string::npos) << none.err;
+
+  CliResult a = run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--candidates",
+                         "socket,push1-pull-pull", "--budget", "10s", "--json"},
+                        120s, env);
+  ASSERT_EQ(a.status, 0) << a.err;
+  const std::string winner = nlohmann::json::parse(a.out)["winner"];
+  ASSERT_TRUE(std::filesystem::exists(dir.file("fabflow/advise-queue.json")));
+  CliResult chosen = run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "auto", "-S",
+                              "64", "--items", "2000", "--json"},
+                             60s, env);
+  ASSERT_EQ(chosen.status, 0) << chosen.err;
+  EXPECT_NE(chosen.err.find("fabflow: auto on local: " + winner.substr(6) + " (profile "),
+            std::string::npos)
+      << winner << "\n"
+      << chosen.err;
+  const auto row = nlohmann::json::parse(lines(chosen.out).at(0));
+  EXPECT_EQ(row["design"].get<std::string>() == "socket"
+                ? "local:socket"
+                : "local:" + row["design"].get<std::string>(),
+            winner);
+
+  // Another size: the profile does not answer for it.
+  CliResult other = run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "auto", "-S",
+                             "4K", "--items", "500", "--json"},
+                            60s, env);
+  ASSERT_EQ(other.status, 0) << other.err;
+  EXPECT_NE(other.err.find("it measured size '64', not '4K'"), std::string::npos) << other.err;
+  // A damaged profile is ignored, never trusted.
+  std::ofstream(dir.file("fabflow/advise-queue.json")) << "{\"type\": \"advice\", \"ranked\": 3}";
+  CliResult bad = run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "auto", "-S",
+                           "64", "--items", "500", "--json"},
+                          60s, env);
+  ASSERT_EQ(bad.status, 0) << bad.err;
+  EXPECT_NE(bad.err.find("is not an advise profile: ignored"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("auto on local: push1-watermark-pull"), std::string::npos) << bad.err;
+}
+
 TEST(AdviseCli, BadInputIsOneLine) {
   TempDir dir;
   expect_one_error_line(run_cli({"fabflow", "advise", "tree"}, 20s), "unknown family 'tree'");
@@ -90,6 +141,9 @@ TEST(AdviseCli, BadInputIsOneLine) {
                                  "socket", "--no-profile", "--", "--api", "bogus"},
                                 60s),
                         "the bench refused the workload on local");
+  expect_one_error_line(
+      run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "auto", "-S", "64,4K"}, 20s),
+      "--design auto chooses for one item size");
   std::ofstream(dir.file("not.json")) << "{\"type\": \"something\"}";
   expect_one_error_line(run_cli({"fabflow", "advise", "--show", dir.file("not.json")}, 20s),
                         "is not an advise profile");
