@@ -170,13 +170,15 @@ void BootstrapConfig::fill_from_env() {
   }
   if (size == -1)
     throw UsageError(
-        "bootstrap: size unknown (set FABFLOW_SIZE or --size, or start under a launcher)");
+        "bootstrap: size unknown (set FABFLOW_SIZE, or start under fabflow's launcher, mpirun or "
+        "srun)");
   if (size < 1)
     throw UsageError("bootstrap: size " + std::to_string(size) + from(size_src) +
                      " must be at least 1");
   if (rank == -1)
     throw UsageError(
-        "bootstrap: rank unknown (set FABFLOW_RANK or --rank, or start under a launcher)");
+        "bootstrap: rank unknown (set FABFLOW_RANK, or start under fabflow's launcher, mpirun or "
+        "srun)");
   if (rank < 0 || rank >= size) {
     throw UsageError("bootstrap: rank " + std::to_string(rank) + from(rank_src) +
                      " is out of range for size " + std::to_string(size));
@@ -222,8 +224,7 @@ void BootstrapConfig::fill_from_env() {
     } else if (ext != nullptr && std::string(ext->name) == "slurm") {
       hint = ", or start with srun --mpi=pmix)";
     }
-    throw UsageError(
-        "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator" + hint);
+    throw UsageError("bootstrap: no coordinator address (set FABFLOW_COORD=host:port" + hint);
   }
 
   // Never from the command line, where `ps` shows it to every user of the host.

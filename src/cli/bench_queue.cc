@@ -62,6 +62,13 @@ std::vector<QueueDesign> parse_designs(const std::string& text, const std::strin
     }
   }
   if (out.empty()) throw UsageError("no design given");
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (out[i].design == out[j].design && out[i].preset == out[j].preset)
+        throw UsageError(
+            "--design names " + out[i].design +
+            (out[i].preset.empty() || out[i].preset == "basic" ? "" : " (" + out[i].preset + ")") +
+            " twice");
   return out;
 }
 

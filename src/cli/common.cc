@@ -19,9 +19,23 @@ namespace fabflow::cli {
 void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_help,
                       const std::string& progress_help) {
   app.add_option("-p,--provider", f.providers,
-                 "provider(s), comma-separated (local, tcp, shm, verbs, ...; auto)");
+                 "provider(s), comma-separated (local, tcp, shm, verbs, ...; auto)")
+      ->check([](const std::string& v) -> std::string {
+        const auto names = split(v, ',');
+        if (v.empty() || names.empty()) return "-p needs a provider";
+        if (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)
+          return "-p '" + v + "' has an empty provider name";
+        for (std::size_t i = 0; i < names.size(); ++i) {
+          if (names[i].empty()) return "-p '" + v + "' has an empty provider name";
+          for (std::size_t j = 0; j < i; ++j)
+            if (names[i] == names[j]) return "-p names '" + names[i] + "' twice";
+        }
+        return "";
+      });
   add_choice<EndpointType>(app, "-e,--endpoint", f.endpoint, "endpoint type");
-  app.add_option("-S,--size", f.sizes, size_help);
+  app.add_option("-S,--size", f.sizes, size_help)->check([](const std::string& v) -> std::string {
+    return v.empty() ? "-S needs a size (e.g. 64, 64,4K or 4:64K)" : "";
+  });
   add_choice<ProgressMode>(app, "--progress", f.progress, progress_help);
   app.add_flag("--json", f.json, "one JSON object per result line");
   app.add_flag("--no-pin", f.no_pin, "do not pin ranks to CPUs");

@@ -274,6 +274,14 @@ TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
       {"--design", "socket", "--burst", "8", "--pingpong"},
       {"--design", "socket", "--burst", "8", "--latency"},
       {"--design", "socket", "-p", "nosuchprovider"},
+      // Found by trying it as a new user (issue 44): none of these may run quietly.
+      {"--design", "socket", "-S", ""},
+      {"--design", "socket", "-p", "local,local"},
+      {"--design", "socket", "-p", "local,,shm"},
+      {"--design", "socket", "-p", ""},
+      {"--design", "socket,socket"},
+      {"--design", "basic,push1-watermark-pull"},
+      {"--design", "auto", "-S", "64,4K"},
   };
   for (const auto& extra : cases) {
     std::vector<std::string> args = {"fabflow", "bench", "queue"};
@@ -286,6 +294,9 @@ TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
     EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
     EXPECT_LT(r.seconds, 10.0);
   }
+  // The unknown-provider line lists fabflow's own transport with libfabric's.
+  CliResult r = run_cli({"fabflow", "bench", "queue", "-p", "nosuchprovider"}, 10s);
+  EXPECT_NE(r.err.find("(available: local, "), std::string::npos) << r.err;
 }
 
 }  // namespace

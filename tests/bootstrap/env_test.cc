@@ -135,8 +135,7 @@ TEST(BootstrapEnv, CoordinatorFdOnlyForRankZero) {
   EXPECT_EQ(c.coordinator, "");  // rank 0 with a listening socket needs no address
   BootstrapConfig other;
   other.rank = 1;
-  EXPECT_EQ(fill_error(other),
-            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator)");
+  EXPECT_EQ(fill_error(other), "bootstrap: no coordinator address (set FABFLOW_COORD=host:port)");
 }
 
 TEST(BootstrapEnv, Slurm) {
@@ -205,7 +204,7 @@ TEST(BootstrapEnv, PmixWithoutCoordinatorLeavesAddressAndSecretToTheStore) {
   ScopedEnv env({{"PMIX_RANK", "1"}, {"PMIX_NAMESPACE", "ns-7"}, {"PMIX_SIZE", "2"}});
   if (!bootstrap_detail::pmix_built()) {
     EXPECT_EQ(fill_error(),
-              "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator; "
+              "bootstrap: no coordinator address (set FABFLOW_COORD=host:port; "
               "this fabflow was built without PMIx, which would take it from the launcher)");
     return;
   }
@@ -223,7 +222,7 @@ TEST(BootstrapEnv, Pmi2WithoutCoordinatorLeavesAddressAndSecretToTheStore) {
   EXPECT_EQ(bootstrap_detail::job_store_offered(), "pmi2");
   if (!bootstrap_detail::pmi2_built()) {
     EXPECT_EQ(fill_error(),
-              "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator; "
+              "bootstrap: no coordinator address (set FABFLOW_COORD=host:port; "
               "this fabflow was built without PMI2, which would take it from the launcher)");
     return;
   }
@@ -249,7 +248,7 @@ TEST(BootstrapEnv, ProcessMappingNodeCount) {
 TEST(BootstrapEnv, SlurmWithoutPmixPointsAtIt) {
   ScopedEnv env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}});
   EXPECT_EQ(fill_error(),
-            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator, or "
+            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port, or "
             "start with srun --mpi=pmix)");
 }
 
@@ -257,11 +256,13 @@ TEST(BootstrapEnv, NoLauncher) {
   ScopedEnv env;
   EXPECT_EQ(BootstrapConfig::detect_launcher(), "");
   EXPECT_EQ(fill_error(),
-            "bootstrap: size unknown (set FABFLOW_SIZE or --size, or start under a launcher)");
+            "bootstrap: size unknown (set FABFLOW_SIZE, or start under fabflow's launcher, mpirun "
+            "or srun)");
   BootstrapConfig c;
   c.size = 2;
   EXPECT_EQ(fill_error(c),
-            "bootstrap: rank unknown (set FABFLOW_RANK or --rank, or start under a launcher)");
+            "bootstrap: rank unknown (set FABFLOW_RANK, or start under fabflow's launcher, mpirun "
+            "or srun)");
 }
 
 TEST(BootstrapEnv, SingleProcessNeedsNothingElse) {
@@ -305,8 +306,7 @@ TEST(BootstrapEnv, RangeChecks) {
 
 TEST(BootstrapEnv, CoordinatorAddress) {
   ScopedEnv env({{"FABFLOW_RANK", "1"}, {"FABFLOW_SIZE", "2"}, {"FABFLOW_SECRET", "s"}});
-  EXPECT_EQ(fill_error(),
-            "bootstrap: no coordinator address (set FABFLOW_COORD=host:port or --coordinator)");
+  EXPECT_EQ(fill_error(), "bootstrap: no coordinator address (set FABFLOW_COORD=host:port)");
   const std::map<std::string, std::string> bad = {
       {"node1", "is not host:port"},
       {":4000", "is not host:port"},

@@ -154,8 +154,8 @@ Selection select(const TransportOptions& o) {
     if (o.provider != "auto") probe->fabric_attr->prov_name = strdup(o.provider.c_str());
     InfoPtr any = getinfo(nullptr, 0, probe.get());
     if (!any)
-      throw UsageError("unknown provider '" + o.provider +
-                       "' (available: " + available_providers() + ")");
+      throw UsageError("unknown provider '" + o.provider + "' (available: local, " +
+                       available_providers() + ")");
     if (!o.ops.empty()) {
       // The endpoint exists without the operations' capabilities: name the missing one.
       TransportOptions bare = o;
