@@ -11,7 +11,7 @@ holds for every repeat's extreme (the ranges of the repeats do not overlap
 across the line the claim draws); it does not hold when the medians contradict
 the claim; in between it is "inconclusive here", with the ranges in the detail.
 With one repeat per point the range is the point itself.  Check kinds: at_most, at_least, greater, less,
-trend, similar, crossover, earlier, and all (several checks that must all hold); see the
+trend, similar, differ, crossover, earlier, and all (several checks that must all hold); see the
 contract in docs.  A substitute entry's verdict reads "substitute holds here" or
 "substitute does not hold here".
 """
@@ -302,6 +302,25 @@ def _similar(check, y_field, ctx):
     tolerance = D.to_number(check.get("tolerance"))
     if tolerance is None or not 0 < tolerance < 1:
         return _unmeasurable("the similar check needs a 'tolerance' between 0 and 1")
+    return _spread_check(check, y_field, ctx, lambda lo, hi: lo >= (1 - tolerance) * hi,
+                         f"within {tolerance:.0%} of")
+
+
+def _differ(check, y_field, ctx):
+    """At the x values named by `at`, the points matching where differ: max >= factor x min.
+
+    For the papers' "depends on" findings; it holds only when even the repeats' closest
+    extremes (max of the lows against min of the highs) are that far apart.
+    """
+    factor = D.to_number(check.get("factor"))
+    if factor is None or not factor > 1:
+        return _unmeasurable("the differ check needs a 'factor' above 1")
+    return _spread_check(check, y_field, ctx, lambda lo, hi: hi >= factor * lo,
+                         f"at least {D.format_number(factor)}x apart from", apart=True)
+
+
+def _spread_check(check, y_field, ctx, holds, relation, apart=False):
+    """similar and differ: per x, the smallest and largest point matching where, and holds(lo, hi)."""
     at = check.get("at", "every_x")
     if at not in _AT:
         return _unmeasurable(f"unknown 'at' value '{at}' (expected one of {', '.join(_AT)})")
@@ -322,17 +341,19 @@ def _similar(check, y_field, ctx):
         xs = xs[-1:]
     elif at == "smallest_x":
         xs = xs[:1]
-    keep = 1 - tolerance
     results, texts = [], []
     for x in xs:
         group = by_x[x]
         low = min(group, key=lambda p: p.median)
         high = max(group, key=lambda p: p.median)
-        ok = low.median >= keep * high.median
-        clear = min(p.low for p in group) >= keep * max(p.high for p in group)
+        ok = holds(low.median, high.median)
+        if apart:  # the repeats' closest pair: the largest low against the smallest high
+            clear = holds(min(p.high for p in group), max(p.low for p in group))
+        else:      # the repeats' farthest pair
+            clear = holds(min(p.low for p in group), max(p.high for p in group))
         spread = 1 - low.median / high.median if high.median else 0.0
         text = (f"at x={ctx.x_text(x)}: {D.format_number(low.median)} ({_series_text(ctx, low.series)}) "
-                f"{'is' if ok else 'is not'} within {tolerance:.0%} of {D.format_number(high.median)} "
+                f"{'is' if ok else 'is not'} {relation} {D.format_number(high.median)} "
                 f"({_series_text(ctx, high.series)}), {spread:.1%} apart")
         if ok and not clear:
             text += ", but the repeats are not"
@@ -550,6 +571,7 @@ _CHECKS = {
     "less": _less,
     "trend": _trend,
     "similar": _similar,
+    "differ": _differ,
     "crossover": _crossover,
     "earlier": _earlier,
 }

@@ -493,12 +493,19 @@ def _series_fields(value, where):
     raise FabflowError(f"{where} must be a field name or a list of field names")
 
 
+PLOT_KEYS = {"kind", "x", "y", "series", "xlabel", "ylabel", "logx", "logy", "y_scale", "y_divide_by",
+             "y_extra", "y_name", "labels", "names", "style", "panels", "layout"}
+
+
 def plot_options(plot):
     """The plot options beyond x and y, checked: (series, labels, names, y_extra items).
 
     labels: {field: {value text: word}}; names: {field: name}; y_extra: a list of
     {"field", "label", optional "series", "where", "y_scale"}. A malformed option is a
     FabflowError naming it (a misspelt catalogue entry must not draw a wrong figure)."""
+    unknown = sorted(set(plot) - PLOT_KEYS)
+    if unknown:
+        raise FabflowError(f"plot: unknown option '{unknown[0]}' (options: {', '.join(sorted(PLOT_KEYS))})")
     series = _series_fields(plot.get("series"), "plot.series")
     labels = plot.get("labels") or {}
     if not isinstance(labels, dict) or not all(

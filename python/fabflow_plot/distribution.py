@@ -221,8 +221,7 @@ def render(path, base, field="latency_ns", title=None):
     left.set_ylabel("fraction of samples at or below")
     left.set_ylim(0, 1.02)
     right.set_yscale("log")
-    right.yaxis.set_major_formatter(F._ReadableLog())
-    right.yaxis.set_minor_formatter(F._ReadableLog())
+    F.readable_log_axis(right.yaxis)
     right.set_ylabel("fraction of samples above (tail)")
     fig.suptitle(f"{heading}\nCDF from the log-bucketed histograms (bucket resolution)",
                  fontsize=9)
@@ -244,8 +243,7 @@ def render(path, base, field="latency_ns", title=None):
 def _log_x(ax):
     """A log latency axis labelled 0.1, 1, 10 us (2 and 5 between over few decades)."""
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(F._ReadableLog())
-    ax.xaxis.set_minor_formatter(F._ReadableLog())
+    F.readable_log_axis(ax.xaxis)
 
 
 def _finish(plt, fig, legend_axes, count, stem):

@@ -176,18 +176,20 @@ def build_curves(plot, pdata):
         look = ((key[index[style]],) if style else ()) + ((measure,) if measure_style else ())
         return colour, look, (key[index[panel]] if panel else None)
 
+    def text(colour):  # no colour fields (one series): the curve is named by its quantity
+        return pdata.series_text(colour, colour_fields) if colour_fields else pdata.y_name
+
     curves = []
     for key in pdata.series_order:
         colour, look, where = looks(key, pdata.y_name)
         curves.append(Curve([p for p in pdata.points if p.series == key], colour, look, where,
-                            label=pdata.series_text(colour, colour_fields)))
+                            label=text(colour)))
     for extra in pdata.extras:
         for key in extra.series_order:
             pts = [p for p in extra.points if p.series == key]
             if extra.per_series:
                 colour, look, where = looks(key, extra.label)
-                curves.append(Curve(pts, colour, look, where,
-                                    label=pdata.series_text(colour, colour_fields)))
+                curves.append(Curve(pts, colour, look, where, label=text(colour)))
             else:
                 text = pdata.series_text(key, extra.series_fields) if key else ""
                 label = f"{extra.label}, {text}" if text else extra.label
@@ -374,54 +376,93 @@ def _plain_y_ticks(ax):
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: D.format_tick(v)))
 
 
+_NARROW = 0.6  # a log axis spanning fewer decades gets evenly spaced ticks, every one labelled
+
+
 def _log_y(ax):
-    """A log y axis labelled 1, 10, 100, 1k (and 2, 5 between when it spans few decades)."""
+    """A log y axis labelled 1, 10, 100, 1k (and 2, 5 between when it spans few decades;
+    evenly spaced ticks, 800, 1k, 1.2k, when it spans less than _NARROW decades)."""
     ax.set_yscale("log", nonpositive="mask")
-    ax.yaxis.set_major_formatter(_ReadableLog())
-    ax.yaxis.set_minor_formatter(_ReadableLog())
+    readable_log_axis(ax.yaxis)
 
 
-def _readable_log_class():
+def readable_log_axis(axis):
+    """Locators and formatters of a readable log axis (also the CDFs' latency axes)."""
+    major, minor, formatter = _readable_log_classes()
+    axis.set_major_locator(major())
+    axis.set_minor_locator(minor())
+    axis.set_major_formatter(formatter())
+    axis.set_minor_formatter(formatter())
+
+
+def _decades(axis):
     import math
-    import matplotlib.ticker as ticker
-
-    class ReadableLog(ticker.Formatter):
-        """Decades always; 2 and 5 between them over less than 2.5 decades; every
-        multiple over less than 0.7 decades. Text as D.format_tick: 500, 2k, 1M."""
-
-        def __init__(self):
-            self.coefficients = {1}
-
-        def set_locs(self, locs):
-            super().set_locs(locs)
-            low, high = sorted(self.axis.get_view_interval())
-            if low <= 0 or high <= 0:
-                self.coefficients = {1}
-                return
-            decades = math.log10(high / low)
-            self.coefficients = ({1} if decades > 2.5 else {1, 2, 5} if decades > 0.7
-                                 else set(range(1, 10)))
-
-        def __call__(self, value, pos=None):
-            if value <= 0:
-                return ""
-            exponent = math.floor(math.log10(value) + 1e-9)
-            coefficient = round(value / 10 ** exponent)
-            if abs(value / 10 ** exponent - coefficient) > 1e-6 or coefficient not in self.coefficients:
-                return ""
-            return D.format_tick(coefficient * 10.0 ** exponent)
-
-    return ReadableLog
+    low, high = sorted(axis.get_view_interval())
+    return math.log10(high / low) if low > 0 and high > 0 else None
 
 
 _READABLE_LOG = None
 
 
-def _ReadableLog():
+def _readable_log_classes():
+    """(major locator, minor locator, formatter) classes, made once matplotlib is loaded."""
     global _READABLE_LOG
-    if _READABLE_LOG is None:
-        _READABLE_LOG = _readable_log_class()
-    return _READABLE_LOG()
+    if _READABLE_LOG is not None:
+        return _READABLE_LOG
+    import math
+    import matplotlib.ticker as ticker
+
+    def narrow(axis):
+        decades = _decades(axis)
+        return decades is not None and decades < _NARROW
+
+    class Major(ticker.Locator):
+        def __init__(self):
+            self.log = ticker.LogLocator(base=10)
+            self.even = ticker.MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10])
+
+        def set_axis(self, axis):
+            super().set_axis(axis)
+            self.log.set_axis(axis)
+            self.even.set_axis(axis)
+
+        def __call__(self):
+            low, high = self.axis.get_view_interval()
+            return self.tick_values(low, high)
+
+        def tick_values(self, vmin, vmax):
+            if narrow(self.axis):
+                return [v for v in self.even.tick_values(vmin, vmax) if v > 0]
+            return self.log.tick_values(vmin, vmax)
+
+    class Minor(Major):
+        def __init__(self):
+            super().__init__()
+            self.log = ticker.LogLocator(base=10, subs="auto")
+
+        def tick_values(self, vmin, vmax):
+            return [] if narrow(self.axis) else self.log.tick_values(vmin, vmax)
+
+    class Formatter(ticker.Formatter):
+        """Decades always; 2 and 5 between them over less than 2.5 decades; every
+        multiple over less than 0.7; every tick when narrow. Text as D.format_tick."""
+
+        def __call__(self, value, pos=None):
+            if value <= 0:
+                return ""
+            decades = _decades(self.axis) if self.axis is not None else None
+            if decades is not None and decades < _NARROW:
+                return D.format_tick(value)
+            wanted = ({1} if decades is None or decades > 2.5 else {1, 2, 5} if decades > 0.7
+                      else set(range(1, 10)))
+            exponent = math.floor(math.log10(value) + 1e-9)
+            coefficient = round(value / 10 ** exponent)
+            if abs(value / 10 ** exponent - coefficient) > 1e-6 or coefficient not in wanted:
+                return ""
+            return D.format_tick(coefficient * 10.0 ** exponent)
+
+    _READABLE_LOG = (Major, Minor, Formatter)
+    return _READABLE_LOG
 
 
 def _powers_of_two(values):

@@ -168,7 +168,7 @@ def data_html(exp, pdata):
         for points, fields, name in ([(pdata.points, pdata.series_fields, pdata.y_name)] +
                                      [(e.points, e.series_fields, e.label) for e in pdata.extras]):
             for p in points:
-                row = [pdata.series_text(p.series, fields), pdata.x_text(p.x),
+                row = [pdata.series_text(p.series, fields) if p.series else "-", pdata.x_text(p.x),
                        D.format_number(p.median), D.format_number(p.low),
                        D.format_number(p.high), p.n]
                 if pdata.extras:

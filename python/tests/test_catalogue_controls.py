@@ -12,6 +12,7 @@ The synthesis knows each check kind's contract (docs/experiments.md, "Claim chec
   half of it at every x (so every `at` and every x window agrees);
 - trend: every series moves well past the tolerance in the direction, or stays flat;
 - similar: two series level with each other, or apart by twice the tolerance;
+- differ: two series apart by twice the factor, or level;
 - crossover: the rising side meets the reference inside `within` (at its geometric middle), or
   never reaches it; earlier: the earlier side meets the reference first, or never;
 - all: each part is controlled on its own rows; the whole must fail when any part's
@@ -93,6 +94,9 @@ class Synth:
 
     def xs_of(self, where, grid):
         """The x values of a side: its where's own x (or list of them) when it names one, else the grid."""
+        fixed = self.entry.get("rows") or {}
+        if self.x_field in fixed and self.x_field not in (where or {}):
+            return [concrete(fixed[self.x_field])]  # the row filter fixes x (e.g. path=fabric)
         if self.x_field in (where or {}):
             wanted = where[self.x_field]
             return [concrete(w) for w in wanted] if isinstance(wanted, list) else [concrete(wanted)]
@@ -168,6 +172,16 @@ def synthesise(entry, check, agree, variant=0):
                 break
         s.add(check, one, "one", lambda i, n, x: BASE)
         s.add(check, two, "two", lambda i, n, x: BASE if agree else BASE * (1 - t) / 2)
+    elif kind == "differ":
+        f = float(check["factor"])
+        where = check.get("where") or {}
+        one, two = where, where
+        for name in s.series:
+            if isinstance(where.get(name), list) and len(where[name]) >= 2:
+                one, two = dict(where, **{name: where[name][0]}), dict(where, **{name: where[name][1]})
+                break
+        s.add(check, one, "one", lambda i, n, x: BASE)
+        s.add(check, two, "two", lambda i, n, x: BASE * 2 * f if agree else BASE)
     elif kind == "crossover":
         within = check.get("within")
         lo, hi = ((D.to_number(within[0], size=True), D.to_number(within[1], size=True))

@@ -414,6 +414,23 @@ class NoiseTest(unittest.TestCase):
         self.assertEqual(self.verdict(fields, one).verdict, C.UNMEASURABLE)
 
 
+class DifferTest(unittest.TestCase):
+    def verdict(self, fields, rows):
+        return C.evaluate({"claim": {"text": "t", "check": fields}}, rows, "x", ["design"])
+
+    def test_differ(self):
+        fields = {"kind": "differ", "y": "y", "factor": 1.5}
+        apart = repeated({"a": {1: [99, 100, 101]}, "b": {1: [190, 200, 210]}})
+        level = repeated({"a": {1: [99, 100, 101]}, "b": {1: [110, 120, 130]}})
+        edge = repeated({"a": {1: [80, 100, 140]}, "b": {1: [150, 160, 170]}})
+        self.assertEqual(self.verdict(fields, apart).verdict, C.HOLDS)
+        v = self.verdict(fields, level)
+        self.assertEqual(v.verdict, C.FAILS)
+        self.assertIn("is not at least 1.5x apart from", v.detail)
+        self.assertEqual(self.verdict(fields, edge).verdict, C.INCONCLUSIVE)
+        self.assertEqual(self.verdict(dict(fields, factor=0.5), apart).verdict, C.UNMEASURABLE)
+
+
 class FidelityTest(unittest.TestCase):
     FIELDS = {"kind": "greater", "y": "MBps", "better": {"design": "*-watermark-*"},
               "worse": {"design": "push1-push-pull"}}

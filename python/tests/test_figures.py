@@ -130,7 +130,8 @@ class LegendWordsTest(unittest.TestCase):
                             ({"y_extra": [{"field": "a", "colour": "red"}]}, "unknown key 'colour'"),
                             ({"style": "size_bytes"}, "plot.style"),
                             ({"panels": "design", "style": "design"}, "plot.style"),
-                            ({"layout": "tall"}, "plot.layout")):
+                            ({"layout": "tall"}, "plot.layout"),
+                            ({"y_extras": []}, "unknown option 'y_extras'")):
             with self.subTest(plot=plot):
                 with self.assertRaises(D.FabflowError) as caught:
                     D.prepare(experiment(entry(plot), pingpong_rows()))

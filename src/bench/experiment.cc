@@ -20,8 +20,8 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 constexpr const char* kPlotKinds[] = {"line", "bar", "table"};
-constexpr const char* kCheckKinds[] = {"at_most", "at_least",  "greater", "less", "trend",
-                                       "similar", "crossover", "earlier", "all"};
+constexpr const char* kCheckKinds[] = {"at_most", "at_least", "greater",   "less",    "trend",
+                                       "similar", "differ",   "crossover", "earlier", "all"};
 // Every field an entry may have; any other is a mistake (a misspelt field would else be
 // ignored, and the entry run as if it were not there).
 constexpr const char* kEntryFields[] = {"id",    "title", "caption", "fidelity", "bench", "args",
