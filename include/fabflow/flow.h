@@ -87,6 +87,13 @@ struct QueueOptions {
   double lazy_refresh = 0.5;     // refresh the peer's counter only when the cached
                                  // free space (or items) falls below this fraction
   std::size_t recv_pool = 0;     // push2: receives kept posted (0: capacity)
+  // At most one notification counter push in flight per end (thesis section 6.1, L591; 6.3,
+  // L683): the producer's tail writes (push transfer) and the consumer's head writes or sends
+  // (push / push2 space) are signalled, and one is posted only once the previous one has
+  // completed; meanwhile the counter moves on and the latest value goes out next. Off (the
+  // default): a notification is injected whenever one is due, untracked. The paper's space
+  // cadence (a push after every dequeue unless one is in flight) is this with lazy_refresh 0.
+  bool one_notification_in_flight = false;
   // Notifications (counter writes, reads and sends) on a second transport, so they never queue
   // behind data operations (thesis section 6.1). Needs the two-transport make_producer /
   // make_consumer; the data transport then carries only the data.

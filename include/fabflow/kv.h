@@ -9,6 +9,8 @@
 //   atomic  the seed's emulated DrTM-KV: a GET is one READ of the item (the client caches the
 //           index); a PUT takes the item's lock word with compare-and-swap, writes the item
 //           and releases the lock with a second compare-and-swap; inserting a new key is an RPC.
+//           PutEmulation::two_atomics makes a PUT the seed's own emulation, the lock and the
+//           unlock with no WRITE between them: a cost emulation that stores no value.
 // Every item carries a version word and a checksum over version, key and value: a one-sided
 // READ that overlaps a write is detected and retried, never accepted (retries are counted).
 // Design, table layout, lock leases and recovery: docs/kv.md.
@@ -50,6 +52,22 @@ constexpr std::optional<Design> parse_design(std::string_view s) noexcept {
 }
 inline constexpr Design kAllDesigns[] = {Design::herd, Design::read, Design::atomic};
 
+// What a PUT of an existing key does in the atomic design (docs/kv.md):
+//   lock_write_unlock  compare-and-swap the lock word, WRITE the item, compare-and-swap the new
+//                      version in (a working store; the default);
+//   two_atomics        the seed's emulation of DrTM-KV (section 4.3, "PUTs with 2 atomics"):
+//                      the same two compare-and-swaps, the second putting the old word back, and
+//                      no WRITE. The item keeps its value and version: a PUT stores nothing. It
+//                      reproduces the cost of a PUT (two dependent atomics on the item's lock
+//                      word, serialised by the NIC's locking), not its effect; nothing that reads
+//                      a PUT's value back can be checked against it.
+enum class PutEmulation : std::uint8_t { lock_write_unlock, two_atomics };
+inline constexpr NameTable<PutEmulation, 2> kPutEmulationNames{
+    {{{"lock-write-unlock", PutEmulation::lock_write_unlock},
+      {"two-atomics", PutEmulation::two_atomics}}}};
+constexpr const auto& name_table(PutEmulation) noexcept { return kPutEmulationNames; }
+constexpr std::string_view to_string(PutEmulation p) noexcept { return kPutEmulationNames.name(p); }
+
 inline constexpr std::size_t kMaxValueBytes = 4096;
 inline constexpr unsigned kMaxServers = 16;
 inline constexpr unsigned kMaxWorkers = 64;
@@ -69,6 +87,8 @@ struct Options {
   // atomic: a lock word unchanged for this long is presumed abandoned by a dead client and is
   // recovered by whoever waits on it (docs/kv.md).
   std::chrono::milliseconds lock_lease{250};
+  // atomic only (validate refuses it elsewhere): PutEmulation::two_atomics stores no value.
+  PutEmulation put_emulation = PutEmulation::lock_write_unlock;
   bool yield_when_idle = false;  // idle waits yield the CPU (more spinning threads than CPUs)
   // Called first on each worker thread with its index (pinning).
   std::function<void(unsigned worker)> worker_init;
@@ -116,6 +136,7 @@ struct ClientStats {
   std::uint64_t reads = 0;         // one-sided READs posted (GETs of read and atomic, recovery)
   std::uint64_t retries = 0;       // one-sided reads that saw a locked or torn item and retried
   std::uint64_t atomics = 0;       // compare-and-swaps posted
+  std::uint64_t writes = 0;        // one-sided WRITEs posted (atomic: item bodies)
   std::uint64_t lock_waits = 0;    // compare-and-swaps that found the item locked
   std::uint64_t recovered = 0;     // abandoned locks this client recovered
   std::uint64_t rpcs = 0;          // requests sent to a server

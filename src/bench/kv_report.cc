@@ -48,7 +48,10 @@ void print_kv_header(std::ostream& out, const KvResult& r) {
            std::to_string(p.keys) + " keys each; clients " + std::to_string(r.clients) + " x " +
            std::to_string(p.outstanding) + " in flight" +
            (p.rate > 0 ? report::fmt(", open loop at %.0f ops/s each", p.rate) : "") +
-           "; herd batch " + std::to_string(p.batch),
+           "; herd batch " + std::to_string(p.batch) + "; atomic PUTs " +
+           (p.put_emulation == kv::PutEmulation::two_atomics
+                ? "two-atomics (CAS lock, CAS unlock, no WRITE: no value stored)"
+                : "lock-write-unlock (CAS, WRITE, CAS)"),
        std::string(mix),
        "operations " + std::to_string(p.requests) + " per client, warm-up " +
            std::to_string(p.warmup),
@@ -95,6 +98,9 @@ void print_kv_json(std::ostream& out, const KvResult& r, const KvRow& row) {
   j["put_fraction"] = p.put_fraction;
   j["zipf"] = p.zipf;
   j["rate"] = p.rate;
+  j["put_emulation"] = row.design == kv::Design::atomic
+                           ? nlohmann::json(std::string(kv::to_string(p.put_emulation)))
+                           : nlohmann::json(nullptr);
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;
     out << j.dump() << "\n" << std::flush;
@@ -107,6 +113,8 @@ void print_kv_json(std::ostream& out, const KvResult& r, const KvRow& row) {
   j["put"] = {{"count", row.put.count}, {"latency_ns", report::latency_json(row.put.latency)}};
   j["cpu_ns_per_op"] = {{"client", row.client_cpu_ns_per_op}, {"server", row.server_cpu_ns_per_op}};
   j["reads_per_get"] = opt(row.reads_per_get);
+  j["atomics_per_put"] = opt(row.atomics_per_put);
+  j["writes_per_put"] = opt(row.writes_per_put);
   j["retries"] = row.retries;
   j["lock_waits"] = row.lock_waits;
   j["recovered"] = row.recovered;

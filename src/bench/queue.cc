@@ -66,6 +66,9 @@ QueueOptions queue_options(const QueueParams& params, const QueueDesign& d,
     o.active_consumer = params.active_consumer;
     o.separate_notify_endpoint = params.separate_notify;
     o.slot_format = params.slot_format;
+    o.lazy_refresh = params.lazy_refresh;
+    o.recv_pool = params.recv_pool;
+    o.one_notification_in_flight = params.one_notification_in_flight;
   }
   o.capacity = queue_capacity(params, item_bytes);
   o.item_bytes = item_bytes;

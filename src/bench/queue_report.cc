@@ -43,8 +43,14 @@ void print_queue_header(std::ostream& out, const QueueResult& r) {
                 ? " (compact where the transport places writes in order and the producer writes "
                   "the data, else framed)"
                 : ""),
-       std::string("notifications ") + (p.separate_notify ? "separate (a second endpoint per queue)"
-                                                          : "shared (the data endpoint)"),
+       std::string("notifications ") +
+           (p.separate_notify ? "separate (a second endpoint per queue)"
+                              : "shared (the data endpoint)") +
+           report::fmt("; lazy refresh %g, ", p.lazy_refresh) +
+           (p.recv_pool ? "push2 receive pool " + std::to_string(p.recv_pool)
+                        : std::string("push2 receive pool = capacity")) +
+           (p.one_notification_in_flight ? "; at most one notification push in flight per end"
+                                         : "; notification pushes untracked (injected when due)"),
        p.pingpong ? "ping-pong " + std::to_string(p.round_trips) + " round trips, warm-up " +
                         std::to_string(p.warmup) +
                         (p.reference ? " per round; " + std::to_string(p.reference_rounds) +
@@ -166,6 +172,11 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
       {"slot_format",
        row.slot_format.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.slot_format)},
   });
+  // The notification cadence in force (the socket baseline has none).
+  const bool socket = row.design.design == "socket";
+  j["lazy_refresh"] = socket ? nlohmann::json(nullptr) : nlohmann::json(r.params.lazy_refresh);
+  j["recv_pool"] = socket ? nlohmann::json(nullptr) : nlohmann::json(r.params.recv_pool);
+  j["one_notification_in_flight"] = !socket && r.params.one_notification_in_flight;
   if (!row.unsupported.empty()) {
     j["unsupported"] = row.unsupported;
     out << j.dump() << "\n" << std::flush;

@@ -41,6 +41,7 @@ struct KvFlags : CommonFlags {
   std::uint64_t warmup = 1000;
   std::uint64_t seed = 1;
   std::string reference = "none";
+  std::string put_emulation = "lock-write-unlock";
   std::string reference_result;  // internal: the launcher's memcached figures, as JSON
 };
 
@@ -68,6 +69,14 @@ KvValidated validate(const KvFlags& f) {
   p.requests = f.requests;
   p.warmup = f.warmup;
   p.seed = f.seed;
+  p.put_emulation = *parse_name<kv::PutEmulation>(f.put_emulation);
+  if (p.put_emulation == kv::PutEmulation::two_atomics)
+    for (kv::Design d : p.designs)
+      if (d != kv::Design::atomic)
+        throw UsageError(
+            "--put-emulation two-atomics is the atomic design's PUT (the seed's DrTM-KV "
+            "emulation): run it with --design atomic, not " +
+            std::string(kv::to_string(d)));
   p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
   v.clients = f.clients;
   kv::Options o;
@@ -200,6 +209,11 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
                             "operations per client not measured");
   add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),
                             "workload seed");
+  add_choice<kv::PutEmulation>(
+      *app, "--put-emulation", f->put_emulation,
+      "atomic design's PUT: lock-write-unlock (default: CAS lock, WRITE the item, CAS unlock) or "
+      "two-atomics (the seed's emulation: CAS lock, CAS unlock, no WRITE; stores no value, so "
+      "the history check is not run)");
   add_choice<KvReference>(*app, "--reference", f->reference,
                           "also measure memcached on loopback under the same workload");
   app->add_option("--reference-result", f->reference_result)->group("");  // internal

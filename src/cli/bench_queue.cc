@@ -37,6 +37,9 @@ struct QueueFlags : CommonFlags {
   bool active_consumer = false;
   std::string notify_endpoint = "shared";
   std::string slot_format = "auto";
+  double lazy_refresh = flow::QueueOptions{}.lazy_refresh;
+  std::uint64_t recv_pool = 0;
+  bool one_notification_in_flight = false;
 };
 
 bool is_preset(const std::string& s) { return parse_name<QueuePreset>(s).has_value(); }
@@ -148,6 +151,9 @@ QueueValidated validate(const QueueFlags& f) {
   p.active_consumer = f.active_consumer;
   p.separate_notify = parse_name<NotifyEndpoint>(f.notify_endpoint) == NotifyEndpoint::separate;
   p.slot_format = *parse_name<flow::SlotFormat>(f.slot_format);
+  p.lazy_refresh = f.lazy_refresh;
+  p.recv_pool = static_cast<std::size_t>(f.recv_pool);
+  p.one_notification_in_flight = f.one_notification_in_flight;
   p.reference = f.reference;
   p.reference_rounds = f.reference_rounds;
   v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
@@ -217,6 +223,18 @@ Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
       "auto (default): compact slots where the transport places writes in order and the "
       "producer writes the data (push1), else framed; framed: header and trailer; compact: "
       "one word after the payload (refused where not allowed)");
+  add_real(*app, "--lazy-refresh", f->lazy_refresh, 0, 1,
+           "QueueOptions::lazy_refresh: the consumer pushes its head (space push, push2) every "
+           "max(1, F x capacity) items, a space-pull producer reads it when its free space falls "
+           "below F x capacity (default 0.5; 0: after every item)");
+  add_number<std::uint64_t>(*app, "--recv-pool", f->recv_pool, 0, std::uint64_t{1} << 24,
+                            "QueueOptions::recv_pool: push2 data, receives the consumer keeps "
+                            "posted, which bounds its ring (0, the default: capacity)");
+  app->add_flag("--one-notification-in-flight", f->one_notification_in_flight,
+                "at most one notification push in flight per end (the thesis' cadence): tail "
+                "writes (transfer push) and head writes or sends (space push, push2) are tracked "
+                "to their completion, and the latest counter goes out when the previous one "
+                "completed");
   app->add_flag("--reference", f->reference,
                 "also measure, on the same CPUs: throughput (once per size): the provider's raw "
                 "streaming write bandwidth and a minimal SPSC shared-memory ring; ping-pong "

@@ -11,8 +11,9 @@
 namespace fabflow::flow::detail {
 
 // Whether the consumer tells the producer about freed slots once notify_every_ have gathered,
-// or now.
-enum class HeadNotice { when_due, now };
+// now, or now and for the last time (end of stream: with one_notification_in_flight it waits,
+// bounded, for the one in flight rather than leave the final head to a later call).
+enum class HeadNotice { when_due, now, last };
 
 // Consumer. The owner thread peeks at and releases the slot at head_. The pump makes slots
 // valid ahead of it at next_: it posts reads (pull data, pull transfer notifications), takes
@@ -43,6 +44,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (notify_every_ == 0) notify_every_ = 1;
     if (notify_every_ > L_.capacity) notify_every_ = L_.capacity;
     active_ = s_.options.active_consumer;
+    one_head_ = s_.options.one_notification_in_flight;
     in_place_ = L_.compact && !active_ && D == DataFlow::push1 && T == TransferNotify::watermark;
     if constexpr (D == DataFlow::pull && T == TransferNotify::watermark) {
       // Only where a batch can be worth a probe: the measurement runs the library's widest
@@ -64,6 +66,9 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       t_.progress();
       B::progress_notify();
     }
+    // A tracked head notification's completion would otherwise reach a later queue on this
+    // transport.
+    if (head_pending_ && !failed()) wait_head();
   }
 
   Status try_dequeue(std::span<std::byte> out, std::size_t* len) noexcept override {
@@ -206,7 +211,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       peeked_ = false;
       closed_ = true;
       consume_slot();
-      if (!active_) notify_head(HeadNotice::now);
+      if (!active_) notify_head(HeadNotice::last);
       return failed() ? Status::failed : Status::closed;
     }
     *item = std::span<const std::byte>(B::slot(head_) + L_.payload_at(cur_len_), cur_len_);
@@ -408,13 +413,19 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     } else {
       if (when == HeadNotice::when_due && seen_ - head_sent_ < notify_every_) return;
       if (seen_ == head_sent_) return;
+      // one_notification_in_flight: not while one is in flight (a later call sends the head
+      // as it is then); the last one waits for it.
+      if (head_pending_ && !reap_head()) return;
+      if (head_pending_ && (when != HeadNotice::last || !wait_head())) return;
       head_value_ = seen_;
+      const std::uint64_t ctx = one_head_ ? kCtxNotify : kCtxData;
+      const unsigned flags = one_head_ ? kInject | kSignal : kInject;
       Status st;
       if constexpr (S == SpaceNotify::push) {
-        st = n_.post_write(s_.peer, &head_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell),
-                           kCtxData, kInject);
+        st = n_.post_write(s_.peer, &head_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell), ctx,
+                           flags);
       } else {
-        st = n_.post_send(s_.peer, &head_value_, 8, nullptr, kCtxData, kInject);
+        st = n_.post_send(s_.peer, &head_value_, 8, nullptr, ctx, flags);
       }
       if (st == Status::again) {
         n_.progress();
@@ -425,8 +436,45 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
         return;
       }
       head_sent_ = seen_;
+      head_pending_ = one_head_;
       space_ops_.inc();
     }
+  }
+
+  // A send completion of this end (reads, tracked head notifications): whose it is.
+  [[gnu::always_inline]] void take_tx(const Completion& c) noexcept {
+    if (c.context == kCtxRead) read_done_ = true;
+    if (c.context == kCtxNotify) head_pending_ = false;
+  }
+
+  // Reaps the notify transport's send completions (the head notification's, and a tail read's
+  // that comes with it, kept for reap_read). False on a transport error.
+  bool reap_head() noexcept {
+    auto& c = B::polled_;
+    for (;;) {
+      int n = n_.poll_tx(c);
+      if (n < 0) return B::fail_notify();
+      for (int i = 0; i < n; ++i) take_tx(c[i]);
+      if (n < static_cast<int>(kPollBatch)) return true;
+    }
+  }
+
+  // Waits, driving progress, until the head notification in flight completed: false (the queue
+  // failed) on a transport error or after peer_timeout.
+  [[gnu::noinline]] bool wait_head() noexcept {
+    const auto since = SteadyClock::now();
+    while (head_pending_) {
+      if (!reap_head()) return false;
+      if (!head_pending_) break;
+      t_.progress();
+      B::progress_notify();
+      if (SteadyClock::now() - since > s_.options.peer_timeout) {
+        fail("flow: a space notification did not complete within " +
+             std::to_string(s_.options.peer_timeout.count()) + " ms");
+        return false;
+      }
+    }
+    return true;
   }
 
   // Makes the slot at next_ available locally and valid: Status::ok, empty or failed.
@@ -652,7 +700,6 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // empty while it is pending, failed after peer_timeout or on a transport error.
   Status reap_read() noexcept {
     auto& c = B::polled_;
-    bool done = false;
     const bool tail = pending_ == Read::tail;
     for (;;) {
       int n = (tail ? n_ : t_).poll_tx(c);
@@ -663,11 +710,11 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
           fail_transport();
         return Status::failed;
       }
-      for (int i = 0; i < n; ++i)
-        if (c[i].context == kCtxRead) done = true;
+      for (int i = 0; i < n; ++i) take_tx(c[i]);
       if (n < static_cast<int>(kPollBatch)) break;
     }
-    if (!done) {
+    // The read's completion, taken here or by reap_head before.
+    if (!read_done_) {
       if ((++read_polls_ & 63u) == 0 &&
           SteadyClock::now() - read_posted_ > s_.options.peer_timeout) {
         fail("flow: a read from the producer did not complete within " +
@@ -678,6 +725,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
     const Read what = pending_;
     pending_ = Read::none;
+    read_done_ = false;
     if (what == Read::tail && !take_tail(load_acquire(B::cell(kLandingCell))))
       return Status::failed;
     if (what == Read::probe) take_probe();
@@ -743,6 +791,9 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   std::uint32_t pump_flags_ = 0;
   bool close_seen_ = false;    // active: validation stops at the end-of-stream slot
   Read pending_ = Read::none;  // the one read in flight
+  bool read_done_ = false;     // ... and its completion was reaped
+  bool one_head_ = false;      // one_notification_in_flight
+  bool head_pending_ = false;  // ... and a head notification is in flight
   unsigned read_polls_ = 0;
   SteadyClock::time_point read_posted_{};
   unsigned valid_polls_ = 0;

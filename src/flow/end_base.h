@@ -74,6 +74,9 @@ std::unique_ptr<Consumer> make_consumer_impl(Transport& t, Transport& n, Bootstr
 
 inline constexpr std::uint64_t kCtxData = 1;
 inline constexpr std::uint64_t kCtxRead = 2;
+// A notification tracked to its completion (one_notification_in_flight): the producer's tail
+// write, the consumer's head write or send.
+inline constexpr std::uint64_t kCtxNotify = 3;
 inline constexpr std::uint64_t kCtxRecv = std::uint64_t{1} << 32;  // | slot or pool cell
 inline constexpr std::size_t kCounterPool = 64;
 inline constexpr std::size_t kPollBatch = 16;

@@ -39,6 +39,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     if (refresh_below_ == 0) refresh_below_ = 1;
     refresh_gap_ = std::max<std::uint64_t>(1, refresh_below_ / 4);
     active_ = s_.options.active_producer;
+    one_tail_ = s_.options.one_notification_in_flight;
     // Direct stores: where the transport maps its peers (local), a compact-slot producer that moves
     // each item itself (no data mover, no batching, no write with immediate data) builds items in
     // the consumer's ring, where its write would have copied them; the word's release store
@@ -70,9 +71,10 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   ~ProducerImpl() override {
     B::stop_helper();
     // A head read or batched write still in flight would land in (or read from) the region
-    // freed next: reap them first, bounded by peer_timeout.
+    // freed next: reap them first, bounded by peer_timeout (and a tracked tail write, whose
+    // completion a later queue on this transport would otherwise take for its own).
     BoundedWait wait(s_.options.peer_timeout, nullptr, {&t_}, 1);
-    while ((read_pending_ || inflight_ > 0) && !failed() &&
+    while ((read_pending_ || inflight_ > 0 || tail_pending_) && !failed() &&
            wait.spin() == BoundedWait::State::waiting) {
       B::progress_notify();
       reap_tx();
@@ -334,7 +336,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       *moved = pump(need);
       *outstanding = inflight_ > 0 || read_pending_ ||
                      staged_pub_.load(std::memory_order_acquire) != sent_ ||
-                     closing_pub_.load(std::memory_order_acquire);
+                     closing_pub_.load(std::memory_order_acquire) ||
+                     (T == TransferNotify::push && (tail_pending_ || notified_ != sent_));
     });
   }
 
@@ -494,13 +497,20 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     return static_cast<std::uint32_t>(m);
   }
 
+  // Pushes the tail (sent_) into the consumer's cell. one_notification_in_flight: only when no
+  // earlier push is in flight, as a signalled write (reap_tx takes its completion in); until
+  // then the tail is deferred, and the round after that completion pushes the latest one. The
+  // value is injected either way (copied at post time: tail_value_ may change at once).
   bool notify_tail() noexcept {
+    if (tail_pending_) return true;
     tail_value_ = sent_;
-    Status st = n_.post_write(s_.peer, &tail_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell),
-                              kCtxData, kInject);
+    Status st =
+        n_.post_write(s_.peer, &tail_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell),
+                      one_tail_ ? kCtxNotify : kCtxData, one_tail_ ? kInject | kSignal : kInject);
     if (st == Status::again) return true;
     if (st != Status::ok) return B::fail_notify();
     notified_ = sent_;
+    tail_pending_ = one_tail_;
     transfer_ops_.inc();
     return true;
   }
@@ -556,6 +566,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       if (n < 0) return &tr == &t_ ? fail_transport() : B::fail_notify();
       for (int i = 0; i < n; ++i) {
         if (c[i].context == kCtxData && inflight_ > 0) --inflight_;
+        if (c[i].context == kCtxNotify) tail_pending_ = false;
         if (c[i].context == kCtxRead && read_pending_) {
           read_pending_ = false;
           if (!take_head(load_acquire(B::cell(kLandingCell)))) return false;
@@ -612,6 +623,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::uint64_t ops_ = 0;
   std::uint64_t tail_value_ = 0;
   unsigned inflight_ = 0;      // batched writes awaiting their completion
+  bool one_tail_ = false;      // one_notification_in_flight
+  bool tail_pending_ = false;  // ... and a tail write is in flight
   unsigned max_inflight_ = 1;  // batching: 1 (the thesis' batching queue); data mover: more
   bool read_pending_ = false;  // a head read is in flight (space pull)
   unsigned read_polls_ = 0;

@@ -217,7 +217,7 @@ class TableClient final : public Client {
       return send_rpc(k, static_cast<RpcOp>(static_cast<int>(s.kind) + 1));
     if (o_.design == Design::atomic && cached(s)) {
       if (s.kind == OpKind::get) return post_read_item(k);
-      return post_lock(k, 0);
+      return post_lock(k, first_expect(s));
     }
     return post_read_bucket(k);
   }
@@ -291,6 +291,17 @@ class TableClient final : public Client {
     });
   }
 
+  // The word a PUT's or DELETE's first lock compare-and-swap expects. The client caches no
+  // item's word: the default expects 0, which no item has, so that CAS fails and returns the
+  // word, and a second one takes the lock (a PUT is CAS, CAS, WRITE, CAS). The two-atomics
+  // emulation's PUTs never change a word, so they expect the word every item is inserted with:
+  // right for every item no write has touched since, and a miss costs the same retry.
+  std::uint64_t first_expect(const Slot& s) const noexcept {
+    return s.kind == OpKind::put && o_.put_emulation == PutEmulation::two_atomics
+               ? next_word(0, false)
+               : 0;
+  }
+
   Status post_lock(unsigned k, std::uint64_t expect) noexcept {
     Slot& s = slots_[k];
     s.expect = settled(expect);
@@ -302,6 +313,7 @@ class TableClient final : public Client {
     Slot& s = slots_[k];
     const Remote& r = remote_[s.server];
     write_body(item_buf(k), r.layout, word, s.key, value);
+    ++stats_.writes;
     return post(k, next, [&] {
       return data_->post_write(rank_of(s), item_buf(k) + 8, r.layout.item_bytes - 8, mr_->desc(),
                                r.mem, r.layout.item_offset(s.item) + 8, k, kSignal);
@@ -490,7 +502,7 @@ class TableClient final : public Client {
                         " sent an item reference outside its table");
           s.item = ref - 1;
           remember(s, b, e);
-          return s.kind == OpKind::get ? post_read_item(k) : post_lock(k, 0);
+          return s.kind == OpKind::get ? post_read_item(k) : post_lock(k, first_expect(s));
         }
         std::uint64_t spill;
         std::memcpy(&spill, bk, 8);
@@ -598,6 +610,11 @@ class TableClient final : public Client {
       return post_cas(k, Step::unlock, s.mine, s.final);
     }
     s.code = Code::ok;
+    if (s.kind == OpKind::put && o_.put_emulation == PutEmulation::two_atomics) {
+      // The seed's emulation: the unlock puts the old word back, nothing is written.
+      s.final = s.expect;
+      return post_cas(k, Step::unlock, s.mine, s.final);
+    }
     s.final = next_word(s.expect, s.kind == OpKind::del);
     return post_body(k, Step::write, s.final, s.kind == OpKind::put ? s.value.data() : nullptr);
   }

@@ -44,6 +44,9 @@ void validate(const Options& o, int clients, int servers) {
   range("batch", o.batch, 1, kMaxBatch);
   if (o.peer_timeout.count() <= 0) throw UsageError("kv: the peer timeout must be positive");
   if (o.lock_lease.count() <= 0) throw UsageError("kv: the lock lease must be positive");
+  if (o.put_emulation == PutEmulation::two_atomics && o.design != Design::atomic)
+    throw UsageError("kv: the two-atomics PUT emulation is the atomic design's (DrTM-KV), not " +
+                     std::string(to_string(o.design)) + "'s");
 }
 
 std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, int servers,

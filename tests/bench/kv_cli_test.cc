@@ -147,6 +147,59 @@ TEST(KvCli, BadInputsGiveOneErrorLineAndExit2) {
   }
 }
 
+// The seed's DrTM-KV emulation (--put-emulation two-atomics): a PUT is two compare-and-swaps
+// and no WRITE, and stores nothing, so the history check (which reads PUTs' values back) is
+// refused: the row says "not verified", and every GET must have returned the loaded value. The
+// default PUT in the same run shape: a compare-and-swap that learns the item's word, the lock,
+// the WRITE, the unlock, and the history checked. One client: no lock is ever contended, so
+// the counts per PUT are exact.
+TEST(KvCli, TwoAtomicsPutsAreTwoAtomicsAndRefuseTheHistoryCheck) {
+  for (const char* emulation : {"two-atomics", "lock-write-unlock"}) {
+    auto rows = run_bench_json(
+        "kv", {"-p", "local", "--design", "atomic", "--clients", "1", "--keys", "500",
+               "--put-fraction", "0.5", "-I", "400", "-w", "50", "--put-emulation", emulation});
+    ASSERT_EQ(rows.size(), 1u) << emulation;
+    const auto& j = rows[0];
+    EXPECT_EQ(j["put_emulation"], emulation);
+    EXPECT_GT(j["put"]["count"].get<int>(), 100) << j.dump();
+    EXPECT_EQ(j["reads_per_get"], 1.0) << j.dump();
+    if (std::string(emulation) == "two-atomics") {
+      EXPECT_EQ(j["atomics_per_put"], 2.0) << j.dump();
+      EXPECT_EQ(j["writes_per_put"], 0.0) << j.dump();
+      EXPECT_FALSE(j["verified"].get<bool>());
+      EXPECT_EQ(j["history_checked"], 0);
+      EXPECT_EQ(
+          j["check"].get<std::string>().rfind("not verified: two-atomics PUTs store no value", 0),
+          0u)
+          << j["check"];
+    } else {
+      EXPECT_EQ(j["atomics_per_put"], 3.0) << j.dump();
+      EXPECT_EQ(j["writes_per_put"], 1.0) << j.dump();
+      EXPECT_TRUE(j["verified"].get<bool>()) << j["check"];
+      EXPECT_EQ(j["check"], "passed");
+      EXPECT_EQ(j["history_checked"], 450);
+    }
+  }
+}
+
+// Only the atomic design has the emulation: a run that names another design is refused before
+// anything starts, with one line.
+TEST(KvCli, TwoAtomicsIsRefusedForOtherDesigns) {
+  for (const char* design : {"all", "herd", "read", "atomic,read"}) {
+    CliResult r = run_cli({"fabflow", "bench", "kv", "-p", "local", "--keys", "100", "--design",
+                           design, "--put-emulation", "two-atomics"},
+                          10s);
+    ASSERT_FALSE(r.timed_out) << design;
+    EXPECT_EQ(r.status, 2) << design << ": " << r.err;
+    auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_NE(err[0].find("--put-emulation two-atomics"), std::string::npos) << err[0];
+  }
+  CliResult r = run_cli({"fabflow", "bench", "kv", "--put-emulation", "three-atomics"}, 10s);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+}
+
 // Kills rank `victim` (2: the server of two clients, 1: a client) once the run is under way:
 // the survivors report one error line well within the bound instead of hanging.
 void kill_kv_rank_mid_run(int victim, const char* design) {

@@ -235,6 +235,63 @@ TEST(QueueCli, SeparateNotifyEndpointIsMeasuredAndReported) {
   EXPECT_NE(h.out.find("# notifications shared"), std::string::npos) << h.out;
 }
 
+// --lazy-refresh, --recv-pool, --one-notification-in-flight: every row records the values in
+// force (the socket baseline none), and they act: on local (no post is ever busy) a push1
+// watermark consumer with lazy refresh 0 pushes its head after every release, the end of
+// stream's included; with the default 0.5 once per 512.
+TEST(QueueCli, NotificationCadenceIsInForceAndReported) {
+  auto run = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"fabflow",
+                                     "bench",
+                                     "queue",
+                                     "-p",
+                                     "local",
+                                     "--design",
+                                     "socket,push1-watermark-push,push2-watermark-push2",
+                                     "-S",
+                                     "64",
+                                     "--items",
+                                     "3000",
+                                     "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = run_cli(args, 60s);
+    EXPECT_FALSE(r.timed_out) << r.err;
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::vector<nlohmann::json> rows;
+    for (const auto& line : lines(r.out)) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+  };
+  auto rows = run({"--lazy-refresh", "0", "--recv-pool", "32"});
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(rows[0]["lazy_refresh"].is_null());
+  EXPECT_TRUE(rows[0]["recv_pool"].is_null());
+  EXPECT_EQ(rows[0]["one_notification_in_flight"], false);
+  for (std::size_t i = 1; i < 3; ++i) {
+    ASSERT_FALSE(rows[i].contains("unsupported")) << rows[i].dump();
+    EXPECT_EQ(rows[i]["lazy_refresh"], 0.0);
+    EXPECT_EQ(rows[i]["recv_pool"], 32);
+    EXPECT_EQ(rows[i]["one_notification_in_flight"], false);
+  }
+  EXPECT_DOUBLE_EQ(rows[1]["ops_per_item"]["space_notify"].get<double>(), 3001.0 / 3000);
+  rows = run({"--one-notification-in-flight"});
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["one_notification_in_flight"], false);
+  for (std::size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(rows[i]["lazy_refresh"], 0.5);
+    EXPECT_EQ(rows[i]["recv_pool"], 0);
+    EXPECT_EQ(rows[i]["one_notification_in_flight"], true);
+    EXPECT_LT(rows[i]["ops_per_item"]["space_notify"].get<double>(), 0.5) << rows[i].dump();
+  }
+  CliResult h = run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "push1-push-push",
+                         "--items", "1000", "--one-notification-in-flight"},
+                        60s);
+  ASSERT_EQ(h.status, 0) << h.err;
+  EXPECT_NE(h.out.find("lazy refresh 0.5, push2 receive pool = capacity; at most one notification "
+                       "push in flight per end"),
+            std::string::npos)
+      << h.out;
+}
+
 // --burst: the batched calls move every item in order (the bench checks each one's sequence
 // number and length), on the compact local path, a framed shm design and the socket baseline.
 TEST(QueueCli, BurstMovesEveryItemAndIsReported) {
@@ -273,6 +330,8 @@ TEST(QueueCli, BadInputsGiveOneErrorLineAndExit2) {
       {"--design", "socket", "--burst", "8", "--api", "copy"},
       {"--design", "socket", "--burst", "8", "--pingpong"},
       {"--design", "socket", "--burst", "8", "--latency"},
+      {"--design", "socket", "--lazy-refresh", "fast"},
+      {"--design", "socket", "--recv-pool", "1.5"},
       {"--design", "socket", "-p", "nosuchprovider"},
       // Found by trying it as a new user (issue 44): none of these may run quietly.
       {"--design", "socket", "-S", ""},

@@ -421,6 +421,74 @@ TEST(KvAtomic, AnAbandonedLockIsRecoveredAfterTheLease) {
   }
 }
 
+// The seed's emulation of DrTM-KV's PUT (PutEmulation::two_atomics): exactly two
+// compare-and-swaps and no WRITE per PUT of a cached key, and nothing stored, so GETs keep
+// returning the loaded values. The default PUT: a first compare-and-swap that learns the item's
+// word (the client caches none), the lock, the WRITE and the unlock. One client: no lock is
+// contended. On local and shm (software atomics).
+TEST(KvAtomic, TwoAtomicsPutPostsTwoAtomicsAndNoWrite) {
+  for (const char* provider : {"local", "shm"})
+    for (PutEmulation pe : {PutEmulation::two_atomics, PutEmulation::lock_write_unlock}) {
+      Options o;
+      o.design = Design::atomic;
+      o.capacity = 64;
+      o.value_bytes = 32;
+      o.put_emulation = pe;
+      constexpr std::uint64_t kKeys = 16;
+      constexpr int kPuts = 40;
+      StoreRun run = run_store(
+          provider, o, 1, 1, kKeys,
+          [&](Client& c, int rank, Bootstrap& boot, std::vector<HistoryEntry>&) {
+            std::vector<std::byte> v(32), got;
+            const ClientStats before = c.stats();
+            for (int i = 0; i < kPuts; ++i) {
+              fill_value(v, i % kKeys, static_cast<std::uint32_t>(rank), i + 1);
+              EXPECT_EQ(c.put(boot, key_of(i % kKeys), v), Code::ok);
+            }
+            const ClientStats after = c.stats();
+            EXPECT_EQ(after.puts - before.puts, static_cast<std::uint64_t>(kPuts));
+            EXPECT_EQ(after.atomics - before.atomics,
+                      (pe == PutEmulation::two_atomics ? 2u : 3u) * kPuts);
+            EXPECT_EQ(after.writes - before.writes,
+                      pe == PutEmulation::two_atomics ? 0u : static_cast<std::uint64_t>(kPuts));
+            EXPECT_EQ(after.rpcs, before.rpcs);  // every key cached: no insert
+            // GETs still work: one READ each, the value whole and of its key; the loaded one
+            // when PUTs store nothing, else the last PUT's.
+            for (std::uint64_t k = 0; k < kKeys; ++k) {
+              ASSERT_EQ(c.get(boot, key_of(k), &got), Code::ok);
+              auto tag = check_value(got);
+              ASSERT_TRUE(tag);
+              EXPECT_EQ(tag->key, k);
+              if (pe == PutEmulation::two_atomics) {
+                EXPECT_EQ(tag->writer, kLoader);
+                EXPECT_EQ(tag->version, 0u);
+              } else {
+                // The last PUT of key k was PUT number k + kKeys * ((kPuts - 1 - k) / kKeys).
+                EXPECT_EQ(tag->writer, static_cast<std::uint32_t>(rank));
+                EXPECT_EQ(tag->version, k + kKeys * ((kPuts - 1 - k) / kKeys) + 1);
+              }
+            }
+            EXPECT_EQ(c.stats().reads - after.reads, kKeys);
+          });
+      if (run.unsupported) {
+        EXPECT_NE(run.error.find("atomic needs cswap"), std::string::npos) << run.error;
+        continue;
+      }
+      EXPECT_EQ(run.error, "") << provider << " " << to_string(pe);
+    }
+}
+
+TEST(KvOptions, TwoAtomicsIsTheAtomicDesignsOnly) {
+  Options o;
+  o.put_emulation = PutEmulation::two_atomics;
+  for (Design d : {Design::herd, Design::read}) {
+    o.design = d;
+    EXPECT_THROW(validate(o, 1, 1), UsageError) << to_string(d);
+  }
+  o.design = Design::atomic;
+  EXPECT_NO_THROW(validate(o, 1, 1));
+}
+
 // A hand-made herd client sends requests the server must refuse: an unknown operation, a PUT
 // without its value, a key of another server. Each is answered "malformed"; a well-formed GET
 // from it is still served.

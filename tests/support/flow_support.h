@@ -128,10 +128,12 @@ inline std::string point_name(const ::testing::TestParamInfo<Point>& info) {
 inline void PrintTo(const Point& p, std::ostream* os) { *os << label(p.design, p.provider); }
 inline void PrintTo(const Provider& p, std::ostream* os) { *os << label_of(p); }
 
-// Runs body(rank, transport, boot) on two threads (testing::run_ranks).
+// Runs body(rank, transport, boot) on two threads (testing::run_ranks), each transport passed
+// through `wrap` when given.
 inline std::string run_pair(const TransportOptions& opts,
-                            const std::function<void(int, Transport&, Bootstrap&)>& body) {
-  return fabflow::testing::run_ranks(2, opts, body);
+                            const std::function<void(int, Transport&, Bootstrap&)>& body,
+                            const fabflow::testing::WrapTransport& wrap = {}) {
+  return fabflow::testing::run_ranks(2, opts, body, wrap);
 }
 
 // Item i of a stream seeded with `seed`: its length and bytes follow from (seed, i) alone.
@@ -327,15 +329,16 @@ struct Result {
 };
 
 // Streams `s.items` items from rank 0 to rank 1 and checks every one; then close / closed.
-// With separate_notify_endpoint each rank opens its notify transport too.
+// With separate_notify_endpoint each rank opens its notify transport too. `wrap`: around each
+// rank's (data) transport, before it connects.
 inline std::string stream(const Provider& p, const QueueOptions& options, const Stream& s,
-                          Result* res = nullptr) {
+                          Result* res = nullptr, const fabflow::testing::WrapTransport& wrap = {}) {
   using namespace std::chrono_literals;
   const QueueOptions o = on(p, options);
   // The notify transports outlive both ranks, as run_pair's do: a rank that fails must not
   // close an shm endpoint its peer (same process) still reads.
   std::unique_ptr<Transport> notify[2];
-  return run_pair(transport_options(p, o), [&](int rank, Transport& t, Bootstrap& boot) {
+  const auto body = [&](int rank, Transport& t, Bootstrap& boot) {
     std::mt19937_64 rng(s.seed * 7 + static_cast<std::uint64_t>(rank));
     std::vector<std::byte> buf(o.item_bytes);
     auto pause = [&] {
@@ -411,7 +414,8 @@ inline std::string stream(const Provider& p, const QueueOptions& options, const 
       if (res) res->consumer = cons->stats();
       settle();
     }
-  });
+  };
+  return run_pair(transport_options(p, o), body, wrap);
 }
 
 }  // namespace fabflow::flow::test

@@ -80,6 +80,9 @@ TEST(LocalTransport, CapabilitiesAndSelection) {
   const Capabilities wrapped = make_fault_transport(open_transport(o), {})->caps();
   EXPECT_FALSE(wrapped.peer_mapping);
   EXPECT_TRUE(wrapped.cross_memory_attach);
+  // Regions a peer can reach are allocated by the inner transport, through the wrapper too
+  // (the interface's default would register memory local did not allocate: refused).
+  EXPECT_NE(make_fault_transport(open_transport(o), {})->allocate(4096, kAllAccess), nullptr);
   // A libfabric provider has none of them.
   o.provider = "tcp";
   const Capabilities tcp = probe_transport(o);

@@ -33,6 +33,10 @@ struct KvParams {
   std::uint64_t requests = 10000;  // measured operations per client
   std::uint64_t warmup = 1000;
   std::uint64_t seed = 1;
+  // atomic: a PUT as a working store does it, or the seed's two-atomics emulation, which stores
+  // no value: then no GET can read a PUT's value back, and the history check is not run (the
+  // row says so); GETs must return the loaded values. Other designs refuse two_atomics.
+  kv::PutEmulation put_emulation = kv::PutEmulation::lock_write_unlock;
 };
 
 // Operations of one type, all clients.
@@ -52,6 +56,9 @@ struct KvRow {
   double client_cpu_ns_per_op = 0;
   double server_cpu_ns_per_op = 0;  // server CPU over every measured and warm-up operation
   std::optional<double> reads_per_get;
+  // atomic: compare-and-swaps and WRITEs posted in the measured phase per PUT (lock-write-unlock
+  // 2 and 1 without contention, two-atomics 2 and 0); null elsewhere or without PUTs.
+  std::optional<double> atomics_per_put, writes_per_put;
   std::uint64_t retries = 0, lock_waits = 0, recovered = 0, cache_misses = 0;
   std::optional<double> mean_batch;  // RPCs per worker round
   std::uint64_t not_found = 0, full = 0;

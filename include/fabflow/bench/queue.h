@@ -80,6 +80,11 @@ struct QueueParams {
   // instead of the data transport. The socket baseline has none and ignores it.
   bool separate_notify = false;
   flow::SlotFormat slot_format = flow::SlotFormat::automatic;  // QueueOptions::slot_format
+  // Design points: the notification cadence (QueueOptions' fields of these names, defaults
+  // theirs). lazy_refresh 0 with one_notification_in_flight is the thesis' space cadence.
+  double lazy_refresh = flow::QueueOptions{}.lazy_refresh;
+  std::size_t recv_pool = 0;  // push2: receives kept posted (0: capacity)
+  bool one_notification_in_flight = false;
 };
 
 struct QueueRow {

@@ -36,6 +36,10 @@ class FaultTransport final : public Transport {
                                                 unsigned access) override {
     return inner_->register_memory(addr, len, access);
   }
+  // The inner transport's own allocation: local shares only memory it allocated itself.
+  std::unique_ptr<MemoryRegion> allocate(std::size_t len, unsigned access) override {
+    return inner_->allocate(len, access);
+  }
   std::vector<std::byte> export_key(const MemoryRegion& mr) const override {
     return inner_->export_key(mr);
   }
