@@ -72,13 +72,17 @@ Ranking rank(const std::vector<Candidate>& candidates, Better better) {
     if (c.samples.empty() || !c.refused.empty() || !c.failed.empty()) continue;
     (c.dropped_after == 0 ? live : dropped).push_back(i);
   }
+  // Equal medians keep the candidates' order (a total order, so std::sort needs no buffer).
   auto by_median = [&](std::size_t a, std::size_t b) {
-    return better_median(summarize(candidates[a].samples).median,
-                         summarize(candidates[b].samples).median, better);
+    const double ma = summarize(candidates[a].samples).median;
+    const double mb = summarize(candidates[b].samples).median;
+    if (better_median(ma, mb, better)) return true;
+    if (better_median(mb, ma, better)) return false;
+    return a < b;
   };
-  std::stable_sort(live.begin(), live.end(), by_median);
+  std::sort(live.begin(), live.end(), by_median);
   // Dropped later means it held on longer: it ranks higher.
-  std::stable_sort(dropped.begin(), dropped.end(), [&](std::size_t a, std::size_t b) {
+  std::sort(dropped.begin(), dropped.end(), [&](std::size_t a, std::size_t b) {
     if (candidates[a].dropped_after != candidates[b].dropped_after)
       return candidates[a].dropped_after > candidates[b].dropped_after;
     return by_median(a, b);
