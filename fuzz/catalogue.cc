@@ -14,13 +14,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto c = fabflow::bench::parse_catalogue(text, "fuzz.json");
     for (const auto& e : c.entries) {
       for (bool quick : {true, false}) {
-        (void)fabflow::bench::effective(e, quick);
-        (void)fabflow::bench::entry_json(e, quick).dump();
-        // A catalogue can ask for a huge cartesian product; expand it only when small.
-        std::size_t points = 1;
-        for (const auto& v : fabflow::bench::effective(e, quick).sweep)
-          points *= std::max<std::size_t>(v.values.size(), 1);
-        if (points <= 4096) (void)fabflow::bench::expand(e, quick);
+        for (unsigned cores : {1u, 2u, 64u}) {
+          (void)fabflow::bench::effective(e, quick, cores);
+          (void)fabflow::bench::entry_json(e, quick, cores).dump();
+          // A catalogue can ask for a huge cartesian product; expand it only when small.
+          std::size_t points = 1;
+          for (const auto& v : fabflow::bench::effective(e, quick, cores).sweep)
+            points *= std::max<std::size_t>(v.values.size(), 1);
+          if (points <= 4096) (void)fabflow::bench::expand(e, quick, cores);
+        }
       }
     }
   } catch (const fabflow::UsageError&) {
