@@ -19,7 +19,7 @@ namespace {
 using bulk::Protocol;
 
 constexpr std::uint32_t kTag = 1;
-constexpr std::size_t kPage = 4096;
+constexpr std::size_t kBulkPage = 4096;
 
 using Mapped = bench::MappedBuffer;
 

@@ -14,10 +14,6 @@
 namespace fabflow {
 namespace {
 
-nlohmann::json opt(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 nlohmann::json stats_json(const bulk::Stats& s) {
   return {{"registrations", s.registrations},
           {"registration_ns", s.registration_ns},
@@ -171,8 +167,8 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["stream_receiver"] = stats_json(row.receiver);
   j["cpu_ns_per_byte"] = {{"sender", row.cpu_ns_per_byte_sender},
                           {"receiver", row.cpu_ns_per_byte_receiver}};
-  j["memcpy_mb_s"] = opt(row.memcpy_mb_s);
-  j["raw_write_mb_s"] = opt(row.raw_write_mb_s);
+  j["memcpy_mb_s"] = report::optional_json(row.memcpy_mb_s);
+  j["raw_write_mb_s"] = report::optional_json(row.raw_write_mb_s);
   if (!row.raw_write_unsupported.empty()) j["raw_write_unsupported"] = row.raw_write_unsupported;
   out << j.dump() << "\n" << std::flush;
 }

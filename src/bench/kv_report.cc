@@ -13,9 +13,6 @@
 namespace fabflow {
 namespace {
 
-nlohmann::json opt(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
 std::string na(const std::optional<double>& v, const char* format) {
   return v ? report::fmt(format, *v) : "n/a";
 }
@@ -112,14 +109,14 @@ void print_kv_json(std::ostream& out, const KvResult& r, const KvRow& row) {
   j["get"] = {{"count", row.get.count}, {"latency_ns", report::latency_json(row.get.latency)}};
   j["put"] = {{"count", row.put.count}, {"latency_ns", report::latency_json(row.put.latency)}};
   j["cpu_ns_per_op"] = {{"client", row.client_cpu_ns_per_op}, {"server", row.server_cpu_ns_per_op}};
-  j["reads_per_get"] = opt(row.reads_per_get);
-  j["atomics_per_put"] = opt(row.atomics_per_put);
-  j["writes_per_put"] = opt(row.writes_per_put);
+  j["reads_per_get"] = report::optional_json(row.reads_per_get);
+  j["atomics_per_put"] = report::optional_json(row.atomics_per_put);
+  j["writes_per_put"] = report::optional_json(row.writes_per_put);
   j["retries"] = row.retries;
   j["lock_waits"] = row.lock_waits;
   j["recovered"] = row.recovered;
   j["cache_misses"] = row.cache_misses;
-  j["mean_batch"] = opt(row.mean_batch);
+  j["mean_batch"] = report::optional_json(row.mean_batch);
   j["history_checked"] = row.history;
   j["verified"] = row.verified;
   j["check"] = row.check;

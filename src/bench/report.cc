@@ -13,6 +13,10 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
+nlohmann::json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
 std::string size_text(std::size_t s) {
   if (s >= (1u << 20) && s % (1u << 20) == 0) return std::to_string(s >> 20) + "M";
   if (s >= (1u << 10) && s % (1u << 10) == 0) return std::to_string(s >> 10) + "K";

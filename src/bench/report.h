@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,9 @@ nlohmann::json latency_json(const LatencyStats& l);
 // The fields every family's JSON line starts with: bench, provider, endpoint, inject_size,
 // pinned, clock, versions, build type and the environment object.
 nlohmann::json base_row(const RunEnvironment& env, std::string_view family);
+
+// The value, or JSON null where the run did not measure it.
+nlohmann::json optional_json(const std::optional<double>& v);
 
 // 64, 4K, 1M.
 std::string size_text(std::size_t bytes);

@@ -14,15 +14,11 @@
 namespace fabflow {
 namespace {
 
-nlohmann::json opt(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 nlohmann::json cpu_json(const RrCpu& c) {
   return {{"cpu_ns_per_msg", c.ns_per_msg},
-          {"instructions_per_msg", opt(c.instructions_per_msg)},
-          {"cycles_per_msg", opt(c.cycles_per_msg)},
-          {"callgrind_ir_per_msg", opt(c.callgrind_ir_per_msg)}};
+          {"instructions_per_msg", report::optional_json(c.instructions_per_msg)},
+          {"cycles_per_msg", report::optional_json(c.cycles_per_msg)},
+          {"callgrind_ir_per_msg", report::optional_json(c.callgrind_ir_per_msg)}};
 }
 
 std::string na(const std::optional<double>& v) {

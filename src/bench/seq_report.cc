@@ -14,9 +14,6 @@
 namespace fabflow {
 namespace {
 
-nlohmann::json opt(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
 std::string na(const std::optional<double>& v, const char* format) {
   return v ? report::fmt(format, *v) : "n/a";
 }
@@ -100,10 +97,10 @@ void print_seq_json(std::ostream& out, const SeqResult& r, const SeqRow& row) {
   j["warmup"] = p.warmup;
   j["requests_per_s"] = row.requests_per_s;
   j["latency_ns"] = report::latency_json(row.latency);
-  j["responses_per_batch"] = opt(row.responses_per_batch);
+  j["responses_per_batch"] = report::optional_json(row.responses_per_batch);
   j["cpu_ns_per_request"] = {{"client", row.client_cpu_ns_per_request},
-                             {"server", opt(row.server_cpu_ns_per_request)}};
-  j["spec_miss_fraction"] = opt(row.spec_miss_fraction);
+                             {"server", report::optional_json(row.server_cpu_ns_per_request)}};
+  j["spec_miss_fraction"] = report::optional_json(row.spec_miss_fraction);
   j["served"] = row.served;
   j["counter_first"] = row.counter_first;
   j["counter_final"] = row.counter_final;

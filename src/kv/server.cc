@@ -16,7 +16,7 @@
 namespace fabflow::kv::detail {
 namespace {
 
-struct Lane {
+struct ServerLane {
   std::unique_ptr<Transport> transport;
   std::unique_ptr<rr::Responder> responder;
 };
@@ -33,7 +33,7 @@ class TableServer final : public Server {
     TransportOptions to = given;
     to.ops = required_ops(o.design);
     for (unsigned w = 0; w < o.workers; ++w) {
-      Lane lane;
+      ServerLane lane;
       lane.transport = open_transport(to);
       lane.transport->connect(boot);
       lane.responder = rr::make_responder(*lane.transport, boot, channel_options(o), clients);
@@ -146,7 +146,7 @@ class TableServer final : public Server {
   int servers_;
   int me_;
   Layout layout_;
-  std::vector<Lane> lanes_;
+  std::vector<ServerLane> lanes_;
   std::unique_ptr<Transport> data_;
   std::unique_ptr<MemoryRegion> region_;
   std::unique_ptr<std::byte[]> plain_;

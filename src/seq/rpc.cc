@@ -20,7 +20,7 @@ rr::ChannelOptions channel_options(const Options& o) {
   return c;
 }
 
-struct ServerLane {
+struct RpcLane {
   std::unique_ptr<Transport> transport;
   std::unique_ptr<rr::Responder> responder;
 };
@@ -31,7 +31,7 @@ class RpcServer final : public Server {
     counter_.value.store(o.first_value);
     const int clients = client_count(boot);
     for (unsigned l = 0; l < lane_count(o); ++l) {
-      ServerLane lane;
+      RpcLane lane;
       lane.transport = open_lane(to, boot, o.design);
       lane.responder = rr::make_responder(*lane.transport, boot, channel_options(o), clients);
       lanes_.push_back(std::move(lane));
@@ -101,7 +101,7 @@ class RpcServer final : public Server {
 
   Bootstrap& boot_;
   Options o_;
-  std::vector<ServerLane> lanes_;
+  std::vector<RpcLane> lanes_;
   Counter counter_;
 };
 

@@ -56,7 +56,7 @@ void post_retrying(Transport& t, BoundedWait& watch, Post&& post) {
   }
 }
 
-struct ServerLane {
+struct SpecLane {
   std::unique_ptr<Transport> t;
   std::unique_ptr<MemoryRegion> mr;
   std::vector<RemoteMemory> remote;  // per rank (clients of this lane)
@@ -72,7 +72,7 @@ class SpecServer final : public Server {
     counter_.value.store(o.first_value);
     closed_.assign(static_cast<std::size_t>(clients_), 0);
     for (unsigned l = 0; l < lane_count(o); ++l) {
-      ServerLane lane;
+      SpecLane lane;
       lane.t = open_lane(to, boot, o.design);
       for (int c = 0; c < clients_; ++c)
         if (lane_of(c, o) == l) lane.clients.push_back(c);
@@ -116,7 +116,7 @@ class SpecServer final : public Server {
     std::uint16_t guess;
   };
 
-  Status repost(ServerLane& lane, std::size_t b) {
+  Status repost(SpecLane& lane, std::size_t b) {
     const int peer = lane.clients[b / o_.outstanding];
     return lane.t->post_recv(peer, lane.mr->data() + kSpecLanding + 8 * b, 8, lane.mr->desc(), b);
   }
@@ -126,7 +126,7 @@ class SpecServer final : public Server {
   }
 
   // Takes one completion of lane l: a request into `asks`, a bye, or a rejection.
-  void take(ServerLane& lane, unsigned l, const Completion& c, std::vector<Ask>& asks,
+  void take(SpecLane& lane, unsigned l, const Completion& c, std::vector<Ask>& asks,
             ServerStats& s) {
     if (lane.recvs && c.kind == CompletionKind::recv) {
       const std::size_t buffers = lane.clients.size() * o_.outstanding;
@@ -164,7 +164,7 @@ class SpecServer final : public Server {
       bool all_done = true, moved = false;
       for (unsigned q = 0; q < o_.queues; ++q) {
         const unsigned l = first + q;
-        ServerLane& lane = lanes_[l];
+        SpecLane& lane = lanes_[l];
         if (lane.open == 0) continue;
         all_done = false;
         asks.clear();
@@ -193,7 +193,7 @@ class SpecServer final : public Server {
 
   // One counter update for the round; the answers back to back, FI_MORE on all but the last
   // when batching.
-  void respond(ServerLane& lane, const std::vector<Ask>& asks, ServerStats& s, BoundedWait& watch) {
+  void respond(SpecLane& lane, const std::vector<Ask>& asks, ServerStats& s, BoundedWait& watch) {
     std::uint64_t v = counter_.value.fetch_add(asks.size(), std::memory_order_relaxed);
     std::byte* scratch = lane.mr->data();
     for (std::size_t i = 0; i < asks.size(); ++i, ++v) {
@@ -221,7 +221,7 @@ class SpecServer final : public Server {
   Bootstrap& boot_;
   Options o_;
   int clients_;
-  std::vector<ServerLane> lanes_;
+  std::vector<SpecLane> lanes_;
   std::vector<char> closed_;  // per client; each lane's worker touches only its clients
   Counter counter_;
 };
