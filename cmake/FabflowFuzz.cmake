@@ -39,7 +39,8 @@ add_library(fabflow_fuzz_parsers STATIC
   src/transport/libfabric/select.cc
   src/transport/local/local_transport.cc
   src/transport/local/cross_memory.cc
-  src/transport/names.cc)
+  src/transport/names.cc
+  src/transport/profile/profile.cc)
 target_include_directories(fabflow_fuzz_parsers PUBLIC include ${PROJECT_BINARY_DIR}/include src
   ${LIBFABRIC_INCLUDE_DIRS})
 target_compile_options(fabflow_fuzz_parsers PUBLIC ${FABFLOW_FUZZ_SANITIZE} -g -O1

@@ -145,6 +145,9 @@ struct TransportOptions {
   bool same_host = false;
   // Ask for FI_MULTI_RECV (post_recv_multi); a provider without it is refused at selection.
   bool multi_recv = false;
+  // A provider profile to hold the transport to (fabflow/profile.h): a built-in name ("efa",
+  // "verbs", ...) or a profile file. Empty: none, the transport as it is.
+  std::string profile;
 };
 
 // Access a registration grants.

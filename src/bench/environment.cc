@@ -178,6 +178,7 @@ TransportOptions bench::Target::transport(std::vector<Op> ops, const std::string
   to.endpoint = endpoint;
   to.ops = std::move(ops);
   to.node = node;
+  to.profile = profile;
   return to;
 }
 

@@ -670,9 +670,9 @@ void add_advise(CLI::App& app, Runner& run) {
   a->add_option("--budget", f->budget, "time for the search: 90s, 2m (default 2m)");
   a->add_option("-S,--size", f->size, "item, response or message size of the workload");
   a->add_option("--candidates", f->candidates, "only these designs, comma-separated");
-  a->add_option("--profile", f->profile,
+  a->add_option("--save", f->profile,
                 "where the answer is kept (default: ~/.cache/fabflow/advise-FAMILY.json)");
-  a->add_flag("--no-profile", f->no_profile, "keep no profile");
+  a->add_flag("--no-save", f->no_profile, "keep no answer");
   a->add_flag("--json", f->json, "the answer as one JSON object");
   a->add_option("--show", f->show, "print a saved profile's answer; measures nothing");
   a->add_option("workload", f->workload, "after --: more bench flags of the workload")

@@ -37,6 +37,7 @@ struct CommonFlags {
   std::uint64_t timeout_ms = 10000;
   std::string launched_provider;  // internal: the one provider a launched rank runs
   std::string secret_file;        // --secret-file: the bootstrap secret, mode 0600 or stricter
+  std::string profile;            // --profile: a provider profile to hold the transports to
 };
 
 // One rank of a launched run, as the rank runner hands it to a subcommand's body.

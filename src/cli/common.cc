@@ -1,6 +1,7 @@
 // Pieces shared by the `bench` subcommands.
 #include <unistd.h>
 
+#include <fabflow/profile.h>
 #include <fabflow/status.h>
 #include <fabflow/transport.h>
 
@@ -55,6 +56,17 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_hel
           return e.what();
         }
       });
+  app.add_option("--profile", f.profile,
+                 "hold the transports to a hardware provider's envelope (verbs, efa, cxi, ...: "
+                 "`fabflow info --profile NAME`; or a profile file)")
+      ->check([](const std::string& name) -> std::string {
+        try {
+          load_profile(name);
+          return "";
+        } catch (const UsageError& e) {
+          return e.what();
+        }
+      });
   app.add_option("--launched-provider", f.launched_provider)->group("");
 }
 
@@ -73,6 +85,7 @@ int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
     if (!providers.empty()) t.provider = providers.front();
     t.endpoint = parse_name<EndpointType>(flags.endpoint).value();  // checked by the parser
     t.timeout_ms = flags.timeout_ms;
+    t.profile = flags.profile;
     t.same_host = launched_on_one_host();
     t.cpus = allowed_cpus();  // the host's CPUs, read before pinning narrows the view
     t.pin = !flags.no_pin;

@@ -1,4 +1,5 @@
 // `fabflow info`: the providers libfabric finds here and what fabflow makes of each.
+#include <fabflow/profile.h>
 #include <fabflow/transport.h>
 #include <fabflow/version.h>
 
@@ -69,12 +70,60 @@ std::vector<std::string> consequences(const Capabilities& c) {
   return n;
 }
 
+// A provider profile's envelope as its file gives it, each value with its source, then what
+// fabflow makes of it (the capabilities a transport reports under it, and their consequences).
+int print_profile(const std::string& name, bool json) {
+  const ProviderProfile p = load_profile(name);
+  Capabilities open_caps;  // a transport that can do everything: what is left is the profile's
+  open_caps.provider = p.provider;
+  open_caps.endpoint = p.endpoint_types.front();
+  open_caps.inject_size = open_caps.max_msg_size = open_caps.max_rma_size = ~std::size_t{0};
+  open_caps.cq_data_size = 8;
+  open_caps.rma = open_caps.atomics_u64 = open_caps.shared_rx = open_caps.multi_recv = true;
+  open_caps.in_order_data = open_caps.write_after_write = true;
+  open_caps.msg_order = ~std::uint64_t{0};
+  const Capabilities held = apply_profile(open_caps, p);
+  if (json) {
+    nlohmann::json j = {{"profile", p.name},
+                        {"provider", p.provider},
+                        {"summary", p.summary},
+                        {"origin", p.origin},
+                        {"capabilities", nlohmann::json::array()},
+                        {"fabflow_does", consequences(held)}};
+    for (const auto& e : p.entries) {
+      nlohmann::json row = {
+          {"field", e.field}, {"value", nlohmann::json::parse(e.value)}, {"source", e.source}};
+      if (!e.note.empty()) row["note"] = e.note;
+      j["capabilities"].push_back(std::move(row));
+    }
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::cout << "# profile " << p.name << " (" << p.origin << "): libfabric provider " << p.provider
+            << "\n# " << p.summary
+            << "\n# an emulation of the envelope at fabflow's transport interface, not of the "
+               "performance (docs/portability.md)\n\n";
+  for (const auto& e : p.entries) {
+    std::printf("%-17s %s\n", e.field.c_str(), e.value.c_str());
+    std::printf("%-17s   source: %s\n", "", e.source.c_str());
+    if (!e.note.empty()) std::printf("%-17s   note: %s\n", "", e.note.c_str());
+  }
+  std::cout << "\nWhat fabflow does about it:\n";
+  for (const auto& line : consequences(held)) std::cout << "  - " << line << "\n";
+  return 0;
+}
+
 }  // namespace
 
 Runner add_info(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
+  auto profile = std::make_shared<std::string>();
   app.add_flag("--json", *json, "one JSON object per provider/endpoint");
-  return [json]() -> int {
+  app.add_option("--profile", *profile,
+                 "print a provider profile's envelope with its sources instead (verbs, efa, cxi, "
+                 "...; or a profile file)");
+  return [json, profile]() -> int {
+    if (!profile->empty()) return print_profile(*profile, *json);
     auto all = discover_libfabric();
     if (all.empty()) {
       print_error("libfabric found no provider with msg or rdm endpoints");

@@ -1,7 +1,8 @@
 // Transport selection by provider name: "local" (or "auto" when every rank shares this host,
 // TransportOptions::same_host) opens the native shared-memory transport, anything else
-// libfabric.
+// libfabric; a profile (TransportOptions::profile) wraps either in its envelope.
 #include <fabflow/local.h>
+#include <fabflow/profile.h>
 #include <fabflow/transport.h>
 
 namespace fabflow {
@@ -14,13 +15,25 @@ bool wants_local(const TransportOptions& options) {
 }  // namespace
 
 std::unique_ptr<Transport> open_transport(const TransportOptions& options) {
-  if (wants_local(options)) return open_local(options);
-  return open_libfabric(options);
+  if (options.profile.empty()) {
+    if (wants_local(options)) return open_local(options);
+    return open_libfabric(options);
+  }
+  const ProviderProfile profile = load_profile(options.profile);
+  TransportOptions bare = options;
+  bare.profile.clear();
+  return make_profile_transport(open_transport(bare), profile, options.ops);
 }
 
+// Under a profile: what the profile transport would report, or its refusal as a UsageError.
 Capabilities probe_transport(const TransportOptions& options) {
-  if (wants_local(options)) return local_capabilities(options);
-  return probe_libfabric(options);
+  const Capabilities caps =
+      wants_local(options) ? local_capabilities(options) : probe_libfabric(options);
+  if (options.profile.empty()) return caps;
+  const ProviderProfile profile = load_profile(options.profile);
+  if (std::string why = profile_refusal(caps, profile, options.ops); !why.empty())
+    throw UsageError(why);
+  return apply_profile(caps, profile);
 }
 
 }  // namespace fabflow

@@ -7,6 +7,7 @@
 #include <fabflow/bootstrap.h>
 #include <fabflow/bulk.h>
 #include <fabflow/fault.h>
+#include <fabflow/forwarding.h>
 #include <fabflow/transport.h>
 
 #include <atomic>
@@ -325,65 +326,27 @@ TEST(BulkBadInput, SendsAndReceivesToNoPeerAndEagerAboveTheLimit) {
 // A transport that forwards everything to another and lets a test rewrite each control message
 // it receives before the channel sees it: the evil peer, without a second implementation of the
 // protocol. Receive buffers are learned from post_recv by context.
-class Tap final : public Transport {
+class Tap final : public ForwardingTransport {
  public:
   // Called with every received message that carries a bulk header: may change the header and
   // the bytes after it (inline bytes, key); returns true when it forged something.
   using Forge = std::function<bool(wire::Header&, std::vector<std::byte>&)>;
 
-  Tap(Transport& inner, Forge forge) : in_(inner), forge_(std::move(forge)) {}
+  Tap(Transport& inner, Forge forge) : ForwardingTransport(inner), forge_(std::move(forge)) {}
   int forged() const { return forged_; }
 
-  const Capabilities& caps() const noexcept override { return in_.caps(); }
   std::string_view name() const noexcept override { return "tap"; }
-  void connect(Bootstrap& boot) override { in_.connect(boot); }
-  std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
-                                                unsigned access) override {
-    return in_.register_memory(addr, len, access);
-  }
-  std::unique_ptr<MemoryRegion> allocate(std::size_t len, unsigned access) override {
-    return in_.allocate(len, access);
-  }
-  std::vector<std::byte> export_key(const MemoryRegion& mr) const override {
-    return in_.export_key(mr);
-  }
-  RemoteMemory import_key(int peer, std::span<const std::byte> blob) override {
-    return in_.import_key(peer, blob);
-  }
-  Status post_send(int peer, const void* buf, std::size_t len, void* desc, std::uint64_t context,
-                   unsigned flags) noexcept override {
-    return in_.post_send(peer, buf, len, desc, context, flags);
-  }
   Status post_recv(int peer, void* buf, std::size_t len, void* desc,
                    std::uint64_t context) noexcept override {
-    Status s = in_.post_recv(peer, buf, len, desc, context);
+    Status s = inner_->post_recv(peer, buf, len, desc, context);
     if (s == Status::ok) recvs_[context] = {static_cast<std::byte*>(buf), len};
     return s;
   }
-  Status post_write(int peer, const void* buf, std::size_t len, void* desc, const RemoteMemory& dst,
-                    std::uint64_t offset, std::uint64_t context, unsigned flags,
-                    std::optional<std::uint64_t> imm) noexcept override {
-    return in_.post_write(peer, buf, len, desc, dst, offset, context, flags, imm);
-  }
-  Status post_read(int peer, void* buf, std::size_t len, void* desc, const RemoteMemory& src,
-                   std::uint64_t offset, std::uint64_t context, unsigned flags) noexcept override {
-    return in_.post_read(peer, buf, len, desc, src, offset, context, flags);
-  }
-  Status post_atomic(int peer, AtomicOp op, std::uint64_t operand, std::uint64_t compare,
-                     std::uint64_t* result, void* result_desc, const RemoteMemory& dst,
-                     std::uint64_t offset, std::uint64_t context,
-                     unsigned flags) noexcept override {
-    return in_.post_atomic(peer, op, operand, compare, result, result_desc, dst, offset, context,
-                           flags);
-  }
-  int poll_tx(std::span<Completion> out) noexcept override { return in_.poll_tx(out); }
   int poll_rx(std::span<Completion> out) noexcept override {
-    const int n = in_.poll_rx(out);
+    const int n = inner_->poll_rx(out);
     for (int i = 0; i < n; ++i) rewrite(out[static_cast<std::size_t>(i)]);
     return n;
   }
-  void progress() noexcept override { in_.progress(); }
-  const std::string& last_error() const noexcept override { return in_.last_error(); }
 
  private:
   void rewrite(Completion& c) noexcept {
@@ -402,7 +365,6 @@ class Tap final : public Transport {
     c.length = static_cast<std::uint32_t>(len);
   }
 
-  Transport& in_;
   Forge forge_;
   std::map<std::uint64_t, std::pair<std::byte*, std::size_t>> recvs_;
   int forged_ = 0;

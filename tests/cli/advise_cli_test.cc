@@ -15,24 +15,17 @@ namespace {
 
 using launcher_test::TempDir;
 using testing::CliResult;
+using testing::expect_usage_line;
 using testing::lines;
 using testing::run_cli;
 using namespace std::chrono_literals;
-
-void expect_one_error_line(const CliResult& r, const std::string& needle) {
-  EXPECT_EQ(r.status, 2) << r.err;
-  const auto err = lines(r.err);
-  ASSERT_EQ(err.size(), 1u) << r.err;
-  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
-  EXPECT_NE(err[0].find(needle), std::string::npos) << err[0];
-}
 
 TEST(AdviseCli, ShortSearchOnLocalAnswersAndKeepsAProfile) {
   TempDir dir;
   const std::string profile = dir.file("advice.json");
   CliResult r = run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--candidates",
                          "push1-watermark-pull,push2-event-pull,socket", "--budget", "20s",
-                         "--profile", profile, "--json"},
+                         "--save", profile, "--json"},
                         120s);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto a = nlohmann::json::parse(r.out);
@@ -116,39 +109,37 @@ TEST(AdviseCli, DesignAutoUsesAFittingProfileOnly) {
 
 TEST(AdviseCli, BadInputIsOneLine) {
   TempDir dir;
-  expect_one_error_line(run_cli({"fabflow", "advise", "tree"}, 20s), "unknown family 'tree'");
-  expect_one_error_line(run_cli({"fabflow", "advise"}, 20s), "name a family");
-  expect_one_error_line(
+  expect_usage_line(run_cli({"fabflow", "advise", "tree"}, 20s), "unknown family 'tree'");
+  expect_usage_line(run_cli({"fabflow", "advise"}, 20s), "name a family");
+  expect_usage_line(
       run_cli({"fabflow", "advise", "bulk", "-p", "local", "--objective", "p99"}, 20s),
       "objective 'p99' is not measured");
-  expect_one_error_line(
-      run_cli({"fabflow", "advise", "queue", "-p", "local", "--budget", "0s"}, 20s),
-      "--budget '0s'");
-  expect_one_error_line(
-      run_cli({"fabflow", "advise", "queue", "-p", "local", "--budget", "2x"}, 20s),
-      "--budget '2x'");
-  expect_one_error_line(run_cli({"fabflow", "advise", "queue", "-p", "nosuch"}, 20s), "nosuch");
-  expect_one_error_line(run_cli({"fabflow", "advise", "queue", "-p", "local,local"}, 20s),
-                        "names a provider twice");
-  expect_one_error_line(
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--budget", "0s"}, 20s),
+                    "--budget '0s'");
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--budget", "2x"}, 20s),
+                    "--budget '2x'");
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "nosuch"}, 20s), "nosuch");
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local,local"}, 20s),
+                    "names a provider twice");
+  expect_usage_line(
       run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "fast-queue"}, 20s),
       "'fast-queue' is not a candidate");
-  expect_one_error_line(
+  expect_usage_line(
       run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "socket,socket"}, 20s),
       "names 'socket' twice");
   // A workload flag the bench refuses: its own line, passed on.
-  expect_one_error_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates",
-                                 "socket", "--no-profile", "--", "--api", "bogus"},
-                                60s),
-                        "the bench refused the workload on local");
-  expect_one_error_line(
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "socket",
+                             "--no-save", "--", "--api", "bogus"},
+                            60s),
+                    "the bench refused the workload on local");
+  expect_usage_line(
       run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "auto", "-S", "64,4K"}, 20s),
       "--design auto chooses for one item size");
   std::ofstream(dir.file("not.json")) << "{\"type\": \"something\"}";
-  expect_one_error_line(run_cli({"fabflow", "advise", "--show", dir.file("not.json")}, 20s),
-                        "is not an advise profile");
-  expect_one_error_line(run_cli({"fabflow", "advise", "--show", dir.file("none.json")}, 20s),
-                        "cannot read");
+  expect_usage_line(run_cli({"fabflow", "advise", "--show", dir.file("not.json")}, 20s),
+                    "is not an advise profile");
+  expect_usage_line(run_cli({"fabflow", "advise", "--show", dir.file("none.json")}, 20s),
+                    "cannot read");
 }
 
 }  // namespace

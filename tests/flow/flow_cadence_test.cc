@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <fabflow/fault.h>
+#include <fabflow/forwarding.h>
 
 #include <memory>
 #include <mutex>
@@ -38,37 +39,18 @@ struct NotifyCounts {
 // Forwards every call to `inner` and counts the notification pushes (NotifyCounts). A
 // notification is in flight from its post until a poll_tx through this wrapper hands its
 // completion to the queue. Not thread-safe, like the transport it wraps.
-class NotifyCounter final : public Transport {
+class NotifyCounter final : public ForwardingTransport {
  public:
   NotifyCounter(std::unique_ptr<Transport> inner, const QueueOptions& o,
                 std::shared_ptr<NotifyCounts> counts)
-      : inner_(std::move(inner)), o_(o), counts_(std::move(counts)) {}
+      : ForwardingTransport(std::move(inner)), o_(o), counts_(std::move(counts)) {}
 
-  const Capabilities& caps() const noexcept override { return inner_->caps(); }
   std::string_view name() const noexcept override { return "notify-counter"; }
-  void connect(Bootstrap& boot) override { inner_->connect(boot); }
-  std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
-                                                unsigned access) override {
-    return inner_->register_memory(addr, len, access);
-  }
-  std::unique_ptr<MemoryRegion> allocate(std::size_t len, unsigned access) override {
-    return inner_->allocate(len, access);
-  }
-  std::vector<std::byte> export_key(const MemoryRegion& mr) const override {
-    return inner_->export_key(mr);
-  }
-  RemoteMemory import_key(int peer, std::span<const std::byte> blob) override {
-    return inner_->import_key(peer, blob);
-  }
   Status post_send(int peer, const void* buf, std::size_t len, void* desc, std::uint64_t context,
                    unsigned flags) noexcept override {
     Status s = inner_->post_send(peer, buf, len, desc, context, flags);
     if (s == Status::ok) note(len == 8, context, flags);
     return s;
-  }
-  Status post_recv(int peer, void* buf, std::size_t len, void* desc,
-                   std::uint64_t context) noexcept override {
-    return inner_->post_recv(peer, buf, len, desc, context);
   }
   Status post_write(int peer, const void* buf, std::size_t len, void* desc, const RemoteMemory& dst,
                     std::uint64_t offset, std::uint64_t context, unsigned flags,
@@ -83,13 +65,6 @@ class NotifyCounter final : public Transport {
     if (s == Status::ok) note(false, context, flags);
     return s;
   }
-  Status post_atomic(int peer, AtomicOp op, std::uint64_t operand, std::uint64_t compare,
-                     std::uint64_t* result, void* result_desc, const RemoteMemory& dst,
-                     std::uint64_t offset, std::uint64_t context,
-                     unsigned flags) noexcept override {
-    return inner_->post_atomic(peer, op, operand, compare, result, result_desc, dst, offset,
-                               context, flags);
-  }
   int poll_tx(std::span<Completion> out) noexcept override {
     const int n = inner_->poll_tx(out);
     for (int i = 0; i < n; ++i)
@@ -97,9 +72,6 @@ class NotifyCounter final : public Transport {
         --counts_->in_flight;
     return n;
   }
-  int poll_rx(std::span<Completion> out) noexcept override { return inner_->poll_rx(out); }
-  void progress() noexcept override { inner_->progress(); }
-  const std::string& last_error() const noexcept override { return inner_->last_error(); }
 
  private:
   // The peer's counter cell 0 (tail or head), right after its ring (no separate endpoint; a
@@ -131,7 +103,6 @@ class NotifyCounter final : public Transport {
     c.max_in_flight = std::max(c.max_in_flight, c.in_flight + c.untracked);
   }
 
-  std::unique_ptr<Transport> inner_;
   QueueOptions o_;
   std::shared_ptr<NotifyCounts> counts_;
   std::optional<std::uint64_t> cell_;

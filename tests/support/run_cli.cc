@@ -126,6 +126,15 @@ void expect_one_error_line(const CliResult& r) {
   EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
 }
 
+void expect_usage_line(const CliResult& r, const std::string& needle) {
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.status, 2) << r.err;
+  const auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
+  EXPECT_NE(err[0].find(needle), std::string::npos) << err[0];
+}
+
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);

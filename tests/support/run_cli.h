@@ -60,6 +60,9 @@ KilledRun kill_rank_mid_run(std::vector<std::string> args, const RankKill& kill)
 // call as ASSERT_NO_FATAL_FAILURE(expect_one_error_line(r)).
 void expect_one_error_line(const CliResult& r);
 
+// A usage error: exit status 2 and one stderr line, "fabflow: error: ..." containing `needle`.
+void expect_usage_line(const CliResult& r, const std::string& needle);
+
 // Lines of `text` that are non-empty.
 std::vector<std::string> lines(const std::string& text);
 

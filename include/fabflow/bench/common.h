@@ -168,6 +168,7 @@ struct Target {
                            // them when the caller has already pinned itself)
   bool pin = true;         // pin the threads a family starts next to `cpu`
   std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
+  std::string profile;  // a provider profile the transports are held to (TransportOptions::profile)
 
   // Options for a transport of this target that performs `ops`, bound to the bootstrap's
   // address (`node`: a veth in a namespace); depths and threading stay the defaults.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fabflow/fault.h>
+#include <fabflow/forwarding.h>
 #include <fabflow/transport.h>
 
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace fabflow {
 // Owns the inner transport and forwards every call to it, injecting the faults of its plan.
 // Not thread-safe, like any Transport; progress() only forwards, so it is as safe as the
 // inner transport's.
-class FaultTransport final : public Transport {
+class FaultTransport final : public ForwardingTransport {
  public:
   FaultTransport(std::unique_ptr<Transport> inner, FaultPlan plan);
 
@@ -32,21 +33,6 @@ class FaultTransport final : public Transport {
     inner_->connect(boot);
     refresh_caps();
   }
-  std::unique_ptr<MemoryRegion> register_memory(void* addr, std::size_t len,
-                                                unsigned access) override {
-    return inner_->register_memory(addr, len, access);
-  }
-  // The inner transport's own allocation: local shares only memory it allocated itself.
-  std::unique_ptr<MemoryRegion> allocate(std::size_t len, unsigned access) override {
-    return inner_->allocate(len, access);
-  }
-  std::vector<std::byte> export_key(const MemoryRegion& mr) const override {
-    return inner_->export_key(mr);
-  }
-  RemoteMemory import_key(int peer, std::span<const std::byte> blob) override {
-    return inner_->import_key(peer, blob);
-  }
-
   Status post_send(int peer, const void* buf, std::size_t len, void* desc, std::uint64_t context,
                    unsigned flags) noexcept override;
   Status post_recv(int peer, void* buf, std::size_t len, void* desc,
@@ -64,16 +50,23 @@ class FaultTransport final : public Transport {
 
   int poll_tx(std::span<Completion> out) noexcept override { return poll(tx_, false, out); }
   int poll_rx(std::span<Completion> out) noexcept override { return poll(rx_, true, out); }
-  void progress() noexcept override { inner_->progress(); }
-  // Cross-memory attach passes through (no fault is injected into it); peer mapping does not
-  // (refresh_caps): stores into a mapped peer would pass by the faults of post_write.
+  // Hidden (refresh_caps): a message read in place, or a store into a mapped peer, would pass
+  // by the faults of poll_rx and post_write.
+  int poll_rx_in_place(std::span<Completion> out) noexcept override {
+    return Transport::poll_rx_in_place(out);
+  }
+  Status release_rx(const Completion& c) noexcept override { return Transport::release_rx(c); }
+  std::byte* map_peer(int peer, const RemoteMemory& m, std::uint64_t offset,
+                      std::size_t len) noexcept override {
+    return Transport::map_peer(peer, m, offset, len);
+  }
+  // Cross-memory attach passes through (no fault is injected into it).
   Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
                    std::size_t len) noexcept override {
     const Status s = inner_->copy_peer(peer, dir, buf, addr, len);
     if (s == Status::failed) error_ = inner_->last_error();
     return s;
   }
-
   const std::string& last_error() const noexcept override { return error_; }
 
  private:
@@ -102,7 +95,6 @@ class FaultTransport final : public Transport {
     caps_.peer_mapping = false;
   }
 
-  std::unique_ptr<Transport> inner_;
   Capabilities caps_;
   FaultPlan plan_;
   std::string name_;
