@@ -17,13 +17,20 @@ namespace fabflow {
 
 class ForwardingTransport : public Transport {
  public:
+  // Whether the direct-access calls (poll_rx_in_place, release_rx, map_peer, copy_peer) reach
+  // the inner transport, or fail as Transport's defaults do: a wrapper that must see every
+  // message and write hides them (and clears the capabilities that offer them).
+  enum class DirectAccess { forward, hide };
+
   // Owns `inner`, which must not be used directly afterwards. Throws UsageError when null.
-  explicit ForwardingTransport(std::unique_ptr<Transport> inner)
-      : owned_(std::move(inner)), inner_(owned_.get()) {
+  explicit ForwardingTransport(std::unique_ptr<Transport> inner,
+                               DirectAccess direct = DirectAccess::forward)
+      : owned_(std::move(inner)), inner_(owned_.get()), direct_(direct) {
     if (!inner_) throw UsageError("transport wrapper: no transport to wrap");
   }
   // Borrows `inner`, which must outlive this wrapper (and is not used directly meanwhile).
-  explicit ForwardingTransport(Transport& inner) : inner_(&inner) {}
+  explicit ForwardingTransport(Transport& inner, DirectAccess direct = DirectAccess::forward)
+      : inner_(&inner), direct_(direct) {}
 
   Transport& inner() noexcept { return *inner_; }
   const Transport& inner() const noexcept { return *inner_; }
@@ -78,24 +85,31 @@ class ForwardingTransport : public Transport {
   int poll_tx(std::span<Completion> out) noexcept override { return inner_->poll_tx(out); }
   int poll_rx(std::span<Completion> out) noexcept override { return inner_->poll_rx(out); }
   int poll_rx_in_place(std::span<Completion> out) noexcept override {
-    return inner_->poll_rx_in_place(out);
+    return forwards() ? inner_->poll_rx_in_place(out) : Transport::poll_rx_in_place(out);
   }
-  Status release_rx(const Completion& c) noexcept override { return inner_->release_rx(c); }
+  Status release_rx(const Completion& c) noexcept override {
+    return forwards() ? inner_->release_rx(c) : Transport::release_rx(c);
+  }
   void progress() noexcept override { inner_->progress(); }
 
   std::byte* map_peer(int peer, const RemoteMemory& m, std::uint64_t offset,
                       std::size_t len) noexcept override {
-    return inner_->map_peer(peer, m, offset, len);
+    return forwards() ? inner_->map_peer(peer, m, offset, len)
+                      : Transport::map_peer(peer, m, offset, len);
   }
   Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
                    std::size_t len) noexcept override {
-    return inner_->copy_peer(peer, dir, buf, addr, len);
+    return forwards() ? inner_->copy_peer(peer, dir, buf, addr, len)
+                      : Transport::copy_peer(peer, dir, buf, addr, len);
   }
   const std::string& last_error() const noexcept override { return inner_->last_error(); }
 
  protected:
+  bool forwards() const noexcept { return direct_ == DirectAccess::forward; }
+
   std::unique_ptr<Transport> owned_;  // null when borrowed
   Transport* inner_;
+  DirectAccess direct_;
 };
 
 }  // namespace fabflow

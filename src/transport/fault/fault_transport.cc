@@ -19,7 +19,9 @@ void check_probability(double p, const char* knob) {
 }  // namespace
 
 FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, FaultPlan plan)
-    : ForwardingTransport(std::move(inner)), plan_(std::move(plan)), rng_(plan_.seed) {
+    : ForwardingTransport(std::move(inner), DirectAccess::hide),
+      plan_(std::move(plan)),
+      rng_(plan_.seed) {
   refresh_caps();
   check_probability(plan_.again_probability, "again_probability");
   check_probability(plan_.corrupt_recv_probability, "corrupt_recv_probability");

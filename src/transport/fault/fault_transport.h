@@ -50,16 +50,6 @@ class FaultTransport final : public ForwardingTransport {
 
   int poll_tx(std::span<Completion> out) noexcept override { return poll(tx_, false, out); }
   int poll_rx(std::span<Completion> out) noexcept override { return poll(rx_, true, out); }
-  // Hidden (refresh_caps): a message read in place, or a store into a mapped peer, would pass
-  // by the faults of poll_rx and post_write.
-  int poll_rx_in_place(std::span<Completion> out) noexcept override {
-    return Transport::poll_rx_in_place(out);
-  }
-  Status release_rx(const Completion& c) noexcept override { return Transport::release_rx(c); }
-  std::byte* map_peer(int peer, const RemoteMemory& m, std::uint64_t offset,
-                      std::size_t len) noexcept override {
-    return Transport::map_peer(peer, m, offset, len);
-  }
   // Cross-memory attach passes through (no fault is injected into it).
   Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
                    std::size_t len) noexcept override {

@@ -50,7 +50,7 @@ class ProfileRegion final : public MemoryRegion {
 class ProfileTransport final : public ForwardingTransport {
  public:
   ProfileTransport(std::unique_ptr<Transport> inner, ProviderProfile profile)
-      : ForwardingTransport(std::move(inner)),
+      : ForwardingTransport(std::move(inner), DirectAccess::hide),  // no hardware provider has them
         profile_(std::move(profile)),
         caps_(apply_profile(inner_->caps(), profile_)),
         name_("profile(" + profile_.name + ", " + std::string(inner_->name()) + ")"),
@@ -145,19 +145,6 @@ class ProfileTransport final : public ForwardingTransport {
   }
   int poll_tx(std::span<Completion> out) noexcept override { return poll(false, out); }
   int poll_rx(std::span<Completion> out) noexcept override { return poll(true, out); }
-  // No hardware provider reads in place, maps a peer or attaches to its memory (apply_profile).
-  int poll_rx_in_place(std::span<Completion> out) noexcept override {
-    return Transport::poll_rx_in_place(out);
-  }
-  Status release_rx(const Completion& c) noexcept override { return Transport::release_rx(c); }
-  std::byte* map_peer(int peer, const RemoteMemory& m, std::uint64_t offset,
-                      std::size_t len) noexcept override {
-    return Transport::map_peer(peer, m, offset, len);
-  }
-  Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
-                   std::size_t len) noexcept override {
-    return Transport::copy_peer(peer, dir, buf, addr, len);
-  }
   const std::string& last_error() const noexcept override { return error_; }
 
  private:
