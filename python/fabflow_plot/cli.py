@@ -110,8 +110,15 @@ def cmd_report(directory):
     paths = glob.glob(os.path.join(glob.escape(directory), "*.jsonl"))
     if not paths:
         raise D.FabflowError(f"{directory}: no *.jsonl experiment files")
-    experiments = sorted((D.load_experiment(p) for p in paths),
-                         key=lambda e: (_natural(e.id), e.path))
+    # A file that cannot be read is reported and left out; the others still get their index.
+    loaded, skipped = [], []
+    for p in sorted(paths):
+        try:
+            loaded.append(D.load_experiment(p))
+        except D.FabflowError as e:
+            skipped.append((p, str(e).split(": ", 1)[-1]))
+            print(f"fabflow: error: {e}", file=sys.stderr)
+    experiments = sorted(loaded, key=lambda e: (_natural(e.id), e.path))
     items = []
     for exp in experiments:
         pdata, verdict = analyse(exp)
@@ -123,9 +130,9 @@ def cmd_report(directory):
             png_bytes = build_outputs(exp, pdata, verdict)
         items.append((exp, pdata, verdict, png_bytes, os.path.basename(base) + ".html"))
     index = os.path.join(directory, "index.html")
-    _write(index, P.report_page(items))
+    _write(index, P.report_page(items, skipped))
     print(index)
-    return 0
+    return 1 if skipped else 0
 
 
 def main(argv=None):

@@ -49,6 +49,8 @@ def _load(path, field):
                     rows.append(row)
     except OSError as e:
         raise D.FabflowError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise D.FabflowError(f"{path}: not UTF-8 text (byte {e.start})") from None
     if not rows:
         raise D.FabflowError(f"{path}: no row has a '{field}' latency object with a histogram")
     return rows, labels

@@ -6,6 +6,7 @@ the style sheet is inline, so a page can be mailed or archived on its own.
 
 import base64
 import html
+import os
 import json
 
 from . import claims as C
@@ -369,9 +370,14 @@ def _index_table(items, thumbs):
     return "\n".join(out)
 
 
-def report_page(items):
-    """The index: items are (exp, pdata, verdict, png_bytes, page_name) in id order."""
+def report_page(items, skipped=()):
+    """The index: items are (exp, pdata, verdict, png_bytes, page_name) in id order; skipped
+    are the files that could not be read, as (path, reason)."""
     body = ["<h1>fabflow experiments</h1>"]
+    if skipped:
+        body.append("<p class=\"busy\">Not included (unreadable files): "
+                    + "; ".join(f"{esc(os.path.basename(p))}: {esc(why)}" for p, why in skipped)
+                    + ".</p>")
     if items:
         providers = sorted({str(exp.header.get("provider", "")) for exp, *_ in items})
         machines = sorted({F.machine_name(exp.environment) for exp, *_ in items})

@@ -532,6 +532,20 @@ class CommandLineTest(unittest.TestCase):
         self.assertLess(page.index('href="#001-other"'), page.index('href="#003-test"'))
         self.assertTrue(os.path.exists(os.path.join(self.dir, "001-other.png")))
 
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed")
+    def test_report_leaves_out_an_unreadable_file_and_still_writes_the_index(self):
+        self.write(queue_entry(), queue_rows())
+        with open(os.path.join(self.dir, "002-broken.jsonl"), "wb") as f:
+            f.write(b'{"type": "experiment"}\n\xff\n')
+        status, out, err = run_cli("report", self.dir)
+        self.assertEqual(status, 1)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("002-broken.jsonl: not UTF-8 text", err)
+        with open(os.path.join(self.dir, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn("003-test", page)
+        self.assertIn("Not included (unreadable files): 002-broken.jsonl", page)
+
     def test_malformed_line(self):
         path = self.write(queue_entry(), queue_rows())
         with open(path, "a", encoding="utf-8") as f:
@@ -607,6 +621,11 @@ class DistributionTest(unittest.TestCase):
             with open(path, "w") as f:
                 f.write('{"type": "throughput"}\n')
             with self.assertRaises(D.FabflowError):
+                DIST.load_rows(path, "latency_ns")
+            # Not UTF-8: one error naming the file, not a traceback (issue 44).
+            with open(path, "wb") as f:
+                f.write(b"\xff\xfe{not text}\n")
+            with self.assertRaisesRegex(D.FabflowError, "x.jsonl: not UTF-8 text"):
                 DIST.load_rows(path, "latency_ns")
 
     @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib not installed")
