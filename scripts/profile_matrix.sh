@@ -26,7 +26,7 @@ for p in "${profiles[@]}"; do
   fi
   runs=(
     "queue --design all --items 20000"
-    "queue --design datamover --items 20000"
+    "queue --design basic,batching,datamover --items 20000"
     "rr --pattern all --model all"
     "kv --design all --clients 2 --workers 2 --keys 1000 -I 2000 -w 200"
     "seq --design all"
