@@ -3,6 +3,8 @@
 // with the fix (provoked with prlimit, as the issue asks).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -55,6 +57,21 @@ TEST(DoctorCli, ASmallMemlockLimitFailsWithTheFix) {
   EXPECT_EQ(memlock["status"], "fail");
   EXPECT_NE(memlock["detail"].get<std::string>().find("64 KiB"), std::string::npos);
   EXPECT_NE(memlock["fix"].get<std::string>().find("ulimit -l unlimited"), std::string::npos);
+}
+
+// A /dev/shm with less room than a few ranks need (a 1 MiB tmpfs mounted over it in a private
+// mount namespace: root only) fails its check with the fix.
+TEST(DoctorCli, ASmallDevShmFailsWithTheFix) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small /dev/shm needs root";
+  CliResult r = run_cli(
+      {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+       "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec \"$0\" doctor --json", FABFLOW_BIN},
+      60s);
+  ASSERT_EQ(r.status, 1) << r.err;
+  const auto shm = check_named(nlohmann::json::parse(r.out), "/dev/shm");
+  EXPECT_EQ(shm["status"], "fail");
+  EXPECT_NE(shm["detail"].get<std::string>().find("1 MiB free"), std::string::npos) << shm.dump();
+  EXPECT_NE(shm["fix"].get<std::string>().find("remount"), std::string::npos);
 }
 
 }  // namespace
