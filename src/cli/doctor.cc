@@ -33,6 +33,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/affinity.h"
+#include "common/shm_regions.h"
 
 namespace fabflow::cli {
 namespace {
@@ -158,6 +159,19 @@ Check check_dev_shm() {
   if (avail < (1ull << 30))
     return {"/dev/shm", "warn", detail, "many ranks per host need more: remount with size=1G+"};
   return {"/dev/shm", "ok", detail, ""};
+}
+
+// Regions of shm endpoints whose ranks died without closing them (killed under mpirun, by
+// hand, or with their launcher): each start sweeps those of exited owners; this check also
+// finds those whose pid was reused since.
+Check check_shm_leftovers() {
+  const auto left = find_shm_leftovers();
+  if (left.empty()) return {"/dev/shm leftovers", "ok", "none", ""};
+  std::uint64_t bytes = 0;
+  for (const auto& l : left) bytes += l.bytes;
+  return {"/dev/shm leftovers", "warn",
+          std::to_string(left.size()) + " region(s) of dead ranks, " + mib(bytes),
+          "`fabflow clean` removes them (only those whose owner is gone)"};
 }
 
 Check check_userfaultfd() {
@@ -307,6 +321,7 @@ int run_doctor(bool json) {
   for (auto& c : check_devices()) checks.push_back(std::move(c));
   checks.push_back(check_memlock());
   checks.push_back(check_dev_shm());
+  checks.push_back(check_shm_leftovers());
   checks.push_back(check_userfaultfd());
   checks.push_back(check_cross_memory_attach());
   checks.push_back(check_huge_pages());
@@ -337,7 +352,43 @@ int run_doctor(bool json) {
   return failed > 0 ? 1 : 0;
 }
 
+int run_clean(bool dry_run, bool json) {
+  const auto left = find_shm_leftovers();
+  std::vector<std::string> errors;
+  std::uint64_t freed = 0, found = 0;
+  for (const auto& l : left) found += l.bytes;
+  if (!dry_run) freed = remove_shm_leftovers(left, errors);
+  if (json) {
+    nlohmann::json j = {
+        {"type", "clean"},      {"dry_run", dry_run},   {"regions", nlohmann::json::array()},
+        {"bytes_found", found}, {"bytes_freed", freed}, {"errors", errors}};
+    for (const auto& l : left)
+      j["regions"].push_back(
+          {{"path", "/dev/shm/" + l.name}, {"owner", l.owner}, {"bytes", l.bytes}, {"why", l.why}});
+    std::cout << j.dump() << "\n";
+  } else {
+    for (const auto& l : left)
+      std::cout << (dry_run ? "would remove " : "removed ") << "/dev/shm/" << l.name << " ("
+                << mib(l.bytes) << ", pid " << l.owner << ": " << l.why << ")\n";
+    for (const auto& e : errors) std::cerr << "fabflow clean: " << e << "\n";
+    std::cout << (dry_run ? "would free " : "freed ") << mib(dry_run ? found : freed) << " in "
+              << left.size() - errors.size() << " region(s) of dead ranks\n";
+  }
+  return errors.empty() ? 0 : 1;
+}
+
 }  // namespace
+
+void add_clean(CLI::App& app, Runner& run) {
+  auto* c = app.add_subcommand(
+      "clean", "remove the /dev/shm regions of dead ranks (those whose owner is gone)");
+  auto dry_run = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
+  c->add_flag("-n,--dry-run", *dry_run, "list what would be removed, remove nothing");
+  c->add_flag("--json", *json, "one JSON object");
+  c->callback(
+      [&run, dry_run, json] { run = [dry_run, json] { return run_clean(*dry_run, *json); }; });
+}
 
 void add_doctor(CLI::App& app, Runner& run) {
   auto* d = app.add_subcommand(

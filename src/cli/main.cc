@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   cli::add_plot(app, run);
   cli::add_model(app, run);
   cli::add_doctor(app, run);
+  cli::add_clean(app, run);
   cli::add_bulk(app, self, run);
 
   try {

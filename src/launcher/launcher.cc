@@ -1,7 +1,6 @@
 #include "fabflow/launcher.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -24,6 +23,7 @@
 #include <string_view>
 
 #include "fabflow/status.h"
+#include "common/shm_regions.h"
 #include "launcher/fd.h"
 #include "launcher/netns.h"
 #include "launcher/relay.h"
@@ -223,20 +223,6 @@ constexpr const char* stage_text(Stage s) {
   fail_in_child(plan.report_fd, Stage::exec);
 }
 
-// libfabric's shm provider keeps each endpoint's region in /dev/shm and removes it only on an
-// orderly close; fabflow names those regions "fabflow_<pid>_<random>" (see
-// FabricTransport::open_endpoint). A rank killed by a signal leaves its region behind, so
-// the launcher removes them while the rank is still a zombie: its pid cannot have been
-// reused, and every file carrying it belonged to this rank or to an earlier dead process.
-void remove_shm_leftovers(pid_t pid) {
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return;
-  const std::string prefix = "fabflow_" + std::to_string(pid) + "_";
-  while (const dirent* e = ::readdir(dir))
-    if (std::string_view(e->d_name).starts_with(prefix)) ::unlinkat(::dirfd(dir), e->d_name, 0);
-  ::closedir(dir);
-}
-
 // One running rank: owns its process group (killed and reaped on destruction if still
 // running), a pidfd and the read end of its stderr pipe. Move-only, not thread-safe.
 class Child {
@@ -276,7 +262,7 @@ class Child {
   // reused yet; stragglers in the group are killed, then the child is reaped.
   void reap() {
     ::kill(-pid_, SIGKILL);
-    remove_shm_leftovers(pid_);
+    remove_shm_regions_of(pid_);  // a zombie still: its pid cannot have been reused
     while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
     }
     pidfd_.reset();

@@ -33,8 +33,9 @@ TEST(DoctorCli, EveryCheckHasAStatusAndTheExitFollowsTheFailures) {
   for (const auto& c : doc["checks"]) {
     EXPECT_TRUE(statuses.count(c["status"].get<std::string>())) << c.dump();
     EXPECT_FALSE(c["detail"].get<std::string>().empty()) << c.dump();
-    if (c["status"] == "fail" || c["status"] == "warn")
+    if (c["status"] == "fail" || c["status"] == "warn") {
       EXPECT_FALSE(c["fix"].get<std::string>().empty()) << c.dump();
+    }
     failed += c["status"] == "fail";
   }
   EXPECT_EQ(doc["failed"], failed);

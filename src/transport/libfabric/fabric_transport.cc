@@ -5,13 +5,15 @@
 #include <fabflow/bootstrap.h>
 
 #include <poll.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <vector>
+
+#include "common/shm_regions.h"
 
 namespace fabflow::ofi {
 namespace {
@@ -77,17 +79,6 @@ FabricTransport::FabricTransport(const TransportOptions& options)
   info->rx_attr->size = std::max<std::size_t>(info->rx_attr->size, options.rx_depth);
 }
 
-// "fabflow_<pid>_<64 random bits>": unique among live and dead processes alike.
-std::string FabricTransport::shm_endpoint_name() {
-  std::uint64_t r = 0;
-  if (getrandom(&r, sizeof r, 0) != sizeof r)
-    r = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "fabflow_%d_%016llx", static_cast<int>(getpid()),
-                static_cast<unsigned long long>(r));
-  return buf;
-}
-
 FabricTransport::~FabricTransport() {
   for (std::uint64_t key : mapped_raw_keys_) fi_mr_unmap_key(domain_.get(), key);
   operand_mr_.reset();
@@ -106,8 +97,11 @@ Fid<fid_ep> FabricTransport::open_endpoint(fi_info* info) {
   if (prov == "shm") {
     // shm names its region /dev/shm/<pid>:<index>:... by default. A SIGKILLed process leaves
     // that file behind, and once the pid is reused (pid_max is 32768 on small machines) the
-    // new endpoint's fi_enable fails with EBUSY. A random name cannot collide.
-    const std::string name = shm_endpoint_name();
+    // new endpoint's fi_enable fails with EBUSY. A random name cannot collide, and one that
+    // carries its owner lets every start sweep the regions of owners that have exited.
+    std::vector<std::string> ignored;
+    remove_shm_leftovers(find_shm_leftovers("/dev/shm", ShmJudgement::exited_only), ignored);
+    const std::string name = shm_region_name();
     check(fi_setname(&ep.get()->fid, const_cast<char*>(name.c_str()), name.size() + 1),
           "fi_setname", prov);
   }

@@ -201,7 +201,6 @@ class FabricTransport final : public Transport {
 
   void connect_msg(Bootstrap& boot);
   void connect_rdm(Bootstrap& boot);
-  static std::string shm_endpoint_name();
   Fid<fid_ep> open_endpoint(fi_info* info);
 
   TransportOptions options_;
