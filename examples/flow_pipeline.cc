@@ -15,6 +15,7 @@
 #include <fabflow/launcher.h>
 #include <fabflow/transport.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -133,6 +134,9 @@ int main(int argc, char** argv) try {
   transport_options.provider = provider;
   transport_options.same_host = fabflow::launched_on_one_host();  // "auto": local on one host
   transport_options.ops = fabflow::flow::required_ops(options);
+  // push2 designs keep a receive posted per ring slot: a receive queue that holds them.
+  transport_options.rx_depth =
+      std::max(transport_options.rx_depth, fabflow::flow::required_rx_depth(options));
   transport_options.node = boot->local_address();
   auto transport = fabflow::open_transport(transport_options);
   transport->connect(*boot);

@@ -138,7 +138,10 @@ class Producer {
   virtual Status commit_many(std::size_t n) noexcept = 0;
   // Pushes out anything batched and waits until the consumer can see every enqueued item.
   virtual Status flush(std::chrono::milliseconds timeout) noexcept = 0;
-  // Orderly end of stream: the consumer gets Status::closed after the last item.
+  // Orderly end of stream: the consumer gets Status::closed after the last item. Returns ok
+  // once the consumer has every item; the consumer owes nothing after it has seen closed (it
+  // may drop its end or stop driving progress). Where this end reads the consumer's head
+  // (space pull) the consumer sees closed one round trip later, once this end has read it.
   virtual Status close(std::chrono::milliseconds timeout) noexcept = 0;
   virtual const QueueStats& stats() const noexcept = 0;
   virtual const std::string& error() const noexcept = 0;
@@ -194,6 +197,10 @@ std::unique_ptr<Consumer> make_consumer(Transport& data, Transport& notify, Boot
 // required_notify_ops (empty without the option).
 std::vector<Op> required_ops(const QueueOptions& options);
 std::vector<Op> required_notify_ops(const QueueOptions& options);
+// The receives an end of `options` keeps posted (push2 items: one per ring slot; remote CQ data
+// and pushed counters: pools of 64). Open the transport with TransportOptions::rx_depth at least
+// this, or make_producer / make_consumer refuse the design point (UsageError saying so).
+std::size_t required_rx_depth(const QueueOptions& options);
 
 // Empty when `transport` can run `options`, else one line saying why not. The one-capability
 // form asks whether a transport of this kind can carry both data and notifications.

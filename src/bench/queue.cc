@@ -677,10 +677,9 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
       TransportOptions to = params.target.transport(
           o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o), boot.local_address());
       to.thread_safe = o.active_producer || o.active_consumer;
-      // A push2 consumer keeps a receive posted per ring slot (its producer at most 64 for
-      // pushed counters): size the receive queue for the ring rather than refusing the point.
-      if (!o.socket && o.design.data == flow::DataFlow::push2)
-        to.rx_depth = std::max(to.rx_depth, o.capacity);
+      // Receives kept posted (push2: one per ring slot): size the receive queue for them
+      // rather than refusing the point.
+      if (!o.socket) to.rx_depth = std::max(to.rx_depth, flow::required_rx_depth(o));
       // Separate notifications: a second transport per queue, opened for their operations.
       const bool separate = o.separate_notify_endpoint;
       TransportOptions nto = to;

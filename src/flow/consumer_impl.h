@@ -99,7 +99,10 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     for (;;) {
       Status st = try_dequeue(out, len);
       if (st != Status::empty) return st;
-      if ((st = B::waited(wait)) != Status::ok) return st;
+      // Waiting for the producer's second end-of-stream marker: every item has arrived, so
+      // the end of the caller's wait (or of the producer) is the end of the stream.
+      if ((st = B::waited(wait)) != Status::ok)
+        return awaiting_second_ ? end_after_first_marker() : st;
       backoff.pause();
     }
   }
@@ -186,7 +189,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   enum class Read : std::uint8_t { none, tail, slots, probe };
 
   Status peek_generic(std::span<const std::byte>* item) noexcept {
-    if (failed()) return Status::failed;
+    if (quiet_end_) return Status::closed;
+    if (failed()) return awaiting_second_ ? end_after_first_marker() : Status::failed;
     if (closed_) {
       // Keep serving the producer's last head update (the helper does that when active).
       if (!active_) {
@@ -197,10 +201,17 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
       return failed() ? Status::failed : Status::closed;
     }
     if (!peeked_) {
-      if (B::check_peer_sometimes() != Status::ok) return Status::failed;
+      if (!awaiting_second_ && B::check_peer_sometimes() != Status::ok) return Status::failed;
       Status st = active_ ? ready() : advance();
-      if (st == Status::empty) return empty_now();
-      if (st != Status::ok) return failed() ? Status::failed : st;
+      if (st == Status::empty) {
+        if (awaiting_second_ && std::chrono::steady_clock::now() >= second_deadline_)
+          return end_after_first_marker();
+        return empty_now();
+      }
+      if (st != Status::ok) {
+        if (awaiting_second_) return end_after_first_marker();
+        return failed() ? Status::failed : st;
+      }
       if (!active_) {
         cur_len_ = pump_len_;
         cur_flags_ = pump_flags_;
@@ -209,13 +220,36 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
     if (cur_flags_ & kFlagClose) {
       peeked_ = false;
-      closed_ = true;
       consume_slot();
+      if constexpr (S == SpaceNotify::pull) {
+        if (!awaiting_second_) {
+          // The first marker: released, so the producer's close reads a head that covers
+          // it; its second marker, which says it has, may already be here.
+          awaiting_second_ = true;
+          second_deadline_ = std::chrono::steady_clock::now() + s_.options.peer_timeout;
+          return peek_generic(item);
+        }
+        return end_after_first_marker();
+      }
+      closed_ = true;
       if (!active_) notify_head(HeadNotice::last);
       return failed() ? Status::failed : Status::closed;
     }
+    if (awaiting_second_) [[unlikely]] {
+      awaiting_second_ = false;
+      return B::fail_with("flow: the producer sent an item after its end of stream");
+    }
     *item = std::span<const std::byte>(B::slot(head_) + L_.payload_at(cur_len_), cur_len_);
     return Status::ok;
+  }
+
+  // Space pull: the end of stream once the first marker is released and the second has come,
+  // or peer_timeout passed, or the transport failed meanwhile (every item has arrived: the
+  // producer's answer is all that is missing). Nothing is owed to the producer after it.
+  Status end_after_first_marker() noexcept {
+    awaiting_second_ = false;
+    closed_ = quiet_end_ = true;
+    return Status::closed;
   }
 
   // Nothing to dequeue now. Passive: the idle end drives its endpoints and sends a head update
@@ -250,7 +284,7 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   // shorter its poll (docs/measurements/flow-queues.md, "Intra-host figures").
   enum class InPlace : std::uint8_t { item, empty, other };
   [[gnu::always_inline]] InPlace in_place(const std::byte** payload) noexcept {
-    if (!in_place_ || peeked_ || closed_ || failed()) return InPlace::other;
+    if (!in_place_ || peeked_ || closed_ || awaiting_second_ || failed()) return InPlace::other;
     if (B::check_peer_sometimes() != Status::ok) return InPlace::other;
     const std::byte* sl = B::slot(head_);
     std::uint32_t len, flags;
@@ -392,7 +426,8 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     if (failed()) return false;
     while (!close_seen_ && next_ - seen_ < L_.capacity) {
       if (advance() != Status::ok) break;
-      if (pump_flags_ & kFlagClose) close_seen_ = true;
+      // Space pull ends with two markers (see peek_generic): validate up to the second.
+      if (pump_flags_ & kFlagClose) close_seen_ = S != SpaceNotify::pull || ++markers_seen_ == 2;
       ready_pub_.store(++next_, std::memory_order_release);
     }
     if (failed()) return false;
@@ -779,6 +814,12 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
   bool peeked_ = false;
   std::size_t peeked_n_ = 0;  // items peek_many gave (0: none, or peek's one)
   bool closed_ = false;
+  // Space pull's end of stream (peek_generic): the first marker released, the second awaited
+  // until second_deadline_; quiet_end_ once it ended that way.
+  bool awaiting_second_ = false;
+  bool quiet_end_ = false;
+  unsigned markers_seen_ = 0;  // active: end-of-stream markers the helper validated
+  std::chrono::steady_clock::time_point second_deadline_{};
   QueueStats stats_;
   // Pump (the owner thread when passive, the helper or the owner in turn when active).
   std::uint64_t next_ = 0;  // the slot being made valid; passive: == head_

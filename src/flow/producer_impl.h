@@ -177,15 +177,41 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
       closing_ = true;
       closing_pub_.store(true, std::memory_order_release);
     }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     Status st = wait_until(timeout, HeadRefresh::now, [&] { return head_view() >= staged_; });
-    if (st == Status::ok) closed_ = true;
-    return st;
+    if (st != Status::ok) return st;
+    if constexpr (S == SpaceNotify::pull) {
+      // The consumer cannot tell when this end has read its head (a one-sided read), so it
+      // waits for a second marker that says so, and may stop as soon as it has it.
+      if (!second_marker_) {
+        // No more head reads, and the one in flight answered first: the consumer may drop
+        // its ring as soon as it has the second marker.
+        second_marker_pub_.store(true, std::memory_order_release);
+        st = wait_until(left_of(deadline), HeadRefresh::lazy,
+                        [&] { return !head_read_pub_.load(std::memory_order_acquire); });
+        if (st != Status::ok) return st;
+        second_marker_ = true;
+        mark_visible(staged_ + 1);
+        publish(nullptr, 0, kFlagClose);
+        stage_done();
+      }
+      st = wait_until(left_of(deadline), HeadRefresh::lazy,
+                      [&] { return done_pub_.load(std::memory_order_acquire) >= staged_; });
+      if (st != Status::ok) return st;
+    }
+    closed_ = true;
+    return Status::ok;
   }
 
   const QueueStats& stats() const noexcept override { return B::snapshot(stats_); }
   const std::string& error() const noexcept override { return B::error_; }
 
  private:
+  static std::chrono::milliseconds left_of(std::chrono::steady_clock::time_point deadline) {
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()),
+                    std::chrono::milliseconds(0));
+  }
   // Publishes the first n reserved slots (n >= 1), then one pump round for all of them.
   // The loop keeps what it needs in locals: each slot's release store would otherwise make the
   // compiler load the members again for the next slot.
@@ -389,8 +415,9 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
         const std::uint64_t free_slots =
             L_.capacity - (staged > head_known_ ? staged - head_known_ : 0);
         const bool early = free_slots < refresh_below_ && staged - refreshed_at_ >= refresh_gap_;
-        if (need == HeadRefresh::now || free_slots == 0 || early ||
-            (closing && head_known_ < staged)) {
+        const bool answered = second_marker_pub_.load(std::memory_order_acquire);
+        if (!answered && (need == HeadRefresh::now || free_slots == 0 || early ||
+                          (closing && head_known_ < staged))) {
           refreshed_at_ = staged;
           if (!post_head_read()) return false;
         }
@@ -398,6 +425,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     }
     if (inflight_ == 0 && (T != TransferNotify::push || notified_ == sent_))
       done_pub_.store(sent_, std::memory_order_release);
+    if constexpr (S == SpaceNotify::pull)
+      head_read_pub_.store(read_pending_, std::memory_order_release);
     if (active_) head_pub_.store(head_known_, std::memory_order_release);
     return sent_ != before_sent || head_known_ != before_head;
   }
@@ -415,8 +444,9 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     sent_ = staged_;
     const std::uint64_t free_slots = L_.capacity - (staged_ - head_known_);
     const bool early = free_slots < refresh_below_ && staged_ - refreshed_at_ >= refresh_gap_;
-    if (need == HeadRefresh::now || free_slots == 0 || early || (closing_ && head_known_ < staged_))
-        [[unlikely]] {
+    if ((need == HeadRefresh::now || free_slots == 0 || early ||
+         (closing_ && head_known_ < staged_)) &&
+        !second_marker_) [[unlikely]] {
       const std::uint64_t before = head_known_;
       refreshed_at_ = staged_;
       space_ops_.inc();
@@ -615,6 +645,7 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::uint32_t reserved_len_ = 0;
   bool closing_ = false;
   bool closed_ = false;
+  bool second_marker_ = false;  // space pull: close() staged its second end-of-stream marker
   QueueStats stats_;
   // Pump (owner thread, or the mover thread when active).
   std::uint64_t sent_ = 0;
@@ -635,6 +666,8 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
   std::atomic<std::uint64_t> head_pub_{0};
   std::atomic<std::uint64_t> done_pub_{0};
   std::atomic<bool> closing_pub_{false};
+  std::atomic<bool> second_marker_pub_{false};  // close(): no more head reads (data mover)
+  std::atomic<bool> head_read_pub_{false};      // read_pending_ as of the last pump round
 };
 
 }  // namespace fabflow::flow::detail

@@ -2,6 +2,9 @@
 // all-gather, import of the peer's region.
 #include <fabflow/bootstrap.h>
 
+#include <algorithm>
+#include <string>
+
 #include "flow/end_base.h"
 
 namespace fabflow::flow::detail {
@@ -95,10 +98,29 @@ void post_setup_recv(Shared& s, RecvOn on, std::size_t offset, std::size_t len, 
   MemoryRegion& mr = notify && s.nmr ? *s.nmr : *s.mr;
   Status st = t.post_recv(s.peer, mr.data() + offset, len, mr.desc(), ctx);
   if (st == Status::again)
-    throw UsageError("flow: " + s.options.design.name() +
-                     " keeps receives posted beyond the "
-                     "transport's receive queue; lower capacity or recv_pool, or raise rx_depth");
+    throw UsageError("flow: " + s.options.design.name() + " keeps " +
+                     std::to_string(required_rx_depth(s.options)) +
+                     " receives posted, beyond the transport's receive queue: open the "
+                     "transport with TransportOptions::rx_depth = flow::required_rx_depth(options) "
+                     "(or lower capacity or recv_pool)");
   if (st != Status::ok) throw Error("flow: posting a receive: " + t.last_error());
 }
 
 }  // namespace fabflow::flow::detail
+
+namespace fabflow::flow {
+
+std::size_t required_rx_depth(const QueueOptions& o) {
+  using detail::kCounterPool;
+  // The consumer: one receive per ring slot for push2 items, and a pool for the remote CQ data
+  // that some providers deliver into receives (imm). The producer: a pool for pushed heads.
+  std::size_t consumer = 0;
+  if (o.design.data == DataFlow::push2) consumer += detail::effective_capacity(o);
+  if (o.design.transfer == TransferNotify::imm) consumer += kCounterPool;
+  const std::size_t producer = o.design.space == SpaceNotify::push2
+                                   ? std::min(detail::effective_capacity(o), kCounterPool)
+                                   : 0;
+  return std::max(consumer, producer);
+}
+
+}  // namespace fabflow::flow

@@ -40,7 +40,7 @@ TEST_P(FlowSeparateNotify, FifoExactlyOnceWithContents) {
   ASSERT_EQ(stream(pt.provider, o, {n, 13, true}, &r), "");
   // The notifications are counted as before: only the endpoint they travel on changed.
   if (pt.design.data != DataFlow::pull) {
-    EXPECT_EQ(r.producer.data_ops, n + 1);
+    EXPECT_EQ(r.producer.data_ops, n + end_markers(pt.design));
   }
   if (pt.design.transfer == TransferNotify::push) {
     EXPECT_GT(r.producer.transfer_ops, 0u);

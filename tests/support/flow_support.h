@@ -87,6 +87,10 @@ inline std::unique_ptr<Consumer> consumer_on(Transport& t, Transport* notify, Bo
   return notify ? make_consumer(t, *notify, boot, peer, o) : make_consumer(t, boot, peer, o);
 }
 
+// Slots that end a stream: one marker, or two where the producer reads the consumer's head
+// (space pull: the second says it has read the head that covers the first; flow.h, close()).
+inline std::uint64_t end_markers(const Design& d) { return d.space == SpaceNotify::pull ? 2 : 1; }
+
 // Test-name-safe labels: "shm_rdm", "push1_watermark_pull_tcp_msg".
 inline std::string safe_name(std::string s) {
   for (char& c : s)
