@@ -195,12 +195,25 @@ struct HistoryEntry {
   std::uint32_t writer = 0;    // PUT: who wrote; GET ok: the tag's writer
   std::uint64_t version = 0;   // PUT: what was written; GET ok: the tag's version
   std::uint64_t start_ns = 0;  // a clock shared by every process (steady_clock on one host)
-  std::uint64_t end_ns = 0;
+  std::uint64_t end_ns = 0;    // kNeverReturned: the client died before the answer came
 };
+// The end of an operation whose outcome is unknown (its client died with it in flight): it may
+// or may not have taken effect, at any time after it started.
+inline constexpr std::uint64_t kNeverReturned = ~std::uint64_t{0};
 // The value loaded before the run counts as a PUT by `loader` at version 0 that completed
 // before every operation. Returns "" when every GET returned the value of the last PUT that
 // completed before it started or of a PUT overlapping it, else a description of the first
 // GETs that did not (at most a few).
 std::string check_history(std::span<const HistoryEntry> history, std::uint32_t loader);
+// Stricter: "" when one order of all the operations exists that keeps each one's real-time
+// place (one precedes another only when it ends strictly before the other starts) and that a
+// map replays, each key a register holding a value or nothing: the load (as above), PUT ok
+// writes, PUT full had no effect, DELETE ok removed a present key, DELETE and GET not_found saw
+// it absent, GET ok read. Exact in O(n log n) for keys whose written values are distinct and
+// that no DELETE removed (Gibbons & Korach's zones); the others by a search of the orders
+// under a budget of steps. Else a description of the first keys in violation (at most 3, then a
+// count), naming their operations; a malformed entry (start after end, an outcome the store
+// never gives) and a key the search did not decide within its budget count as violations.
+std::string check_linearizable(std::span<const HistoryEntry> history, std::uint32_t loader);
 
 }  // namespace fabflow::kv

@@ -319,7 +319,11 @@ void collect(Bootstrap& boot, const ClientRun& mine, const KvParams& p, KvRow& r
     check += std::to_string(not_loaded) + " GETs returned a value no loader wrote; ";
   if (kept && !emulated) {
     row.history = history.size();
-    if (std::string h = kv::check_history(history, kLoader); !h.empty()) check += h + "; ";
+    const std::string h = p.check == KvCheck::linearizable
+                              ? kv::check_linearizable(history, kLoader)
+                              : kv::check_history(history, kLoader);
+    if (!h.empty())
+      check += (p.check == KvCheck::linearizable ? "not linearizable: " : "") + h + "; ";
   }
   row.verified = check.empty() && !emulated;
   row.check = check.empty() ? (kept ? "passed" : "passed (values only: history over 4M ops)")

@@ -42,6 +42,7 @@ struct KvFlags : CommonFlags {
   std::uint64_t seed = 1;
   std::string reference = "none";
   std::string put_emulation = "lock-write-unlock";
+  std::string check = "linearizable";
   std::string reference_result;  // internal: the launcher's memcached figures, as JSON
 };
 
@@ -70,6 +71,7 @@ KvValidated validate(const KvFlags& f) {
   p.warmup = f.warmup;
   p.seed = f.seed;
   p.put_emulation = *parse_name<kv::PutEmulation>(f.put_emulation);
+  p.check = *parse_name<KvCheck>(f.check);
   if (p.put_emulation == kv::PutEmulation::two_atomics)
     for (kv::Design d : p.designs)
       if (d != kv::Design::atomic)
@@ -214,6 +216,9 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
       "atomic design's PUT: lock-write-unlock (default: CAS lock, WRITE the item, CAS unlock) or "
       "two-atomics (the seed's emulation: CAS lock, CAS unlock, no WRITE; stores no value, so "
       "the history check is not run)");
+  add_choice<KvCheck>(*app, "--check", f->check,
+                      "history check: linearizable (the whole concurrent history against one "
+                      "order, the default) or per-get (each GET alone, weaker)");
   add_choice<KvReference>(*app, "--reference", f->reference,
                           "also measure memcached on loopback under the same workload");
   app->add_option("--reference-result", f->reference_result)->group("");  // internal

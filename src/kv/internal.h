@@ -129,6 +129,11 @@ std::unique_ptr<Client> make_table_client(const TransportOptions& to, Bootstrap&
 enum class Abandon : std::uint8_t { never, after_lock, after_write };
 void abandon_locks(Client& c, Abandon when);
 
+// For the linearizability tests, a broken store: from now on every GET of a key this client
+// has read before returns the value it read first (a cache never invalidated), whatever was
+// written since, this client's own PUTs included.
+void serve_stale_reads(Client& c);
+
 // Which server holds `key`.
 inline int server_of(const Key& key, int servers) noexcept {
   return static_cast<int>(hash_key(key) % static_cast<std::uint64_t>(servers));

@@ -303,6 +303,7 @@ TEST_P(KvConformance, EveryGetReturnsTheLatestOrAnOverlappingPut) {
   ASSERT_EQ(run.error, "");
   ASSERT_EQ(run.history.size(), static_cast<std::size_t>(clients * ops));
   EXPECT_EQ(check_history(run.history, kLoader), "");
+  EXPECT_EQ(check_linearizable(run.history, kLoader), "");
   std::uint64_t reads = 0, gets = 0, rpcs = 0, served = 0;
   for (const ClientStats& s : run.clients) {
     reads += s.reads;
@@ -418,6 +419,66 @@ TEST(KvAtomic, AnAbandonedLockIsRecoveredAfterTheLease) {
       EXPECT_EQ(tag->writer, kLoader);  // the write never landed: the loaded value
     else
       EXPECT_EQ(tag->writer, 0u);  // it landed whole: the dead client's value
+  }
+}
+
+// The whole history stays linearizable when a client dies holding a PUT's lock and the lease
+// recovery takes over: the dead client's PUT never returned (kNeverReturned: it may or may not
+// have taken effect), while two clients run half PUTs on the same four keys.
+TEST(KvLinearizability, HoldsAcrossALeaseRecovery) {
+  for (detail::Abandon when : {detail::Abandon::after_lock, detail::Abandon::after_write}) {
+    Options o;
+    o.design = Design::atomic;
+    o.capacity = 16;
+    o.value_bytes = 32;
+    o.lock_lease = 50ms;
+    o.peer_timeout = 5s;
+    std::atomic<bool> abandoned{false};
+    StoreRun run = run_store(
+        "local", o, 3, 1, 4,
+        [&](Client& c, int rank, Bootstrap& boot, std::vector<HistoryEntry>& h) {
+          if (rank == 0) {
+            detail::abandon_locks(c, when);
+            std::vector<std::byte> v(32);
+            fill_value(v, 2, 0, 1);
+            HistoryEntry e{OpKind::put, Code::ok, 2, 0, 1, now_ns(), kNeverReturned};
+            EXPECT_EQ(c.put(boot, key_of(2), v), Code::ok);  // as far as the dead client got
+            h.push_back(e);
+            abandoned = true;
+            return;
+          }
+          while (!abandoned) std::this_thread::yield();
+          verifying_body(c, rank, boot, h, 4, 200, o);
+        });
+    ASSERT_EQ(run.error, "");
+    std::uint64_t recovered = 0;
+    for (const ClientStats& s : run.clients) recovered += s.recovered;
+    EXPECT_EQ(recovered, 1u);
+    EXPECT_EQ(check_linearizable(run.history, kLoader), "");
+  }
+}
+
+// A broken store must fail the check: a client that answers GETs from the first value it read
+// of each key (a cache never invalidated) returns values its own completed PUTs replaced. Its
+// operations are one at a time from a fixed seed, so the stale read happens in every run.
+TEST(KvLinearizability, AStaleReadingClientFailsIt) {
+  for (Design d : kAllDesigns) {
+    Options o;
+    o.design = d;
+    o.capacity = 16;
+    o.value_bytes = 32;
+    o.outstanding = 1;
+    o.yield_when_idle = true;
+    StoreRun run =
+        run_store("local", o, 2, 1, 4,
+                  [&](Client& c, int rank, Bootstrap& boot, std::vector<HistoryEntry>& h) {
+                    if (rank == 0) detail::serve_stale_reads(c);
+                    verifying_body(c, rank, boot, h, 4, 200, o);
+                  });
+    ASSERT_EQ(run.error, "") << to_string(d);
+    const std::string verdict = check_linearizable(run.history, kLoader);
+    EXPECT_NE(verdict, "") << to_string(d);
+    EXPECT_NE(verdict.find("key "), std::string::npos) << verdict;
   }
 }
 

@@ -18,6 +18,15 @@ namespace fabflow {
 
 class Bootstrap;
 
+// The history check of each row: every operation of every client against one order that keeps
+// their real-time order (kv::check_linearizable), or each GET on its own against the PUTs to its
+// key (kv::check_history: weaker, it accepts two readers that see a new value and then the old).
+enum class KvCheck : std::uint8_t { linearizable, per_get };
+inline constexpr NameTable<KvCheck, 2> kKvCheckNames{
+    {{{"linearizable", KvCheck::linearizable}, {"per-get", KvCheck::per_get}}}};
+constexpr const auto& name_table(KvCheck) noexcept { return kKvCheckNames; }
+constexpr std::string_view to_string(KvCheck c) noexcept { return kKvCheckNames.name(c); }
+
 struct KvParams {
   bench::Target target;  // provider, endpoint, CPUs, timeout
   std::vector<kv::Design> designs{std::begin(kv::kAllDesigns), std::end(kv::kAllDesigns)};
@@ -37,6 +46,7 @@ struct KvParams {
   // no value: then no GET can read a PUT's value back, and the history check is not run (the
   // row says so); GETs must return the loaded values. Other designs refuse two_atomics.
   kv::PutEmulation put_emulation = kv::PutEmulation::lock_write_unlock;
+  KvCheck check = KvCheck::linearizable;
 };
 
 // Operations of one type, all clients.
@@ -76,7 +86,7 @@ struct KvResult {
 
 // Collective: ranks [0, size - servers) are clients, the rest servers. Each design loads the
 // keys, runs warm-up and measured operations, and checks every GET's value (whole, of its
-// key) and the history of every operation (kv::check_history) up to 4 M operations.
+// key) and the history of every operation (params.check) up to 4 M operations.
 KvResult run_kv(const KvParams& params, Bootstrap& boot,
                 const std::function<void(const KvResult&, const KvRow&)>& on_row = {});
 
