@@ -94,10 +94,11 @@ sanitized=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-
 # loads and stores are in view) and their FIFO stream on tcp_rdm, shm_rdm and tcp_msg
 # (libfabric's paths); the separate-notify stream runs on local and tcp_rdm, the
 # one-notification stream and the no-allocation check on local only (fabflow's code paths are
-# the same on every transport); the bulk protocols run on local, tcp_rdm and tcp_msg.
+# the same on every transport); the bulk protocols run on local, tcp_rdm and tcp_msg; the
+# close-after-closed points on local and shm.
 # The release tree runs everything on all four.
 hostile='Cli.*(BadInput|Bad|PeerDeath|Death|Secret|Memlock|Userfaultfd)|CliPeerDeath|CliBadInput|CliDeath|SecretFileCli|Misbehaving'
-asan_fewer='FlowConformance\.(FullEmptyAndEndOfStream|ActiveConsumer|BatchingAndDataMover|BatchedCalls)/.*_(shm_rdm|tcp_msg|tcp_rdm)$|FlowSeparateNotify\.FifoExactlyOnceWithContents/.*_(shm_rdm|tcp_msg)$|FlowOneNotificationInFlightAll\..*_shm_rdm$|FlowNoAlloc\..*_shm_rdm$|BulkProtocol\..*/shm_rdm_'
+asan_fewer='FlowConformance\.(FullEmptyAndEndOfStream|ActiveConsumer|BatchingAndDataMover|BatchedCalls)/.*_(shm_rdm|tcp_msg|tcp_rdm)$|FlowSeparateNotify\.FifoExactlyOnceWithContents/.*_(shm_rdm|tcp_msg)$|FlowOneNotificationInFlightAll\..*_shm_rdm$|FlowNoAlloc\..*_shm_rdm$|BulkProtocol\..*/shm_rdm_|FlowCloseAfterClosed\..*_(tcp_msg|tcp_rdm)$'
 run_tree build-asan "${sanitized[@]}" -DFABFLOW_SANITIZE=address -- \
   -E "^NumericFlags\.|Cli|Misbehaving|$stress|$asan_fewer"
 stage "build-asan: the CLI's hostile-input tests"

@@ -61,7 +61,9 @@ void close_after_closed(const Point& pt, bool drive) {
 
 TEST_P(FlowCloseAfterClosed, ProducerCloseNeedsNothingFromAConsumerThatStopped) {
   close_after_closed(GetParam(), false);
-  close_after_closed(GetParam(), true);
+  // A consumer that drives progress after it dropped its end: where the producer reads heads,
+  // a read still in flight then must not reach the dropped ring.
+  if (GetParam().design.space == SpaceNotify::pull) close_after_closed(GetParam(), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, FlowCloseAfterClosed, ::testing::ValuesIn(points(kAll)), point_name);
