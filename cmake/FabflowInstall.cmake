@@ -23,6 +23,8 @@ install(DIRECTORY python/fabflow_plot DESTINATION ${FABFLOW_SHARE_DIR}/python
 # Docs and the man page.
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES README.md CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The examples' sources and their CMake project: `cmake -S <docdir>/examples` builds them.
+install(DIRECTORY examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 configure_file(man/fabflow.1.in ${PROJECT_BINARY_DIR}/man/fabflow.1 @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/man/fabflow.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 

@@ -45,8 +45,12 @@ while read -r header; do
     fail "$header does not compile on its own against the installed headers"
 done < <(find "$prefix/include" -name '*.h' | sort)
 
-echo "== examples with find_package"
-cmake -S examples -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+echo "== examples with find_package, from their installed copy"
+examples="$prefix/share/doc/fabflow/examples"
+for f in examples/*; do
+  cmp -s "$f" "$examples/$(basename "$f")" || fail "$f is not installed as $examples/$(basename "$f")"
+done
+cmake -S "$examples" -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 ninja -C "$work/cmake" >/dev/null
 echo "== examples with pkg-config"
 mkdir -p "$work/pc"

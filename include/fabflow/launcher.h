@@ -22,6 +22,11 @@ struct LaunchConfig {
   std::chrono::milliseconds deadline{0};
 };
 
+// The program a launch execs for argv[0]: "/proc/self/exe" becomes the path it links to, so
+// ranks show under their program's name in ps and top rather than as "exe" (kept as it is when
+// the binary was replaced or removed since it started); any other argv[0] unchanged.
+std::string resolved_program(const std::string& argv0);
+
 // Runs the experiment and returns the exit status to give the user: 0 when every process
 // exited 0, else the first failing process' status (128+signal for a signal). Children get
 // FABFLOW_RANK, FABFLOW_SIZE, FABFLOW_LOCAL_RANK, FABFLOW_COORD, FABFLOW_SECRET (random per

@@ -169,9 +169,25 @@ std::string seconds_text(milliseconds ms) {
   return text;
 }
 
+}  // namespace
+
+std::string resolved_program(const std::string& argv0) {
+  if (argv0 != "/proc/self/exe") return argv0;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return argv0;
+  std::string path(exe, static_cast<std::size_t>(n));
+  // A binary replaced or removed since it started: only /proc/self/exe still reaches it.
+  if (path.ends_with(" (deleted)") || ::access(path.c_str(), X_OK) != 0) return argv0;
+  return path;
+}
+
+namespace {
+
 // What a forked child needs, all prepared before fork (the child only makes
 // async-signal-safe calls).
 struct ChildPlan {
+  std::string program;  // argv[0], /proc/self/exe resolved (see resolved_program)
   std::vector<std::string> env_text;
   std::vector<char*> envp;
   std::vector<char*> argv;
@@ -344,7 +360,10 @@ void Launch::spawn(int rank, const std::vector<std::string>& extra_env, int netn
   plan.env_text.insert(plan.env_text.end(), extra_env.begin(), extra_env.end());
   for (auto& e : plan.env_text) plan.envp.push_back(e.data());
   plan.envp.push_back(nullptr);
-  for (const auto& a : config_.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  plan.program = resolved_program(config_.argv[0]);
+  plan.argv.push_back(plan.program.data());
+  for (std::size_t i = 1; i < config_.argv.size(); ++i)
+    plan.argv.push_back(const_cast<char*>(config_.argv[i].c_str()));
   plan.argv.push_back(nullptr);
 
   Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));

@@ -277,6 +277,19 @@ TEST(LauncherTest, RanksDieWithAKilledLauncher) {
   }
 }
 
+// Ranks of a program that launches itself through /proc/self/exe show under its own name in
+// ps and top (their comm is the exec'd path's last part), not as "exe".
+TEST(LauncherTest, ProcSelfExeIsExecedByItsRealPath) {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_GT(n, 0);
+  const std::string self(exe, static_cast<std::size_t>(n));
+  EXPECT_EQ(resolved_program("/proc/self/exe"), self);
+  EXPECT_NE(self.substr(self.rfind('/') + 1), "exe");
+  EXPECT_EQ(resolved_program("/bin/sh"), "/bin/sh");
+  EXPECT_EQ(resolved_program("relative/prog"), "relative/prog");
+}
+
 TEST(LauncherTest, StartedByLauncherLooksAtEveryLaunchersRankVariable) {
   ScopedEnv env;
   for (const char* name : {"FABFLOW_RANK", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK",
