@@ -29,6 +29,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/bench/stats.cc
   src/common/affinity.cc
   src/common/idle_poll.cc
+  src/common/shm_regions.cc
   src/flow/checksum.cc
   src/flow/design.cc
   src/kv/item.cc
