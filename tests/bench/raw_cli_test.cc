@@ -182,20 +182,8 @@ TEST(RawCliBadInput, UnreachableCoordinator) {
                            {"FABFLOW_BOOTSTRAP_TIMEOUT_MS", "2000"}});
 }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 TEST(RawCliBadInput, WrongSecretIsRejected) {
-  std::string coord = "127.0.0.1:" + std::to_string(free_port());
+  std::string coord = "127.0.0.1:" + std::to_string(testing::free_loopback_port());
   std::map<std::string, std::string> env0{{"FABFLOW_RANK", "0"},
                                           {"FABFLOW_SIZE", "2"},
                                           {"FABFLOW_COORD", coord},
@@ -214,18 +202,6 @@ TEST(RawCliBadInput, WrongSecretIsRejected) {
   EXPECT_LT(r0.seconds, 10.0);
 }
 
-// Entries of /dev/shm that libfabric's shm provider made for fabflow process `pid`.
-std::vector<std::string> shm_regions_of(pid_t pid) {
-  std::vector<std::string> out;
-  const std::string prefix = "fabflow_" + std::to_string(pid) + "_";
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::string_view(e->d_name).starts_with(prefix)) out.emplace_back(e->d_name);
-    closedir(d);
-  }
-  return out;
-}
-
 // One rank is SIGKILLed mid-run: one error line, a bounded time, and no shm region of either
 // rank left in /dev/shm (the launcher removes the killed rank's).
 void kill_raw_rank_mid_run(int victim) {
@@ -236,7 +212,7 @@ void kill_raw_rank_mid_run(int victim) {
   EXPECT_LT(run.result.seconds, 12.0);
   EXPECT_EQ(run.ranks.size(), 2u);
   for (pid_t pid : run.ranks)
-    EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{}) << "rank pid " << pid;
+    EXPECT_EQ(testing::shm_regions_of(pid), std::vector<std::string>{}) << "rank pid " << pid;
 }
 
 TEST(RawCliBadInput, TargetKilledMidRun) { kill_raw_rank_mid_run(1); }

@@ -25,29 +25,8 @@ using namespace std::chrono_literals;
 using testing::CliResult;
 using testing::run_cli;
 
-// /dev/shm entries of fabflow process `pid`.
-std::vector<std::string> dev_shm_regions_of(pid_t pid) {
-  std::vector<std::string> out;
-  const std::string prefix = "fabflow_" + std::to_string(pid) + "_";
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::string_view(e->d_name).starts_with(prefix)) out.emplace_back(e->d_name);
-    closedir(d);
-  }
-  return out;
-}
-
-int unused_loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using testing::free_loopback_port;
+using testing::shm_regions_of;
 
 // Two shm ranks started by hand (as mpirun or a user would, no fabflow launcher), both
 // SIGKILLed once their regions exist. Returns their pids; their regions are still there.
@@ -55,7 +34,7 @@ std::vector<pid_t> kill_a_pair_started_by_hand() {
   const std::map<std::string, std::string> env0{
       {"FABFLOW_RANK", "0"},
       {"FABFLOW_SIZE", "2"},
-      {"FABFLOW_COORD", "127.0.0.1:" + std::to_string(unused_loopback_port())},
+      {"FABFLOW_COORD", "127.0.0.1:" + std::to_string(free_loopback_port())},
       {"FABFLOW_SECRET", "clean-test"},
       {"FABFLOW_BOOTSTRAP_TIMEOUT_MS", "10000"}};
   auto env1 = env0;
@@ -69,8 +48,8 @@ std::vector<pid_t> kill_a_pair_started_by_hand() {
         [&, r] { run_cli(args, 30s, r == 0 ? env0 : env1, [&](pid_t pid) { pids[r] = pid; }); });
   const auto deadline = std::chrono::steady_clock::now() + 15s;
   while (std::chrono::steady_clock::now() < deadline &&
-         (pids[0] == 0 || pids[1] == 0 || dev_shm_regions_of(pids[0]).empty() ||
-          dev_shm_regions_of(pids[1]).empty()))
+         (pids[0] == 0 || pids[1] == 0 || shm_regions_of(pids[0]).empty() ||
+          shm_regions_of(pids[1]).empty()))
     std::this_thread::sleep_for(20ms);
   for (auto& p : pids)
     if (p) ::kill(p, SIGKILL);
@@ -80,32 +59,32 @@ std::vector<pid_t> kill_a_pair_started_by_hand() {
 
 TEST(CleanCli, RegionsOfRanksKilledOutsideTheLauncherAreListedThenRemoved) {
   const std::vector<pid_t> dead = kill_a_pair_started_by_hand();
-  for (pid_t pid : dead) ASSERT_FALSE(dev_shm_regions_of(pid).empty()) << "pid " << pid;
+  for (pid_t pid : dead) ASSERT_FALSE(shm_regions_of(pid).empty()) << "pid " << pid;
 
   const CliResult dry = run_cli({"fabflow", "clean", "--dry-run", "--json"}, 20s);
   ASSERT_EQ(dry.status, 0) << dry.err;
   const auto j = nlohmann::json::parse(dry.out);
   for (pid_t pid : dead) {
-    const std::string region = "/dev/shm/" + dev_shm_regions_of(pid).front();
+    const std::string region = "/dev/shm/" + shm_regions_of(pid).front();
     bool listed = false;
     for (const auto& r : j["regions"])
       listed = listed || (r["path"] == region && r["owner"] == pid && r["why"] == "owner exited");
     EXPECT_TRUE(listed) << region << " not in " << dry.out;
-    EXPECT_FALSE(dev_shm_regions_of(pid).empty()) << "a dry run removed " << region;
+    EXPECT_FALSE(shm_regions_of(pid).empty()) << "a dry run removed " << region;
   }
 
   const CliResult clean = run_cli({"fabflow", "clean"}, 20s);
   ASSERT_EQ(clean.status, 0) << clean.err;
   EXPECT_NE(clean.out.find("freed "), std::string::npos) << clean.out;
-  for (pid_t pid : dead) EXPECT_EQ(dev_shm_regions_of(pid), std::vector<std::string>{});
+  for (pid_t pid : dead) EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{});
 }
 
 TEST(CleanCli, TheNextShmStartSweepsTheRegionsOfExitedRanks) {
   const std::vector<pid_t> dead = kill_a_pair_started_by_hand();
-  for (pid_t pid : dead) ASSERT_FALSE(dev_shm_regions_of(pid).empty()) << "pid " << pid;
+  for (pid_t pid : dead) ASSERT_FALSE(shm_regions_of(pid).empty()) << "pid " << pid;
   const CliResult next = run_cli({"fabflow", "bench", "raw", "-p", "shm", "-I", "100"}, 60s);
   ASSERT_EQ(next.status, 0) << next.err;
-  for (pid_t pid : dead) EXPECT_EQ(dev_shm_regions_of(pid), std::vector<std::string>{});
+  for (pid_t pid : dead) EXPECT_EQ(shm_regions_of(pid), std::vector<std::string>{});
 }
 
 TEST(CleanCli, DoctorReportsLeftoversAndCleanRefusesArguments) {

@@ -1,9 +1,13 @@
 #include "support/run_cli.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,6 +160,29 @@ std::vector<nlohmann::json> run_bench_json(const std::string& bench, std::vector
   EXPECT_EQ(r.err.find("-1.00 at end"), std::string::npos) << r.err;
   std::vector<nlohmann::json> out;
   for (const auto& l : lines(r.out)) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+int free_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::vector<std::string> shm_regions_of(pid_t pid) {
+  std::vector<std::string> out;
+  const std::string prefix = "fabflow_" + std::to_string(pid) + "_";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string_view(e->d_name).starts_with(prefix)) out.emplace_back(e->d_name);
+    closedir(d);
+  }
   return out;
 }
 

@@ -63,6 +63,12 @@ void expect_one_error_line(const CliResult& r);
 // A usage error: exit status 2 and one stderr line, "fabflow: error: ..." containing `needle`.
 void expect_usage_line(const CliResult& r, const std::string& needle);
 
+// A loopback TCP port free at the time of the call (for FABFLOW_COORD in ranks started by hand).
+int free_loopback_port();
+
+// The /dev/shm entries of the shm regions fabflow process `pid` named (fabflow_<pid>_...).
+std::vector<std::string> shm_regions_of(pid_t pid);
+
 // Lines of `text` that are non-empty.
 std::vector<std::string> lines(const std::string& text);
 
