@@ -28,6 +28,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/bench/report.cc
   src/bench/stats.cc
   src/common/affinity.cc
+  src/common/bounded_wait.cc
   src/common/idle_poll.cc
   src/common/shm_regions.cc
   src/flow/checksum.cc

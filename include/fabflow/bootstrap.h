@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,13 @@ struct BootstrapConfig {
   std::string secret;       // empty: secret_file, FABFLOW_SECRET, FABFLOW_SECRET_FILE
   std::string secret_file;  // a file holding the secret (--secret-file); mode 0600 or stricter
   std::chrono::milliseconds timeout{8000};  // join, all-gather and barrier bound
+  // Liveness: every rank's bootstrap runs a thread that sends a heartbeat to the coordinator
+  // every silence/8 (10 to 250 ms), whatever the rank's own threads are doing. A rank not heard
+  // from for `silence` (its process stopped with SIGSTOP or by a debugger, swapped out, or
+  // starved of CPU) is declared stuck and the run fails, naming it: every rank's next bootstrap
+  // call or peer_failed() says so. A dead rank is known sooner, when its socket hangs up.
+  // 0: the timeout. FABFLOW_BOOTSTRAP_SILENCE_MS sets it from the environment.
+  std::chrono::milliseconds silence{0};
 
   // Fills unset fields from FABFLOW_RANK / FABFLOW_SIZE / FABFLOW_LOCAL_RANK / FABFLOW_COORD /
   // FABFLOW_COORD_FD / FABFLOW_SECRET / FABFLOW_BOOTSTRAP_TIMEOUT_MS, then from the launcher's
@@ -73,8 +81,34 @@ class Bootstrap {
   // the configured timeout.
   virtual void barrier(const std::function<void()>& while_waiting = {}) = 0;
 
-  // Non-blocking: true once any peer process is known to have died or aborted.
+  // Non-blocking: true once any peer process is known to have died, aborted or gone silent
+  // (BootstrapConfig::silence).
   virtual bool peer_failed() = 0;
+
+  // Why the run failed, once peer_failed() is true: the rank to blame (-1: the run as a whole)
+  // and one line, e.g. "bootstrap: rank 1 stopped answering: ...". nullopt before.
+  struct Failure {
+    int rank = -1;
+    std::string what;
+  };
+  virtual std::optional<Failure> failure() {
+    if (!peer_failed()) return std::nullopt;
+    return Failure{-1, "a peer vanished"};
+  }
+
+  // A peer that showed no sign of life for a while, as this process last heard.
+  struct Silence {
+    int rank = -1;
+    std::chrono::milliseconds silent{0};
+  };
+  // Non-blocking: the peers that showed no sign of life for at least `at_least` (and never
+  // less than a few heartbeats), longest first. A wait that timed out asks this to say whether
+  // its peer is stuck or only slow. Empty where the bootstrap cannot tell (threads of one
+  // process, a single process).
+  virtual std::vector<Silence> silent_peers(std::chrono::milliseconds at_least) {
+    (void)at_least;
+    return {};
+  }
 
   // Tells every peer this process is giving up (they see peer_failed() soon after).
   virtual void abort(const std::string& reason) = 0;

@@ -20,6 +20,11 @@ struct LaunchConfig {
   std::chrono::milliseconds grace{2000};
   // Bound on the whole run; 0 = none.
   std::chrono::milliseconds deadline{0};
+  // A rank stopped (SIGSTOP, SIGTSTP, a debugger) for this long fails the run, named in one
+  // error line, and is killed; 0 = never. Its peers normally say so first, through the
+  // bootstrap's liveness; this is for a peer trapped where it cannot (libfabric's shm provider
+  // spins on a lock in shared memory that the stopped rank holds).
+  std::chrono::milliseconds stopped_bound{0};
 };
 
 // The program a launch execs for argv[0]: "/proc/self/exe" becomes the path it links to, so

@@ -223,6 +223,11 @@ Summary run_server(const KvParams& p, const kv::Options& o, const TransportOptio
   std::vector<std::byte> v(p.value_bytes);
   const std::uint64_t total = p.keys * static_cast<std::uint64_t>(p.servers);
   for (std::uint64_t id = 0; id < total; ++id) {
+    // Loading takes seconds at the default key count: a peer that died or stopped meanwhile
+    // ends it (within a few ms), not the barrier after it.
+    if ((id & 0x3fff) == 0 && boot.peer_failed()) {
+      throw peer_failure_error(&boot, "kv bench", "loading keys");
+    }
     const kv::Key k = kv::key_of(id);
     if (server->server_of(k) != me) continue;
     kv::fill_value(v, id, kLoader, 0);

@@ -27,6 +27,10 @@ constexpr std::size_t kMaxMissingListed = 8;
 
 }  // namespace
 
+std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds silence) {
+  return std::clamp(silence / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
+}
+
 // The coordinator's state machine. Owned and used by the worker thread only.
 class Coordinator::Relay {
  public:
@@ -35,7 +39,10 @@ class Coordinator::Relay {
         cfg_(std::move(config)),
         ranks_(static_cast<std::size_t>(cfg_.size), RankState::absent),
         blobs_(static_cast<std::size_t>(cfg_.size)),
-        contributed_(static_cast<std::size_t>(cfg_.size), false) {}
+        contributed_(static_cast<std::size_t>(cfg_.size), false),
+        heard_(static_cast<std::size_t>(cfg_.size)),
+        echo_(static_cast<std::size_t>(cfg_.size), 0),
+        beat_(heartbeat_interval(cfg_.silence)) {}
 
   void run(int wake_fd, const std::atomic<bool>& stop,
            const SteadyClock::time_point& stop_deadline);
@@ -76,6 +83,11 @@ class Coordinator::Relay {
   void flush(Conn& c);
   void sweep();
   bool all_left() const;
+  // After a failure: every rank still answering has every frame queued to it in its kernel.
+  bool told_everyone(SteadyClock::time_point now) const;
+  // Once a beat: fails the run on a rank silent for cfg_.silence, else reports every rank's
+  // silence to every rank.
+  void on_beat(SteadyClock::time_point now);
   std::string join_timeout_message() const;
 
   Fd listener_;
@@ -94,24 +106,42 @@ class Coordinator::Relay {
   std::size_t round_bytes_ = 4 + 4 * blobs_.size();  // the result frame's body so far
   Collective round_kind_ = Collective::allgather;
   int round_first_ = -1;
+  // Liveness: when each rank's connection last carried a byte.
+  std::vector<SteadyClock::time_point> heard_;
+  std::vector<std::uint32_t> echo_;  // each rank's last heartbeat number
+  std::chrono::milliseconds beat_;
+  SteadyClock::time_point next_beat_{};
+  SteadyClock::time_point last_turn_{};  // the loop's previous turn
 };
 
 void Coordinator::Relay::run(int wake_fd, const std::atomic<bool>& stop,
                              const SteadyClock::time_point& stop_deadline) {
   join_deadline_ = SteadyClock::now() + cfg_.timeout;
+  last_turn_ = SteadyClock::now();
   std::vector<pollfd> fds;
   for (;;) {
     const auto now = SteadyClock::now();
+    // The loop turns at least once a beat. A longer gap means this process itself did not run
+    // (stopped, or starved of CPU): what the ranks sent meanwhile is still unread, so nobody is
+    // judged silent for that gap.
+    if (now - last_turn_ > std::max<SteadyClock::duration>(cfg_.silence / 2, 4 * beat_)) {
+      for (auto& t : heard_) t = std::max(t, now);
+    }
+    last_turn_ = now;
     const bool stopping = stop.load(std::memory_order_acquire);
-    if (stopping && (all_left() || now >= stop_deadline)) return;
+    if (stopping && (all_left() || now >= stop_deadline || (failure_ && told_everyone(now)))) {
+      return;
+    }
     if (!ready_ && !failure_ && now >= join_deadline_) fail(-1, join_timeout_message());
     for (auto& c : conns_) {
       if (c->rank < 0 && now >= c->deadline) c->dead = true;
     }
+    if (ready_ && now >= next_beat_) on_beat(now);
     sweep();
 
     auto next = SteadyClock::time_point::max();
     if (!ready_ && !failure_) next = std::min(next, join_deadline_);
+    if (ready_) next = std::min(next, next_beat_);
     if (stopping) next = std::min(next, stop_deadline);
     const bool listening = now >= listen_paused_until_;
     if (!listening) next = std::min(next, listen_paused_until_);
@@ -181,6 +211,7 @@ void Coordinator::Relay::on_readable(Conn& c) {
   }
   if (n < 0) return;
   c.in.commit(static_cast<std::size_t>(n));
+  if (c.rank >= 0) heard_[static_cast<std::size_t>(c.rank)] = SteadyClock::now();
   try {
     while (!c.dead && !c.closing) {
       auto f = c.in.take(c.rank < 0 ? kMaxHandshakeFrame : kMaxFrame);
@@ -237,6 +268,7 @@ void Coordinator::Relay::on_handshake(Conn& c, const Frame& f) {
   }
   c.rank = static_cast<int>(h.rank);
   ranks_[h.rank] = RankState::joined;
+  heard_[h.rank] = SteadyClock::now();
   send(c, std::make_shared<const Bytes>(
               encode_welcome(welcome_mac(cfg_.secret, c.challenge, h.client_nonce))));
   if (++joined_ == cfg_.size) {
@@ -251,6 +283,7 @@ void Coordinator::Relay::on_frame(Conn& c, const Frame& f) {
     case Msg::abort:
       fail(c.rank, "rank " + std::to_string(c.rank) + " aborted: " + printable(f.body), c.rank);
       return;
+    case Msg::heartbeat: echo_[static_cast<std::size_t>(c.rank)] = decode_heartbeat(f.body); return;
     case Msg::bye:
       ranks_[c.rank] = RankState::left;
       c.dead = true;
@@ -385,6 +418,38 @@ void Coordinator::Relay::sweep() {
       i = 0;  // fail() may have marked earlier connections dead
     }
   }
+}
+
+void Coordinator::Relay::on_beat(SteadyClock::time_point now) {
+  next_beat_ = now + beat_;
+  if (failure_) return;
+  std::vector<std::uint32_t> silent_ms(heard_.size(), 0);
+  for (std::size_t r = 0; r < heard_.size(); ++r) {
+    if (ranks_[r] != RankState::joined) continue;
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard_[r]);
+    if (silent > cfg_.silence) {
+      const int rank = static_cast<int>(r);
+      return fail(rank, "rank " + std::to_string(rank) +
+                            " stopped answering: no sign of life for " + seconds_text(silent) +
+                            " (its process is stopped, hung or starved of CPU; alive ranks "
+                            "answer within " +
+                            seconds_text(cfg_.silence) + ")");
+    }
+    silent_ms[r] = static_cast<std::uint32_t>(std::min<std::int64_t>(silent.count(), UINT32_MAX));
+  }
+  // To each rank with the number of its own last heartbeat: a report read late, from a
+  // backlog, is known by the rank to be as old as that heartbeat.
+  for (auto& c : conns_) {
+    if (c->rank < 0 || c->dead || !c->out.empty()) continue;
+    send(*c, std::make_shared<const Bytes>(
+                 encode_liveness(echo_[static_cast<std::size_t>(c->rank)], silent_ms)));
+  }
+}
+
+bool Coordinator::Relay::told_everyone(SteadyClock::time_point now) const {
+  return std::ranges::all_of(conns_, [&](const auto& c) {
+    return c->out.empty() || c->rank < 0 || now - heard_[static_cast<std::size_t>(c->rank)] > beat_;
+  });
 }
 
 bool Coordinator::Relay::all_left() const {

@@ -265,6 +265,19 @@ void BootstrapConfig::fill_from_env() {
     throw UsageError("bootstrap: timeout must be positive (got " + std::to_string(timeout.count()) +
                      " ms)");
   }
+  if (silence.count() == 0) {
+    if (auto ms = env("FABFLOW_BOOTSTRAP_SILENCE_MS")) {
+      silence =
+          std::chrono::milliseconds(parse_number<long long>("FABFLOW_BOOTSTRAP_SILENCE_MS", *ms));
+      if (silence.count() <= 0) {
+        throw UsageError("bootstrap: FABFLOW_BOOTSTRAP_SILENCE_MS=" + *ms + " must be positive");
+      }
+    }
+  }
+  if (silence.count() < 0) {
+    throw UsageError("bootstrap: silence must not be negative (got " +
+                     std::to_string(silence.count()) + " ms)");
+  }
 }
 
 }  // namespace fabflow

@@ -4,7 +4,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -61,6 +65,11 @@ class TcpBootstrap final : public Bootstrap {
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override;
   void barrier(const std::function<void()>& while_waiting) override;
   bool peer_failed() override;
+  std::optional<Bootstrap::Failure> failure() override {
+    if (!peer_failed()) return std::nullopt;
+    return Bootstrap::Failure{failure_->rank, failure_->what};
+  }
+  std::vector<Silence> silent_peers(std::chrono::milliseconds at_least) override;
   void abort(const std::string& reason) override;
   std::string local_address() const override { return local_address_; }
 
@@ -84,6 +93,14 @@ class TcpBootstrap final : public Bootstrap {
   Failure decode_abort(const Bytes& body) const;
   Failure lost() const;
   [[noreturn]] void throw_failure() const;
+  // The heartbeat thread: a HEARTBEAT every beat_ until stop_beating().
+  void beat();
+  void stop_beating();
+  // How long the coordinator has left this rank's heartbeats unanswered: since the first
+  // heartbeat after the one its newest report echoes was sent, less the beat an answer may
+  // take. Zero on rank 0, whose coordinator is a thread of this process, and while every
+  // heartbeat is answered.
+  std::chrono::milliseconds coordinator_silence(SteadyClock::time_point now) const;
 
   BootstrapConfig config_;
   std::string label_;                         // the coordinator's "host:port", for messages
@@ -95,9 +112,24 @@ class TcpBootstrap final : public Bootstrap {
   std::optional<Failure> failure_;
   std::string unusable_;  // set after this process aborted or a collective timed out
   std::string local_address_;
+  // Liveness. send_mu_ orders whole frames on fd_ between the caller and the heartbeat thread.
+  std::mutex send_mu_;
+  std::chrono::milliseconds beat_;
+  std::mutex beat_mu_;
+  std::condition_variable beat_cv_;
+  bool beat_stop_ = false;
+  std::thread beater_;
+  // Heartbeat n (from 1) was sent at sent_ns_[n % kBeatsKept], steady-clock nanoseconds.
+  static constexpr std::uint32_t kBeatsKept = 256;
+  std::array<std::atomic<std::int64_t>, kBeatsKept> sent_ns_{};
+  std::atomic<std::uint32_t> beats_sent_{0};
+  std::uint32_t echo_ = 0;                // the newest heartbeat the coordinator has heard
+  std::vector<std::uint32_t> silent_ms_;  // the coordinator's newest report
 };
 
 TcpBootstrap::TcpBootstrap(BootstrapConfig config, Fd listener) : config_(std::move(config)) {
+  if (config_.silence.count() == 0) config_.silence = config_.timeout;
+  beat_ = heartbeat_interval(config_.silence);
   std::string why;
   std::optional<HostPort> target;
   if (!config_.coordinator.empty()) target = parse_host_port(config_.coordinator, &why);
@@ -111,14 +143,17 @@ TcpBootstrap::TcpBootstrap(BootstrapConfig config, Fd listener) : config_(std::m
       target = HostPort{numeric_host(bound), ntohs(bound.sin_port)};
     }
     coordinator_ = std::make_unique<Coordinator>(
-        std::move(listener),
-        CoordinatorConfig{config_.size, config_.secret, config_.timeout, target->str()});
+        std::move(listener), CoordinatorConfig{config_.size, config_.secret, config_.timeout,
+                                               config_.silence, target->str()});
   }
   label_ = target->str();
   join(resolve_ipv4(*target));
+  silent_ms_.assign(static_cast<std::size_t>(config_.size), 0);
+  beater_ = std::thread([this] { beat(); });
 }
 
 TcpBootstrap::~TcpBootstrap() {
+  stop_beating();
   if (fd_) {
     try {
       send_frame(encode_empty(Msg::bye), SteadyClock::now() + std::min(config_.timeout, kByeBound));
@@ -279,6 +314,15 @@ void TcpBootstrap::pump(int timeout_ms) {
         0, "bootstrap: coordinator " + label_ + " sent a malformed message (" + e.what() + ")"};
   }
   if (state == Fill::closed && !failure_) failure_ = lost();
+  if (!failure_) {
+    const auto silent = coordinator_silence(SteadyClock::now());
+    if (silent > config_.silence) {
+      failure_ =
+          Failure{0, "bootstrap: rank 0 stopped answering: coordinator " + label_ +
+                         " left this rank's heartbeats unanswered for " + seconds_text(silent) +
+                         " (its process is stopped, hung or starved of CPU)"};
+    }
+  }
 }
 
 void TcpBootstrap::dispatch(Frame f) {
@@ -288,11 +332,22 @@ void TcpBootstrap::dispatch(Frame f) {
       if (!awaiting_result_ || result_) throw ProtocolError("unexpected result");
       result_ = std::move(f.body);
       return;
+    case Msg::liveness: {
+      Liveness l = decode_liveness(f.body, static_cast<std::size_t>(config_.size));
+      if (l.echo > beats_sent_.load(std::memory_order_acquire)) {
+        throw ProtocolError("liveness report echoes a heartbeat not sent");
+      }
+      if (l.echo < echo_) throw ProtocolError("liveness reports out of order");
+      echo_ = l.echo;
+      silent_ms_ = std::move(l.silent_ms);
+      return;
+    }
     default: throw ProtocolError("unexpected message type " + std::to_string(f.type));
   }
 }
 
 bool TcpBootstrap::send_frame(const Bytes& frame, SteadyClock::time_point deadline) {
+  const std::lock_guard lock(send_mu_);
   std::size_t sent = 0;
   while (sent < frame.size()) {
     const ssize_t n =
@@ -374,16 +429,94 @@ Bytes TcpBootstrap::collective(Collective kind, std::span<const std::byte> blob,
     }
     if (SteadyClock::now() >= deadline) {
       unusable_ = "bootstrap: unusable after an earlier " + name + " timed out";
-      throw Error("bootstrap: " + name + " timed out after " + seconds_text(config_.timeout) +
-                  " waiting for the other ranks");
+      const std::string what = "bootstrap: " + name + " timed out after " +
+                               seconds_text(config_.timeout) + " waiting for the other ranks";
+      const auto silent = silent_peers(config_.timeout / 2);
+      if (silent.empty()) throw Error(what + " (every rank was answering: slow, not stuck)");
+      throw PeerError(silent.front().rank, what + ": rank " + std::to_string(silent.front().rank) +
+                                               " stopped answering (no sign of life for " +
+                                               seconds_text(silent.front().silent) + ")");
     }
-    pump(ms_until(deadline));
+    // Woken at least once a beat: a coordinator gone silent is noticed within the silence bound.
+    pump(std::min(ms_until(deadline), static_cast<int>(beat_.count())));
   }
 }
 
 bool TcpBootstrap::peer_failed() {
   if (!failure_) pump(0);
   return failure_.has_value();
+}
+
+std::vector<Bootstrap::Silence> TcpBootstrap::silent_peers(std::chrono::milliseconds at_least) {
+  using std::chrono::milliseconds;
+  if (!failure_) pump(0);
+  const auto now = SteadyClock::now();
+  // A healthy rank is heard from every beat; a report is at most a beat old when read.
+  const milliseconds bound = std::max(at_least, 3 * beat_);
+  const milliseconds coordinator = coordinator_silence(now);
+  if (coordinator >= bound) return {Silence{0, coordinator}};  // nothing fresher can be known
+  // The report's figures as sent: at least that long, and the report is recent (the
+  // coordinator answers heartbeats).
+  std::vector<Silence> out;
+  for (std::size_t r = 0; r < silent_ms_.size(); ++r) {
+    if (static_cast<int>(r) == config_.rank) continue;
+    const milliseconds silent(silent_ms_[r]);
+    if (silent >= bound) out.push_back(Silence{static_cast<int>(r), silent});
+  }
+  std::ranges::sort(out, [](const Silence& a, const Silence& b) { return a.silent > b.silent; });
+  return out;
+}
+
+std::chrono::milliseconds TcpBootstrap::coordinator_silence(SteadyClock::time_point now) const {
+  const std::uint32_t sent = beats_sent_.load(std::memory_order_acquire);
+  if (coordinator_ || echo_ >= sent) return std::chrono::milliseconds(0);
+  const std::uint32_t first_unanswered =
+      sent - echo_ > kBeatsKept ? sent - kBeatsKept + 1 : echo_ + 1;
+  const SteadyClock::time_point at{std::chrono::nanoseconds(
+      sent_ns_[first_unanswered % kBeatsKept].load(std::memory_order_relaxed))};
+  // The coordinator reports once a beat: an answer may take a beat without anything wrong.
+  const auto unanswered = std::chrono::duration_cast<std::chrono::milliseconds>(now - at);
+  return std::max(unanswered - beat_, std::chrono::milliseconds(0));
+}
+
+void TcpBootstrap::beat() {
+  std::unique_lock lock(beat_mu_);
+  while (!beat_cv_.wait_for(lock, beat_, [this] { return beat_stop_; })) {
+    // A caller sending a long frame holds send_mu_: the coordinator hears those bytes instead.
+    std::unique_lock send_lock(send_mu_, std::try_to_lock);
+    if (!send_lock.owns_lock()) continue;
+    const std::uint32_t seq = beats_sent_.load(std::memory_order_relaxed) + 1;
+    const Bytes frame = encode_heartbeat(seq);
+    // Stamped and counted before it can be answered. One that finds the socket full counts as
+    // sent and unanswered: a coordinator that reads nothing is as good as stuck.
+    sent_ns_[seq % kBeatsKept].store(SteadyClock::now().time_since_epoch().count(),
+                                     std::memory_order_relaxed);
+    beats_sent_.store(seq, std::memory_order_release);
+    const ssize_t n = ::send(fd_.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 || static_cast<std::size_t>(n) == frame.size()) continue;  // full: skip a beat
+    // Part of a frame is out: finish it, or the stream would be broken for the caller.
+    std::size_t sent = static_cast<std::size_t>(n);
+    const auto give_up = SteadyClock::now() + config_.silence;
+    while (sent < frame.size() && SteadyClock::now() < give_up) {
+      pollfd p{fd_.get(), POLLOUT, 0};
+      if (::poll(&p, 1, ms_until(give_up)) <= 0) break;
+      const ssize_t m =
+          ::send(fd_.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (m > 0) sent += static_cast<std::size_t>(m);
+      if (m < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+    }
+    if (sent < frame.size()) ::shutdown(fd_.get(), SHUT_RDWR);  // the caller sees it vanish
+  }
+}
+
+void TcpBootstrap::stop_beating() {
+  if (!beater_.joinable()) return;
+  {
+    const std::lock_guard lock(beat_mu_);
+    beat_stop_ = true;
+  }
+  beat_cv_.notify_one();
+  beater_.join();
 }
 
 void TcpBootstrap::abort(const std::string& reason) {

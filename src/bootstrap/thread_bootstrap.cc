@@ -97,6 +97,12 @@ class ThreadBootstrap final : public Bootstrap {
     return visible_failure();
   }
 
+  std::optional<Failure> failure() override {
+    std::lock_guard lock(hub_->mu);
+    if (!visible_failure()) return std::nullopt;
+    return Failure{hub_->failure->rank, hub_->failure->what};
+  }
+
   void abort(const std::string& reason) override {
     if (unusable_.empty()) unusable_ = "bootstrap: this process aborted (" + reason + ")";
     std::lock_guard lock(hub_->mu);

@@ -161,6 +161,16 @@ Bytes encode_abort(int rank, std::string_view reason) {
       .finish();
 }
 
+Bytes encode_heartbeat(std::uint32_t seq) { return FrameBuilder(Msg::heartbeat).u32(seq).finish(); }
+
+Bytes encode_liveness(std::uint32_t echo, std::span<const std::uint32_t> silent_ms) {
+  FrameBuilder b(Msg::liveness);
+  b.u32(echo);
+  b.u32(static_cast<std::uint32_t>(silent_ms.size()));
+  for (const std::uint32_t ms : silent_ms) b.u32(ms);
+  return b.finish();
+}
+
 Nonce decode_challenge(std::span<const std::byte> body) {
   BodyReader r(body);
   check_magic_version(r, "coordinator", "this process");
@@ -200,6 +210,26 @@ std::vector<Bytes> decode_result(std::span<const std::byte> body, std::size_t ex
     blobs.emplace_back(b.begin(), b.end());
   }
   return blobs;
+}
+
+std::uint32_t decode_heartbeat(std::span<const std::byte> body) {
+  if (body.size() != 4)
+    throw ProtocolError("heartbeat of " + std::to_string(body.size()) + " bytes");
+  return BodyReader(body).u32();
+}
+
+Liveness decode_liveness(std::span<const std::byte> body, std::size_t expected_count) {
+  BodyReader r(body);
+  Liveness l;
+  l.echo = r.u32();
+  const std::uint32_t count = r.u32();
+  if (count != expected_count || r.left() != std::size_t{4} * count) {
+    throw ProtocolError("liveness report of " + std::to_string(body.size()) + " bytes for " +
+                        std::to_string(expected_count) + " ranks");
+  }
+  l.silent_ms.resize(count);
+  for (auto& ms : l.silent_ms) ms = r.u32();
+  return l;
 }
 
 Nonce random_nonce() {

@@ -17,8 +17,8 @@ namespace fabflow::bootstrap_detail {
 
 using Bytes = std::vector<std::byte>;
 
-inline constexpr std::uint32_t kMagic = 0x46464253;  // "FFBS"
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kMagic = 0x46464253;              // "FFBS"
+inline constexpr std::uint32_t kVersion = 2;                     // 2: HEARTBEAT and LIVENESS
 inline constexpr std::size_t kHeaderSize = 8;                    // u32 type, u32 body length
 inline constexpr std::size_t kMaxFrame = std::size_t{64} << 20;  // body bytes, any frame
 inline constexpr std::size_t kMaxHandshakeFrame = 256;           // before authentication
@@ -28,15 +28,18 @@ inline constexpr std::size_t kHelloSize = 16 + kNonceSize + kMacSize;
 inline constexpr std::size_t kMaxReason = 400;  // printable chars kept
 
 enum class Msg : std::uint32_t {
-  challenge = 1,  // coordinator -> client: magic, version, nonce
-  hello = 2,      // client -> coordinator: magic, version, rank, size, client nonce, mac
-  welcome = 3,    // coordinator -> client: mac proving the coordinator knows the secret
-  reject = 4,     // coordinator -> client: reason; the connection closes
-  ready = 5,      // coordinator -> client: every rank joined
-  gather = 6,     // client -> coordinator: collective kind, blob
-  result = 7,     // coordinator -> client: count, lengths, blobs
-  abort = 8,      // client -> coordinator: reason; coordinator -> client: rank (i32), reason
-  bye = 9,        // client -> coordinator: orderly exit
+  challenge = 1,   // coordinator -> client: magic, version, nonce
+  hello = 2,       // client -> coordinator: magic, version, rank, size, client nonce, mac
+  welcome = 3,     // coordinator -> client: mac proving the coordinator knows the secret
+  reject = 4,      // coordinator -> client: reason; the connection closes
+  ready = 5,       // coordinator -> client: every rank joined
+  gather = 6,      // client -> coordinator: collective kind, blob
+  result = 7,      // coordinator -> client: count, lengths, blobs
+  abort = 8,       // client -> coordinator: reason; coordinator -> client: rank (i32), reason
+  bye = 9,         // client -> coordinator: orderly exit
+  heartbeat = 10,  // client -> coordinator: sequence number (sent by a thread of its own)
+  liveness = 11,   // coordinator -> client: the last heartbeat heard from it, count, then per
+                   // rank the ms since that rank was last heard
 };
 
 enum class Collective : std::uint32_t { allgather = 1, barrier = 2 };
@@ -116,11 +119,19 @@ Bytes encode_welcome(const Mac& mac);
 Bytes encode_gather(Collective kind, std::span<const std::byte> blob);
 Bytes encode_result(std::span<const Bytes> blobs);
 Bytes encode_abort(int rank, std::string_view reason);
+Bytes encode_heartbeat(std::uint32_t seq);
+Bytes encode_liveness(std::uint32_t echo, std::span<const std::uint32_t> silent_ms);
 
 // Throws ProtocolError with the reason to send back in REJECT.
 Nonce decode_challenge(std::span<const std::byte> body);  // checks magic and version
 Hello decode_hello(std::span<const std::byte> body);      // checks magic, version and length
 std::vector<Bytes> decode_result(std::span<const std::byte> body, std::size_t expected_count);
+std::uint32_t decode_heartbeat(std::span<const std::byte> body);
+struct Liveness {
+  std::uint32_t echo = 0;  // the receiver's last heartbeat the coordinator had heard (0: none)
+  std::vector<std::uint32_t> silent_ms;
+};
+Liveness decode_liveness(std::span<const std::byte> body, std::size_t expected_count);
 
 Nonce random_nonce();
 Mac hello_mac(std::string_view secret, const Nonce& challenge, std::uint32_t rank,

@@ -6,6 +6,8 @@
 
 #include "bulk/channel_impl.h"
 
+#include "common/bounded_wait.h"
+
 namespace fabflow::bulk::detail {
 
 ChannelImpl::ChannelImpl(Transport& t, Bootstrap& boot, const ChannelOptions& o)
@@ -134,9 +136,7 @@ std::size_t ChannelImpl::wait(const RequestPtr& r) {
       seen = events_;
       last = now;
     } else if (now - last > o_.peer_timeout) {
-      fail_channel(PeerError(r->peer, "bulk: no progress for " +
-                                          std::to_string(o_.peer_timeout.count()) + " ms while " +
-                                          describe(*r)));
+      fail_channel(no_progress_error(&boot_, o_.peer_timeout, "bulk", describe(*r), r->peer));
     }
     if (now - last_check >= std::chrono::milliseconds(1)) {
       last_check = now;
@@ -146,7 +146,7 @@ std::size_t ChannelImpl::wait(const RequestPtr& r) {
       } catch (...) {
         gone = true;
       }
-      if (gone) fail_channel(PeerError(r->peer, "bulk: a peer vanished while " + describe(*r)));
+      if (gone) fail_channel(peer_failure_error(&boot_, "bulk", describe(*r)));
     }
   }
   return static_cast<std::size_t>(r->size);

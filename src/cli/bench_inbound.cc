@@ -173,7 +173,7 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
       std::string ops;
       for (Op op : supported) ops += (ops.empty() ? "" : ",") + std::string(to_string(op));
       LaunchConfig lc =
-          self_launch(self, f->netns, {"--launched-provider", provider, "--launched-ops", ops});
+          self_launch(self, *f, {"--launched-provider", provider, "--launched-ops", ops});
       lc.nprocs = f->clients + 1;
       status = launch_local(lc);
     }

@@ -277,7 +277,7 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
       if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
       if (!providers.empty() && !f->json) std::cout << "\n" << std::flush;
       status = launch_local(
-          self_launch(self, f->netns, {"--launched-provider", "none", "--launched-sockets"}));
+          self_launch(self, *f, {"--launched-provider", "none", "--launched-sockets"}));
     }
     return status;
   };

@@ -264,7 +264,7 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
         std::vector<std::string> extra = {"--launched-provider", v.providers[i], "--launched-op",
                                           std::string(to_string(v.ops[k]))};
         if (result_fd >= 0) extra.insert(extra.end(), {"--result-path", result_path});
-        LaunchConfig lc = self_launch(self, f->netns, extra);
+        LaunchConfig lc = self_launch(self, *f, extra);
         if (!first && !f->json) std::cout << "\n" << std::flush;
         first = false;
         status = launch_local(lc);

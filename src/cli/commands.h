@@ -94,7 +94,11 @@ std::vector<std::string> split(const std::string& s, char sep);
 
 // LaunchConfig for two ranks running this executable with this invocation's arguments plus
 // `extra` (the launched rank's own choices).
-LaunchConfig self_launch(const Invocation& self, bool netns, std::vector<std::string> extra);
+LaunchConfig self_launch(const Invocation& self, const CommonFlags& f,
+                         std::vector<std::string> extra);
+// How long a rank may show no sign of life before the run fails naming it: --timeout, at least
+// a second (BootstrapConfig::silence).
+std::chrono::milliseconds silence_bound(const CommonFlags& f);
 
 // The launcher side of a bench subcommand: probes every provider first (an unknown one is a
 // usage error before anything starts) and checks --netns, then launches the ranks once per

@@ -42,7 +42,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_hel
   app.add_flag("--no-pin", f.no_pin, "do not pin ranks to CPUs");
   app.add_flag("--netns", f.netns, "run each rank in its own network namespace (root)");
   add_number<std::uint64_t>(app, "--timeout", f.timeout_ms, 100, 3600000,
-                            "fail after this many ms without progress");
+                            "fail after this many ms without progress, or once a rank shows no "
+                            "sign of life (stopped, hung) for this long (at least 1000)");
   // The secret is read from a file or FABFLOW_SECRET, never taken from argv, where `ps` shows
   // it to every user of the host. Checked here, so that a bad file is one line before launch.
   app.add_option("--secret-file", f.secret_file,
@@ -76,6 +77,10 @@ int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
   cfg.secret_file = flags.secret_file;
   cfg.fill_from_env();
   cfg.timeout = std::max(cfg.timeout, min_timeout);
+  // A rank silent for --timeout (stopped, hung) fails the run, naming it, even where the others
+  // wait without a bound of their own (barriers beside long phases). At least a second: a
+  // heartbeat thread held off the CPU by busy-polling ranks for a moment is not a stuck rank.
+  if (cfg.silence.count() == 0) cfg.silence = silence_bound(flags);
   auto boot = make_tcp_bootstrap(cfg);
   try {
     Rank rank{*boot, {}};
@@ -115,10 +120,18 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-LaunchConfig self_launch(const Invocation& self, bool netns, std::vector<std::string> extra) {
+std::chrono::milliseconds silence_bound(const CommonFlags& f) {
+  return std::max(std::chrono::milliseconds(f.timeout_ms), std::chrono::milliseconds(1000));
+}
+
+LaunchConfig self_launch(const Invocation& self, const CommonFlags& f,
+                         std::vector<std::string> extra) {
   LaunchConfig lc;
   lc.nprocs = 2;
-  lc.netns = netns;
+  lc.netns = f.netns;
+  // A stopped rank's peers say so within the silence bound; the launcher steps in only where
+  // they cannot (trapped on a lock the stopped rank holds).
+  lc.stopped_bound = silence_bound(f) + std::chrono::milliseconds(500);
   lc.argv = self.argv;
   lc.argv[0] = "/proc/self/exe";
   char exe[4096];
@@ -141,7 +154,7 @@ int launch_each_provider(const Invocation& self, const CommonFlags& f,
   if (f.netns && !netns_available(&why)) throw UsageError("--netns: " + why);
   int status = 0;
   for (std::size_t i = 0; i < providers.size() && status == 0; ++i) {
-    LaunchConfig lc = self_launch(self, f.netns, {"--launched-provider", providers[i]});
+    LaunchConfig lc = self_launch(self, f, {"--launched-provider", providers[i]});
     if (prepare) prepare(lc);
     if (i > 0 && !f.json) std::cout << "\n" << std::flush;
     status = launch_local(lc);

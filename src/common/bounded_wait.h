@@ -12,10 +12,25 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 namespace fabflow {
+
+// The errors of a wait that ended, for every wait of fabflow's (BoundedWait's and those with a
+// loop of their own).
+//
+// A peer failure the bootstrap reported: "<who>, <what>: <the bootstrap's reason>", a PeerError
+// naming the rank it blames.
+PeerError peer_failure_error(Bootstrap* boot, std::string_view who, std::string_view what);
+// No progress for `timeout`: "<who>: no progress for <timeout> ms while <what>", and where the
+// bootstrap knows a peer silent for half of it, ": rank R stopped answering (no sign of life for
+// S s)", blaming R; else blaming `blame` (-1: nobody, which a caller may throw as a plain Error).
+PeerError no_progress_error(Bootstrap* boot, std::chrono::milliseconds timeout,
+                            std::string_view who, std::string_view what, int blame = -1);
 
 // Not thread-safe: one per waiting thread. Reads the clock only every `spins_per_check` idle
 // spins, so a wait that ends within them costs nothing; asks the bootstrap about its peers at
@@ -64,16 +79,25 @@ class BoundedWait {
   }
 
   // The throwing form for loops that report errors as exceptions: throws PeerError or Error
-  // "<who>: no progress for <timeout> ms while <what>".
+  // "<who>: no progress for <timeout> ms while <what>", naming the peer that stopped answering
+  // where the bootstrap knows it.
   void idle(const char* who, const char* what) {
     switch (spin()) {
       case State::waiting: return;
-      case State::peer_failed:
-        throw PeerError(-1, std::string(who) + ": a peer vanished while " + what);
-      case State::timed_out:
-        throw Error(std::string(who) + ": no progress for " + std::to_string(timeout_.count()) +
-                    " ms while " + what);
+      case State::peer_failed: throw failed(who, what);
+      case State::timed_out: {
+        PeerError e = timed_out(who, what);
+        if (e.rank() < 0) throw Error(e.what());
+        throw e;
+      }
     }
+  }
+
+  PeerError failed(const char* who, const char* what) const {
+    return peer_failure_error(liveness_, who, what);
+  }
+  PeerError timed_out(const char* who, const char* what) const {
+    return no_progress_error(liveness_, timeout_, who, what);
   }
 
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }

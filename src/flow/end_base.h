@@ -141,7 +141,11 @@ class EndBase {
     } catch (...) {
       gone = true;
     }
-    if (gone) return fail("flow: peer rank " + std::to_string(s_.peer) + " failed or vanished");
+    if (gone) {
+      return fail(
+          peer_failure_error(&s_.boot, "flow", "connected to rank " + std::to_string(s_.peer))
+              .what());
+    }
     return Status::ok;
   }
   // One idle spin of a bounded wait as the queue's status: ok while waiting; a vanished peer

@@ -72,8 +72,9 @@ class ProducerImpl final : public Producer, private EndBase<Tr> {
     B::stop_helper();
     // A head read or batched write still in flight would land in (or read from) the region
     // freed next: reap them first, bounded by peer_timeout (and a tracked tail write, whose
-    // completion a later queue on this transport would otherwise take for its own).
-    BoundedWait wait(s_.options.peer_timeout, nullptr, {&t_}, 1);
+    // completion a later queue on this transport would otherwise take for its own). A peer
+    // the bootstrap reports dead or stopped will not answer them: the wait ends then.
+    BoundedWait wait(s_.options.peer_timeout, &s_.boot, {&t_}, 1);
     while ((read_pending_ || inflight_ > 0 || tail_pending_) && !failed() &&
            wait.spin() == BoundedWait::State::waiting) {
       B::progress_notify();

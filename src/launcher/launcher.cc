@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -270,6 +271,17 @@ class Child {
   int status() const noexcept { return status_; }
   bool wrote_stderr() const noexcept { return wrote_stderr_; }
 
+  // True while the child is stopped (SIGSTOP, SIGTSTP, a debugger): it cannot exit by itself,
+  // not even on SIGTERM, until something continues it.
+  bool stopped() const {
+    if (!running()) return false;
+    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    const auto comm_end = line.rfind(')');  // the command name may hold spaces and parentheses
+    return comm_end != std::string::npos && comm_end + 2 < line.size() &&
+           (line[comm_end + 2] == 'T' || line[comm_end + 2] == 't');
+  }
   // Signals the child's whole process group (it and whatever it started).
   void signal(int sig) const noexcept {
     if (running()) ::kill(-pid_, sig);
@@ -309,6 +321,9 @@ class Child {
   Fd err_;
   int status_ = 0;
   bool wrote_stderr_ = false;
+
+ public:
+  std::optional<SteadyClock::time_point> stopped_since;  // Launch's bookkeeping
 };
 
 // One launch from spawning to the last child reaped; not thread-safe.
@@ -329,6 +344,8 @@ class Launch {
   // SIGKILL now.
   void escalate(SteadyClock::time_point now);
   void on_exit(Child& child);
+  // Fails the run on a child stopped for config_.stopped_bound.
+  void check_stopped(SteadyClock::time_point now);
   void signal_all(int sig);
   void final_drain();
   int wait_ms(SteadyClock::time_point now) const;
@@ -439,7 +456,30 @@ void Launch::on_exit(Child& child) {
                 std::to_string(child.pid()) + ") killed by signal " + std::to_string(sig) + " (" +
                 (desc ? desc : "unknown") + ")");
   }
+  // A stopped rank would hold the run for the whole grace and SIGTERM delay, and its peers
+  // have already said that it stopped answering: it is killed now.
+  for (auto& c : children_) {
+    if (c.stopped()) c.signal(SIGKILL);
+  }
   start_teardown(SteadyClock::now() + config_.grace);
+}
+
+void Launch::check_stopped(SteadyClock::time_point now) {
+  for (auto& c : children_) {
+    if (!c.stopped()) {
+      c.stopped_since.reset();
+      continue;
+    }
+    if (!c.stopped_since) c.stopped_since = now;
+    if (now - *c.stopped_since < config_.stopped_bound || result_) continue;
+    result_ = 1;
+    relay_.emit(
+        "fabflow: error: rank " + std::to_string(c.rank()) + " (pid " + std::to_string(c.pid()) +
+        ") stopped answering: it has been stopped (SIGSTOP or a debugger) for " +
+        seconds_text(std::chrono::duration_cast<milliseconds>(now - *c.stopped_since)) + " s");
+    c.signal(SIGKILL);
+    start_teardown(now);
+  }
 }
 
 int Launch::wait_ms(SteadyClock::time_point now) const {
@@ -504,7 +544,13 @@ int Launch::supervise() {
         owners.push_back(&c);
       }
     }
-    const int ready = ::poll(fds.data(), fds.size(), wait_ms(now));
+    int timeout = wait_ms(now);
+    if (config_.stopped_bound.count() > 0) {
+      check_stopped(now);
+      constexpr int kStopCheckMs = 50;
+      timeout = timeout < 0 ? kStopCheckMs : std::min(timeout, kStopCheckMs);
+    }
+    const int ready = ::poll(fds.data(), fds.size(), timeout);
     if (ready < 0 && errno != EINTR) throw Error(launcher::errno_text("launcher: poll"));
     if (ready <= 0) continue;
 

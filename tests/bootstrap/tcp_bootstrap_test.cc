@@ -1,6 +1,7 @@
 // Multi-process tests of the TCP bootstrap: every rank is a forked child that reports through
 // its exit status and a few lines; the parent never creates a bootstrap with a coordinator.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cstring>
@@ -117,10 +118,14 @@ class RawClient {
   }
 
   // The next frame, or nullopt on EOF or timeout.
+  // The next frame but the coordinator's liveness reports, which arrive every beat.
   std::optional<Frame> read(milliseconds timeout = milliseconds(5000)) {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-      if (auto f = in_.take(bootstrap_detail::kMaxFrame)) return f;
+      if (auto f = in_.take(bootstrap_detail::kMaxFrame)) {
+        if (f->type == static_cast<std::uint32_t>(Msg::liveness)) continue;
+        return f;
+      }
       if (!fill(deadline)) return std::nullopt;
     }
   }
@@ -308,7 +313,7 @@ TEST(BootstrapTcp, CoordinatorRejectsBadHandshakes) {
   EXPECT_EQ(RawClient(port).rejection(1, 2, secret, 0xdeadbeef),
             "bad magic (not a fabflow bootstrap client)");
   EXPECT_EQ(RawClient(port).rejection(1, 2, secret, bootstrap_detail::kMagic, 7),
-            "protocol version 7 is not supported (the coordinator speaks 1)");
+            "protocol version 7 is not supported (the coordinator speaks 2)");
   EXPECT_EQ(RawClient(port).rejection(1, 2, "guess"), "wrong secret");
   EXPECT_EQ(RawClient(port).rejection(5, 2, secret), "rank 5 is out of range for size 2");
   EXPECT_EQ(RawClient(port).rejection(1, 3, secret),
@@ -619,11 +624,59 @@ TEST(BootstrapTcp, CollectiveTimesOut) {
         return 2;
       },
       milliseconds(2000));
+  // Rank 1 is alive (its heartbeats arrive) but does not enter: slow, not stuck.
   EXPECT_EQ(children[0].next_line(milliseconds(10000)),
-            "bootstrap: allgather timed out after 2 s waiting for the other ranks");
+            "bootstrap: allgather timed out after 2 s waiting for the other ranks (every rank "
+            "was answering: slow, not stuck)");
   children[1].go();  // rank 0's coordinator waits for rank 1's BYE before it exits
   EXPECT_EQ(children[0].finish(), 0) << children[0].output();
   EXPECT_EQ(children[1].finish(), 0) << children[1].output();
+}
+
+// A rank stopped with SIGSTOP is alive to the kernel (its socket stays open) but sends no
+// heartbeat: the others' waits end within the silence bound, naming it, even a barrier whose
+// callback leaves it unbounded. Rank `stopped` stops itself after a first barrier.
+void expect_stopped_rank_named(int stopped) {
+  auto children =
+      spawn_ranks(3, loopback(), [stopped](int rank, const ChildIo& io, BootstrapConfig config) {
+        config.silence = milliseconds(1000);
+        config.timeout = milliseconds(20000);  // the silence bound, not the timeout, ends it
+        auto b = make_tcp_bootstrap(config);
+        b->barrier();
+        if (rank == stopped) {
+          ::raise(SIGSTOP);
+          return 0;
+        }
+        const auto start = Clock::now();
+        try {
+          b->barrier([] { std::this_thread::sleep_for(milliseconds(1)); });
+        } catch (const PeerError& e) {
+          io.say(std::to_string(e.rank()) + " " + e.what());
+          std::printf("rank %d: the barrier ended %.2f s after it began\n", rank,
+                      seconds_since(start));
+          return 0;
+        }
+        return 2;
+      });
+  for (int r = 0; r < 3; ++r) {
+    if (r == stopped) continue;
+    const auto line = children[r].next_line(milliseconds(15000));
+    ASSERT_TRUE(line) << "rank " << r << " did not report: " << children[r].output();
+    EXPECT_TRUE(line->starts_with(std::to_string(stopped) + " bootstrap: rank " +
+                                  std::to_string(stopped) + " stopped answering"))
+        << *line;
+  }
+  ::kill(children[stopped].pid(), SIGKILL);
+  for (int r = 0; r < 3; ++r) {
+    const int status = children[r].finish();
+    if (r != stopped) EXPECT_EQ(status, 0) << children[r].output();
+  }
+}
+
+TEST(BootstrapTcp, AStoppedRankIsNamedWithinTheSilenceBound) { expect_stopped_rank_named(2); }
+
+TEST(BootstrapTcp, AStoppedCoordinatorIsNamedWithinTheSilenceBound) {
+  expect_stopped_rank_named(0);
 }
 
 TEST(BootstrapTcp, BarrierCallbackRunsWhileWaiting) {

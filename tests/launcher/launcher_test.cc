@@ -129,6 +129,28 @@ TEST(LauncherTest, ReportsASilentRankKilledBySignal) {
                       ") killed by signal 9 (Killed)\n");
 }
 
+// A rank stopped past stopped_bound fails the run in one line and is killed, with the ranks
+// waiting on it (here: sleeping for a minute).
+TEST(LauncherTest, AStoppedRankFailsTheRunAfterTheStoppedBound) {
+  TempDir dir;
+  CapturedFd err(2);
+  LaunchConfig lc = sh_launch(
+      2, R"([ "$FABFLOW_RANK" = 1 ] && { echo $$ > "$1/pid1"; kill -STOP $$; }; sleep 60)", dir);
+  lc.stopped_bound = std::chrono::milliseconds(300);
+  const auto start = std::chrono::steady_clock::now();
+  const int rc = launch_local(lc);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string text = err.finish();
+  std::printf("the launch ended %.2f s after it began\n", took);
+  EXPECT_EQ(rc, 1);
+  const std::string head = "fabflow: error: rank 1 (pid " +
+                           std::to_string(read_pid(dir.file("pid1"))) +
+                           ") stopped answering: it has been stopped (SIGSTOP or a debugger) for ";
+  EXPECT_EQ(text.rfind(head, 0), 0u) << text;
+  EXPECT_LT(took, 30.0);  // far below the sleeping rank's minute
+}
+
 TEST(LauncherTest, StaysQuietAboutASignalledRankThatExplainedItself) {
   TempDir dir;
   CapturedFd err(2);

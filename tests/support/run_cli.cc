@@ -115,7 +115,7 @@ KilledRun kill_rank_mid_run(std::vector<std::string> args, const RankKill& kill)
       std::this_thread::sleep_for(kill.after);
       run.ranks = children_of(launcher);
       run.killed = std::chrono::steady_clock::now();
-      ::kill(target, SIGKILL);
+      ::kill(target, kill.signal);
       return;
     }
   });

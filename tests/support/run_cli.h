@@ -2,6 +2,7 @@
 // output, for multi-process tests.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -41,6 +42,7 @@ struct RankKill {
   int victim = 1;
   std::chrono::milliseconds after{700};
   std::function<bool(const std::vector<pid_t>&)> ready;
+  int signal = SIGKILL;  // SIGSTOP: the rank stays alive but silent
 };
 
 // A run of which kill_rank_mid_run killed one rank.
@@ -50,8 +52,8 @@ struct KilledRun {
   std::chrono::steady_clock::time_point killed{};  // when; the epoch when no rank was killed
 };
 
-// Runs `args` (a launch of several ranks, bounded at 30 s) and SIGKILLs one rank mid-run, the
-// one way every peer-death test of the CLI kills a rank. Checks nothing: see
+// Runs `args` (a launch of several ranks, bounded at 30 s) and SIGKILLs (or stops) one rank
+// mid-run, the one way every peer-death test of the CLI kills a rank. Checks nothing: see
 // expect_one_error_line.
 KilledRun kill_rank_mid_run(std::vector<std::string> args, const RankKill& kill);
 
