@@ -112,6 +112,9 @@ class Coordinator::Relay {
   std::chrono::milliseconds beat_;
   SteadyClock::time_point next_beat_{};
   SteadyClock::time_point last_turn_{};  // the loop's previous turn
+  // Attempts to join that were turned away, for the join timeout's message.
+  int rejected_ = 0;
+  std::string last_rejection_;
 };
 
 void Coordinator::Relay::run(int wake_fd, const std::atomic<bool>& stop,
@@ -374,6 +377,8 @@ void Coordinator::Relay::broadcast(const std::shared_ptr<const Bytes>& frame, in
 }
 
 void Coordinator::Relay::reject(Conn& c, const std::string& reason) {
+  ++rejected_;
+  last_rejection_ = reason;
   c.closing = true;
   send(c, std::make_shared<const Bytes>(encode_text(Msg::reject, reason)));
 }
@@ -467,9 +472,15 @@ std::string Coordinator::Relay::join_timeout_message() const {
     }
     missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   }
+  std::string rejected;
+  if (rejected_ > 0) {
+    rejected = "; " + std::to_string(rejected_) +
+               (rejected_ == 1 ? " attempt to join was" : " attempts to join were") +
+               " rejected, the last for: " + last_rejection_;
+  }
   return "timed out after " + seconds_text(cfg_.timeout) + " waiting for " +
          std::to_string(cfg_.size - joined_) + " of " + std::to_string(cfg_.size) +
-         " ranks to join coordinator " + cfg_.label + " (missing: " + missing + ")";
+         " ranks to join coordinator " + cfg_.label + " (missing: " + missing + rejected + ")";
 }
 
 Coordinator::Coordinator(Fd listener, CoordinatorConfig config)

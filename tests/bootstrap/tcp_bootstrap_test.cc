@@ -454,6 +454,43 @@ TEST(BootstrapTcp, MissingRankTimesOut) {
   }
 }
 
+// A rank that never joins because its secret is wrong: the join timeout says an attempt was
+// rejected and why, not only which rank is missing.
+TEST(BootstrapTcp, JoinTimeoutSaysAnAttemptWasRejected) {
+  auto listener = loopback();
+  const std::string coord = listener.address();
+  BootstrapConfig config0 = rank_config(0, 2, coord, milliseconds(1500));
+  config0.listen_fd = listener.fd.get();
+  Child rank0 = Child::spawn([&](const ChildIo& io) {
+    try {
+      make_tcp_bootstrap(config0);
+    } catch (const Error& e) {
+      io.say(e.what());
+      return 0;
+    }
+    return 1;
+  });
+  listener.fd.reset();
+  Child intruder = Child::spawn([&](const ChildIo&) {
+    BootstrapConfig config = rank_config(1, 2, coord, milliseconds(1500));
+    config.secret = "not-the-secret";
+    try {
+      make_tcp_bootstrap(config);
+    } catch (const Error&) {
+      return 0;
+    }
+    return 1;
+  });
+  EXPECT_EQ(intruder.finish(), 0) << intruder.output();
+  EXPECT_EQ(rank0.finish(), 0) << rank0.output();
+  EXPECT_EQ(rank0.output(),
+            "bootstrap: timed out after 1.5 s waiting for 1 of 2 ranks to join "
+            "coordinator " +
+                coord +
+                " (missing: 1; 1 attempt to join was rejected, the last for: "
+                "wrong secret)\n");
+}
+
 TEST(BootstrapTcp, RankExitingWithoutByeIsAPeerFailure) {
   auto children =
       spawn_ranks(3, loopback(), [](int rank, const ChildIo& io, const BootstrapConfig& config) {
