@@ -132,7 +132,7 @@ int main(int argc, char** argv) try {
   options.item_bytes = kMaxLine;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
-  transport_options.same_host = fabflow::launched_on_one_host();  // "auto": local on one host
+  transport_options.same_host = fabflow::ranks_share_this_host(*boot);  // "auto": local on one host
   transport_options.ops = fabflow::flow::required_ops(options);
   // push2 designs keep a receive posted per ring slot: a receive queue that holds them.
   transport_options.rx_depth =

@@ -109,7 +109,7 @@ int main(int argc, char** argv) try {
   options.capacity = static_cast<std::uint64_t>(sensors) * 2;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
-  transport_options.same_host = fabflow::launched_on_one_host();  // "auto": local on one host
+  transport_options.same_host = fabflow::ranks_share_this_host(*boot);  // "auto": local on one host
   transport_options.node = boot->local_address();
 
   // Rank 0 is the client, rank 1 the one server (setup is collective).

@@ -119,7 +119,7 @@ int main(int argc, char** argv) try {
   options.pattern = *pattern;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
-  transport_options.same_host = fabflow::launched_on_one_host();  // "auto": local on one host
+  transport_options.same_host = fabflow::ranks_share_this_host(*boot);  // "auto": local on one host
   transport_options.ops = fabflow::rr::required_ops(options);
   transport_options.node = boot->local_address();
   auto transport = fabflow::open_transport(transport_options);

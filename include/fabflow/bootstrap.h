@@ -163,4 +163,10 @@ std::unique_ptr<Bootstrap> make_tcp_bootstrap(BootstrapConfig config);
 // n connected bootstraps for n threads of one process (unit tests of multi-party logic).
 std::vector<std::unique_ptr<Bootstrap>> make_thread_bootstraps(int n);
 
+// Collective: true when every rank runs on this host, in this network and pid namespace, as
+// this user: what the local transport needs (TransportOptions::same_host, which provider "auto"
+// reads). Read from the kernel (the boot id, the namespaces' inodes), whatever started the
+// ranks: fabflow's launcher, mpirun or srun on one node, or a shell.
+bool ranks_share_this_host(Bootstrap& boot);
+
 }  // namespace fabflow

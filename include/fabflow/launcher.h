@@ -47,7 +47,8 @@ bool started_by_launcher();
 
 // True when fabflow's own launcher started this process on this host without network
 // namespaces, so every rank shares this host's memory (FABFLOW_SAME_HOST=1, which only the
-// launcher sets and only this reads). Pass it on as TransportOptions::same_host.
+// launcher sets and only this reads). ranks_share_this_host() (fabflow/bootstrap.h) tells the
+// same under any launcher.
 bool launched_on_one_host();
 
 // Whether this machine allows creating network namespaces; when not, `why` says why.

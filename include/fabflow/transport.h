@@ -140,8 +140,8 @@ struct TransportOptions {
   // polling with back-off (for passive or low-rate users; providers without FI_WAIT_FD, such
   // as shm, fall back to polling).
   bool blocking_waits = false;
-  // Every rank of the run shares this host's memory (fabflow's launcher says so:
-  // launched_on_one_host() in fabflow/launcher.h): "auto" then picks the local transport.
+  // Every rank of the run shares this host's memory (ranks_share_this_host() in
+  // fabflow/bootstrap.h tells): "auto" then picks the local transport.
   bool same_host = false;
   // Ask for FI_MULTI_RECV (post_recv_multi); a provider without it is refused at selection.
   bool multi_recv = false;

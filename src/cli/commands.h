@@ -45,7 +45,7 @@ struct Rank {
   Bootstrap& boot;
   // Where this rank's bench runs, filled from the flags and the launch: the provider (the one
   // this launch runs), endpoint type, timeout, whether every rank shares this host's memory
-  // (launched_on_one_host()), the CPU this rank's thread is pinned to (-1: not pinned, or
+  // (ranks_share_this_host()), the CPU this rank's thread is pinned to (-1: not pinned, or
   // --no-pin) and the host's CPUs it may use (read before pinning).
   bench::Target target;
 };

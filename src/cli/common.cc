@@ -91,7 +91,7 @@ int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
     t.endpoint = parse_name<EndpointType>(flags.endpoint).value();  // checked by the parser
     t.timeout_ms = flags.timeout_ms;
     t.profile = flags.profile;
-    t.same_host = launched_on_one_host();
+    t.same_host = ranks_share_this_host(*boot);  // under mpirun and srun too
     t.cpus = allowed_cpus();  // the host's CPUs, read before pinning narrows the view
     t.pin = !flags.no_pin;
     // A pinned rank busy-polls; idle CPUs poll too while it runs, where the kernel lets us

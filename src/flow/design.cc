@@ -189,6 +189,10 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
     throw UsageError(why.empty() ? "flow: rank " + std::to_string(peer) + " refused the queue"
                                  : why);
   }
+  if (h.peer != expect.rank)
+    throw bad("pairs its queue end with rank " + std::to_string(h.peer) + ", not with rank " +
+              std::to_string(expect.rank) +
+              " (a queue joins one producer and one consumer; a third rank cannot open it)");
   if (h.role == expect.role)
     throw bad("is a queue end of the same role (both producers or both consumers)");
   if (h.data != expect.data || h.transfer != expect.transfer || h.space != expect.space)

@@ -289,7 +289,7 @@ inline SlotState check_slot(const std::byte* slot, std::uint64_t index, std::siz
 struct Hello {
   static constexpr std::uint32_t kMagic = 0x48514646;  // 'FFQH'
   std::uint32_t magic = kMagic;
-  std::uint16_t version = 5;  // 5: word-first compact slots (word_first)
+  std::uint16_t version = 6;  // 6: the ends' ranks (rank, peer)
   std::uint8_t role = 0;      // 0 producer, 1 consumer
   std::uint8_t data = 0, transfer = 0, space = 0;
   std::uint8_t refused = 0;     // 1: this end cannot run the queue; the key bytes are the reason
@@ -300,6 +300,10 @@ struct Hello {
   std::uint64_t capacity = 0, item_bytes = 0, region_bytes = 0;
   std::uint32_t key_len = 0;
   std::uint32_t notify_key_len = 0;
+  // This end's rank and the rank it pairs with: a third rank opening the queue with one of
+  // the two as its peer finds that peer paired with someone else.
+  std::int32_t rank = -1;
+  std::int32_t peer = -1;
 };
 
 inline std::vector<std::byte> encode_hello(Hello h, std::span<const std::byte> key,

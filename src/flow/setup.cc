@@ -55,6 +55,8 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   h.item_bytes = o.item_bytes;
   h.region_bytes = s.layout.region_bytes;
   h.refused = refusal.empty() ? 0 : 1;
+  h.rank = boot.rank();
+  h.peer = peer;
   std::vector<std::byte> key, nkey;
   if (refusal.empty()) {
     key = t.export_key(*s.mr);

@@ -424,6 +424,33 @@ TEST(FlowSlot, HelloMismatchIsAPeerError) {
                PeerError);
 }
 
+// Rank 2 opens a queue with rank 1 as its peer, while rank 1's end pairs with rank 0: rank 2
+// is told, instead of writing into a ring another producer owns.
+TEST(FlowSlot, AThirdRankOpeningAQueueIsRefused) {
+  detail::Hello mine;  // rank 2, a producer, peer 1
+  mine.role = 0;
+  mine.capacity = 8;
+  mine.item_bytes = 64;
+  mine.rank = 2;
+  mine.peer = 1;
+  detail::Hello theirs = mine;  // rank 1, the consumer, peer 0
+  theirs.role = 1;
+  theirs.rank = 1;
+  theirs.peer = 0;
+  const std::vector<std::byte> key(4, std::byte{1});
+  try {
+    detail::decode_hello(detail::encode_hello(theirs, key), 1, mine);
+    ADD_FAILURE() << "a third rank was let in";
+  } catch (const PeerError& e) {
+    EXPECT_EQ(e.rank(), 1);
+    EXPECT_NE(std::string(e.what()).find("pairs its queue end with rank 0, not with rank 2"),
+              std::string::npos)
+        << e.what();
+  }
+  theirs.peer = 2;  // rank 1 pairs with this rank: accepted
+  EXPECT_EQ(detail::decode_hello(detail::encode_hello(theirs, key), 1, mine).size(), 4u);
+}
+
 // Word-first slots: a producer with compact slots says so, and the consumer learns it; any
 // other end claiming them, or a value other than 0 and 1, is a malformed hello.
 TEST(FlowSlot, HelloWordFirstOnlyFromACompactProducer) {
