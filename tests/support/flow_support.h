@@ -190,6 +190,8 @@ struct FakeEnd {
     h.capacity = o.capacity;
     h.item_bytes = o.item_bytes;
     h.region_bytes = layout.region_bytes;
+    h.rank = boot.rank();
+    h.peer = peer;
     std::vector<std::byte> nkey;
     if (separate) nkey = notify->export_key(*nmr);
     auto all = boot.allgather(detail::encode_hello(h, t.export_key(*mr), nkey));
