@@ -473,10 +473,11 @@ void Launch::check_stopped(SteadyClock::time_point now) {
     if (!c.stopped_since) c.stopped_since = now;
     if (now - *c.stopped_since < config_.stopped_bound || result_) continue;
     result_ = 1;
-    relay_.emit(
-        "fabflow: error: rank " + std::to_string(c.rank()) + " (pid " + std::to_string(c.pid()) +
-        ") stopped answering: it has been stopped (SIGSTOP or a debugger) for " +
-        seconds_text(std::chrono::duration_cast<milliseconds>(now - *c.stopped_since)) + " s");
+    relay_.emit("fabflow: error: rank " + std::to_string(c.rank()) +
+                " stopped answering: its process (pid " + std::to_string(c.pid()) +
+                ") has been stopped (SIGSTOP or a debugger) for " +
+                seconds_text(std::chrono::duration_cast<milliseconds>(now - *c.stopped_since)) +
+                " s");
     c.signal(SIGKILL);
     start_teardown(now);
   }

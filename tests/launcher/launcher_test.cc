@@ -144,9 +144,9 @@ TEST(LauncherTest, AStoppedRankFailsTheRunAfterTheStoppedBound) {
   const std::string text = err.finish();
   std::printf("the launch ended %.2f s after it began\n", took);
   EXPECT_EQ(rc, 1);
-  const std::string head = "fabflow: error: rank 1 (pid " +
+  const std::string head = "fabflow: error: rank 1 stopped answering: its process (pid " +
                            std::to_string(read_pid(dir.file("pid1"))) +
-                           ") stopped answering: it has been stopped (SIGSTOP or a debugger) for ";
+                           ") has been stopped (SIGSTOP or a debugger) for ";
   EXPECT_EQ(text.rfind(head, 0), 0u) << text;
   EXPECT_LT(took, 30.0);  // far below the sleeping rank's minute
 }
