@@ -39,6 +39,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/transport/libfabric/fabric_transport.cc
   src/transport/libfabric/loader.cc
   src/transport/libfabric/select.cc
+  src/transport/local/local_setup.cc
   src/transport/local/local_transport.cc
   src/transport/local/cross_memory.cc
   src/transport/names.cc

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -45,9 +46,21 @@ TEST(AdviseCli, ShortSearchOnLocalAnswersAndKeepsAProfile) {
     EXPECT_LE(c["median"].get<double>(), c["high"].get<double>());
     EXPECT_GT(c["low"].get<double>(), 0);
   }
-  // The socket baseline moves items through the kernel: far behind a flow queue on local.
-  EXPECT_EQ(a["ranked"][2]["design"], "socket") << r.out;
-  EXPECT_LE(a["seconds"].get<double>(), 20.0 + 15.0);  // one round may run past the budget
+  // The candidates still running come in the order of their medians (throughput: the highest
+  // first), those dropped after them. Which design wins is this machine's answer (on an idle
+  // one the socket baseline is far behind; under load it need not be), never the test's.
+  double previous = std::numeric_limits<double>::infinity();
+  bool dropped_seen = false;
+  for (const auto& c : a["ranked"]) {
+    if (c["status"].get<std::string>().rfind("dropped", 0) == 0) {
+      dropped_seen = true;
+      continue;
+    }
+    EXPECT_FALSE(dropped_seen) << "a running candidate ranked after a dropped one: " << r.out;
+    EXPECT_LE(c["median"].get<double>(), previous) << r.out;
+    previous = c["median"].get<double>();
+  }
+  EXPECT_LE(a["seconds"].get<double>(), 20.0 + 40.0);  // one round may run past the budget
 
   // --show prints the kept answer without measuring.
   CliResult shown = run_cli({"fabflow", "advise", "--show", profile}, 20s);

@@ -1,7 +1,7 @@
 // The native shared-memory transport. Setup (sockets, memfds, key blobs) lives in
-// local_transport.cc; the data path is inline here so loops templated on LocalTransport
-// compile to direct loads, stores and atomic instructions. Memory ordering: see
-// docs/local-transport.md.
+// local_setup.cc, the receive side of the rings in local_transport.cc; the data path is inline here
+// so loops templated on LocalTransport compile to direct loads, stores and atomic instructions.
+// Memory ordering: see docs/local-transport.md.
 #pragma once
 
 #include <fabflow/local.h>
@@ -53,6 +53,26 @@ struct Segment {
   Mapping map;
 };
 Segment create_segment(std::size_t len, const char* what);
+
+// Posted receives and unreaped local completions kept at least (libfabric providers size their
+// queues well above the requested depth too).
+inline constexpr std::size_t kMinQueue = 8192;
+
+// Throws Error("local: <call>: <what errno says>").
+[[noreturn]] void sys_fail(const char* call);
+
+// A field of a ring slot or a setup message, at any alignment, in host byte order (both ends
+// run on one host).
+template <class T>
+void put(std::byte* out, T v) {
+  std::memcpy(out, &v, sizeof v);
+}
+template <class T>
+T get(const std::byte* in) {
+  T v;
+  std::memcpy(&v, in, sizeof v);
+  return v;
+}
 
 // Memory allocated by the local transport: a memfd segment it can pass to peers.
 // Owns the mapping and the fd. Move-only, not thread-safe.
