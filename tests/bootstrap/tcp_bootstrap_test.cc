@@ -706,7 +706,9 @@ void expect_stopped_rank_named(int stopped) {
   ::kill(children[stopped].pid(), SIGKILL);
   for (int r = 0; r < 3; ++r) {
     const int status = children[r].finish();
-    if (r != stopped) EXPECT_EQ(status, 0) << children[r].output();
+    if (r != stopped) {
+      EXPECT_EQ(status, 0) << children[r].output();
+    }
   }
 }
 
