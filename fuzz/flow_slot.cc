@@ -19,6 +19,8 @@ namespace {
 void hello(std::span<const std::byte> blob, bool separate) {
   d::Hello expect;  // a consumer of push1-watermark-pull, 64 x 64 B
   expect.role = 1;
+  expect.rank = 0;  // this end; the peer is rank 3
+  expect.peer = 3;
   expect.data = 0;
   expect.capacity = 64;
   expect.item_bytes = 64;

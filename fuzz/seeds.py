@@ -22,7 +22,7 @@ def frame(msg, body):
     return struct.pack(">II", msg, len(body)) + body
 
 
-MAGIC, VERSION = 0x46464253, 1
+MAGIC, VERSION = 0x46464253, 2  # src/bootstrap/wire.h kVersion
 nonce, mac = bytes(range(32)), bytes(range(32, 64))
 challenge = frame(1, struct.pack(">II", MAGIC, VERSION) + nonce)
 hello = frame(2, struct.pack(">IIII", MAGIC, VERSION, 3, 8) + nonce + mac)
@@ -47,14 +47,16 @@ raw = bytes(range(24))
 write("transport_keys", "fabric_raw", b"\x02\x03" + struct.pack("<IHHQQQ", 0x4B4D4646, 1, len(raw), 0, 4096, 0) + raw)
 
 # flow_slot, mode 0 (byte 0 < 128; bit 0 = separate notify): the hello a producer sends
-# (src/flow/layout.h Hello), expected by a push1-watermark-pull consumer of 64 x 64 B.
+# (src/flow/layout.h Hello, version 6: ... format, sum, word_first, then after the lengths the
+# sender's rank 3 and its peer 0), expected by a push1-watermark-pull consumer of 64 x 64 B.
+HELLO = "<IHBBBBBBBBBxQQQIIii"
 key = b"K" * 32
-hello_blob = struct.pack("<IHBBBBBBxxxxQQQII", 0x48514646, 2, 0, 0, 0, 0, 0, 0, 64, 64, 8192, len(key), 0)
+hello_blob = struct.pack(HELLO, 0x48514646, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 64, 8192, len(key), 0, 3, 0)
 write("flow_slot", "hello", b"\x00" + hello_blob + key)
 nkey = b"N" * 16
-hello_sep = struct.pack("<IHBBBBBBxxxxQQQII", 0x48514646, 2, 0, 0, 0, 0, 0, 1, 64, 64, 8192, len(key), len(nkey))
+hello_sep = struct.pack(HELLO, 0x48514646, 6, 0, 0, 0, 0, 0, 1, 0, 0, 0, 64, 64, 8192, len(key), len(nkey), 3, 0)
 write("flow_slot", "hello_separate", b"\x01" + hello_sep + key + nkey)
-write("flow_slot", "refused", b"\x00" + struct.pack("<IHBBBBBBxxxxQQQII", 0x48514646, 2, 0, 0, 0, 0, 1, 0, 64, 64, 0, 0, 0) + b"no writedata here")
+write("flow_slot", "refused", b"\x00" + struct.pack(HELLO, 0x48514646, 6, 0, 0, 0, 0, 1, 0, 0, 0, 0, 64, 64, 0, 0, 0, 3, 0) + b"no writedata here")
 # mode 1 (byte 0 >= 128): u16 item_bytes, u8 sum, u64 index, then the slot
 # [seq u64 | len u32 | flags u32 | payload rounded to 8 | seq u64 | len u32, flags u32].
 payload = bytes(range(40))
