@@ -11,6 +11,7 @@ import os
 import re
 import sys
 
+from . import advise_map as AM
 from . import claims as C
 from . import data as D
 from . import distribution as DIST
@@ -20,7 +21,8 @@ from . import page as P
 MISSING_MATPLOTLIB = ("fabflow: error: matplotlib is missing "
                       "(install python3-matplotlib; scripts/setup.sh does)")
 USAGE = ("python3 -m fabflow_plot figure DIR/ID.jsonl | report DIR | "
-         "distribution FILE.jsonl [--out BASE] [--field NAME] [--title TEXT]")
+         "distribution FILE.jsonl [--out BASE] [--field NAME] [--title TEXT] | "
+         "advise-map BASE.json [--out BASE]")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +46,9 @@ def _parser():
     dist.add_argument("--out", help="output base (default: the file's name without .jsonl)")
     dist.add_argument("--field", default="latency_ns", help="the latency object to draw")
     dist.add_argument("--title", help="the figures' heading")
+    amap = sub.add_parser("advise-map", help="write BASE.png and BASE.svg of an advise map (BASE.json)")
+    amap.add_argument("json")
+    amap.add_argument("--out", help="output base (default: the file's name without .json)")
     return parser
 
 
@@ -143,6 +148,11 @@ def main(argv=None):
         if args.command == "distribution":
             base = args.out or output_base(args.jsonl)
             for written in DIST.render(args.jsonl, base, args.field, args.title):
+                print(written)
+            return 0
+        if args.command == "advise-map":
+            base = args.out or os.path.splitext(args.json)[0]
+            for written in AM.render(args.json, base):
                 print(written)
             return 0
         return cmd_report(args.dir)

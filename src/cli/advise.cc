@@ -160,6 +160,7 @@ struct AdviseFlags {
   bool no_profile = false;
   bool json = false;
   std::string show;                   // print a saved profile instead of measuring
+  std::string map;                    // BASE of a map over sizes x objectives
   std::vector<std::string> workload;  // after "--": passed to the bench as given
 };
 
@@ -533,7 +534,8 @@ int run_advise(AdviseFlags f) {
   }
   if (f.family.empty()) throw UsageError("advise: name a family (queue, rr, kv, bulk) or --show");
   const Family& fam = family(f.family);
-  const Objective& obj = objective(fam, f.objective);
+  const auto objectives = split(f.objective, ',');
+  for (const auto& o : objectives) objective(fam, o);
   const double budget_s = parse_budget(f.budget);
   auto providers = split(f.providers, ',');
   if (providers.empty() ||
@@ -560,6 +562,16 @@ int run_advise(AdviseFlags f) {
     }
     names = chosen;
   }
+  if (!f.map.empty()) {
+    return run_advise_map({f.family, f.providers, f.candidates,
+                           f.size.empty() ? std::vector<std::string>{} : split(f.size, ','),
+                           objectives, f.workload, budget_s, f.map, f.json});
+  }
+  if (objectives.size() != 1)
+    throw UsageError("advise: --objective takes one objective (several need --map)");
+  if (f.size.find(',') != std::string::npos)
+    throw UsageError("advise: -S takes one size (several need --map)");
+  const Objective& obj = objective(fam, f.objective);
   Search s(f, fam, obj);
   for (const auto& p : split(f.providers, ','))
     for (const auto& n : names) s.candidates.push_back({p, n, {}, 0, 0, {}, {}});
@@ -675,6 +687,9 @@ void add_advise(CLI::App& app, Runner& run) {
   a->add_flag("--no-save", f->no_profile, "keep no answer");
   a->add_flag("--json", f->json, "the answer as one JSON object");
   a->add_option("--show", f->show, "print a saved profile's answer; measures nothing");
+  a->add_option("--map", f->map,
+                "BASE: the winner for each size of -S and each --objective, in BASE.json and "
+                "drawn in BASE.png");
   a->add_option("workload", f->workload, "after --: more bench flags of the workload")
       ->expected(-1);
   a->callback([&run, f] { run = [f] { return run_advise(*f); }; });

@@ -124,6 +124,18 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);
 // `fabflow advise FAMILY`: the design that wins a workload here, measured within a budget.
 void add_advise(CLI::App& app, Runner& run);
 
+// `fabflow advise FAMILY --map BASE`: one search per size and objective, kept in BASE.json and
+// drawn in BASE.png and BASE.svg (src/cli/advise_map.cc). The request is checked by the caller
+// but for the grid's own limits.
+struct AdviseMapRequest {
+  std::string family, providers, candidates;
+  std::vector<std::string> sizes, objectives, workload;
+  double budget_s = 0;
+  std::string out;  // BASE
+  bool json = false;
+};
+int run_advise_map(const AdviseMapRequest& r);
+
 // `--design auto`: the best design on `provider` from the family's advise profile when it was
 // measured on this machine, by this version, for this size and one of the objectives
 // (comma-separated) and no other bench flags; else `fallback`. `why` says which, and from what.

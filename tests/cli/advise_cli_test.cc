@@ -120,6 +120,32 @@ TEST(AdviseCli, DesignAutoUsesAFittingProfileOnly) {
   EXPECT_NE(bad.err.find("auto on local: push1-watermark-pull"), std::string::npos) << bad.err;
 }
 
+// --map: one search per size (and objective), kept in BASE.json and drawn in BASE.png.
+TEST(AdviseCli, MapAnswersEveryCellAndDrawsIt) {
+  TempDir dir;
+  const std::string base = dir.file("map");
+  CliResult r = run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64,4K", "--candidates",
+                         "push1-watermark-pull,socket", "--budget", "12s", "--map", base, "--json"},
+                        180s);
+  ASSERT_TRUE(r.status == 0 || r.status == 3) << r.err;  // 3: no matplotlib here, no figure
+  const auto m = nlohmann::json::parse(r.out);
+  EXPECT_EQ(m["type"], "advice_map");
+  EXPECT_EQ(m["sizes"], nlohmann::json::array({"64", "4K"}));
+  EXPECT_EQ(m["cell_budget_s"], 6);
+  ASSERT_EQ(m["cells"].size(), 2u) << r.out;
+  for (const auto& cell : m["cells"]) {
+    const auto& a = cell["answer"];
+    ASSERT_TRUE(a.contains("winner")) << cell.dump();
+    EXPECT_EQ(a["workload"]["size"], cell["size"]);
+    EXPECT_EQ(a["ranked"].size(), 2u);
+  }
+  EXPECT_TRUE(std::filesystem::exists(base + ".json"));
+  if (r.status == 0) {
+    EXPECT_TRUE(std::filesystem::exists(base + ".png")) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(base + ".svg")) << r.err;
+  }
+}
+
 TEST(AdviseCli, BadInputIsOneLine) {
   TempDir dir;
   expect_usage_line(run_cli({"fabflow", "advise", "tree"}, 20s), "unknown family 'tree'");
@@ -148,6 +174,24 @@ TEST(AdviseCli, BadInputIsOneLine) {
   expect_usage_line(
       run_cli({"fabflow", "bench", "queue", "-p", "local", "--design", "auto", "-S", "64,4K"}, 20s),
       "--design auto chooses for one item size");
+  // Several sizes or objectives make a map; the map needs sizes and time for every cell.
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64,4K"}, 20s),
+                    "-S takes one size (several need --map)");
+  expect_usage_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--objective", "throughput,p99"}, 20s),
+      "--objective takes one objective (several need --map)");
+  expect_usage_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--map", dir.file("m")}, 20s),
+      "give the sizes to map with -S");
+  expect_usage_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64,4K", "--objective",
+               "throughput,p99", "--budget", "12s", "--map", dir.file("m")},
+              20s),
+      "less than 5 s to each of the 4 cells");
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--map",
+                             dir.file("no/such/folder/m")},
+                            20s),
+                    "does not exist");
   std::ofstream(dir.file("not.json")) << "{\"type\": \"something\"}";
   expect_usage_line(run_cli({"fabflow", "advise", "--show", dir.file("not.json")}, 20s),
                     "is not an advise profile");
