@@ -1,0 +1,289 @@
+// The answer of `fabflow advise`: the ranked candidates as JSON and as a table with the
+// one-line recommendation, the profile file that keeps it, and `--design auto`, which reads a
+// profile back when it fits this machine and workload (docs/advise.md).
+#include <fabflow/status.h>
+#include <fabflow/version.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/advise_internal.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace fabflow::cli {
+namespace advise_detail {
+namespace fs = std::filesystem;
+namespace advise = bench::advise;
+
+// A measured value with its unit: times in ns, us or ms; rates and sizes with k, M, G.
+std::string value_text(double v, const std::string& unit) {
+  std::ostringstream s;
+  s << std::setprecision(3);
+  const double a = std::fabs(v);
+  if (unit == "ns") {
+    if (a >= 1e6)
+      s << v / 1e6 << " ms";
+    else if (a >= 1e3)
+      s << v / 1e3 << " us";
+    else
+      s << v << " ns";
+    return s.str();
+  }
+  if (a >= 1e9)
+    s << v / 1e9 << " G ";
+  else if (a >= 1e6)
+    s << v / 1e6 << " M ";
+  else if (a >= 1e4)
+    s << v / 1e3 << " k ";
+  else
+    s << v << " ";
+  return s.str() + unit;
+}
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcome& s,
+                  double budget_s) {
+  const auto ranking = advise::rank(s.candidates, obj.better);
+  auto entry = [&](std::size_t i, const std::string& status) {
+    const Candidate& c = s.candidates[i];
+    const auto sum = advise::summarize(c.samples);
+    return ojson{{"provider", c.provider}, {"design", c.name}, {"median", sum.median},
+                 {"low", sum.low},         {"high", sum.high}, {"samples", c.samples},
+                 {"rounds", c.rounds},     {"status", status}};
+  };
+  ojson ranked = ojson::array(), ties = ojson::array(), refused = ojson::array();
+  for (std::size_t i : ranking.order) {
+    const Candidate& c = s.candidates[i];
+    std::string status =
+        i == ranking.winner                                                            ? "winner"
+        : std::find(ranking.tied.begin(), ranking.tied.end(), i) != ranking.tied.end() ? "tied"
+        : c.dropped_after ? "dropped after round " + std::to_string(c.dropped_after)
+                          : "behind";
+    ranked.push_back(entry(i, status));
+    if (status == "tied") ties.push_back(c.provider + ":" + c.name);
+  }
+  for (const Candidate& c : s.candidates)
+    if (!c.refused.empty() || !c.failed.empty())
+      refused.push_back({{"provider", c.provider},
+                         {"design", c.name},
+                         {"why", c.refused.empty() ? c.failed : c.refused}});
+  ojson fingerprint = ojson::object();
+  for (const char* k : {"cpu_model", "cores", "kernel", "libfabric_version", "fabflow_version"})
+    if (s.environment.is_object() && s.environment.contains(k)) fingerprint[k] = s.environment[k];
+  ojson j = {{"type", "advice"},
+             {"family", f.family},
+             {"objective", obj.name},
+             {"field", obj.field},
+             {"unit", obj.unit},
+             {"better", obj.better == Better::higher ? "higher" : "lower"},
+             {"providers", split(f.providers, ',')},
+             {"workload", {{"size", f.size}, {"args", f.workload}}},
+             {"budget_s", budget_s},
+             {"seconds", s.seconds},
+             {"rounds", s.rounds},
+             {"created", utc_now()},
+             {"fabflow_version", FABFLOW_VERSION},
+             {"fingerprint", fingerprint},
+             {"winner", nullptr},
+             {"ties", ties},
+             {"ranked", ranked},
+             {"refused", refused},
+             {"notes", s.notes}};
+  if (ranking.winner != static_cast<std::size_t>(-1))
+    j["winner"] = s.candidates[ranking.winner].provider + ":" + s.candidates[ranking.winner].name;
+  return j;
+}
+
+namespace {
+
+// The one-line recommendation with its reason.
+std::string recommendation(const ojson& a) {
+  if (a["winner"].is_null()) return "no candidate could be measured";
+  const auto& ranked = a["ranked"];
+  const auto& w = ranked[0];
+  const std::string unit = a["unit"].get<std::string>();
+  std::string out = "use " + w["design"].get<std::string>() + " on " +
+                    w["provider"].get<std::string>() + ": median " +
+                    value_text(w["median"].get<double>(), unit);
+  if (ranked.size() > 1) {
+    const auto& next = ranked[1];
+    const double m = w["median"].get<double>(), n = next["median"].get<double>();
+    const double gap = n != 0 ? std::fabs(m - n) / std::fabs(n) * 100 : 0;
+    std::ostringstream g;
+    g << std::fixed << std::setprecision(0) << gap;
+    out += ", " + g.str() + "% " + (a["better"] == "higher" ? "above" : "below") + " the next (" +
+           next["design"].get<std::string>() + " on " + next["provider"].get<std::string>() + ")";
+  }
+  if (a["ties"].empty())
+    out += "; its runs are clear of every other candidate's";
+  else
+    out += "; tied within the runs' spread with " + std::to_string(a["ties"].size()) +
+           " other(s): " + a["ties"][0].get<std::string>() + (a["ties"].size() > 1 ? ", ..." : "");
+  return out;
+}
+
+}  // namespace
+
+void print_answer(const ojson& a, std::ostream& out) {
+  out << "advise " << a["family"].get<std::string>() << ": objective "
+      << a["objective"].get<std::string>() << " (" << a["field"].get<std::string>() << ", "
+      << a["better"].get<std::string>() << " is better), " << a["rounds"] << " round(s) in "
+      << std::fixed << std::setprecision(0) << a["seconds"].get<double>() << " s of "
+      << a["budget_s"].get<double>() << " s" << std::defaultfloat << "\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "provider", "design", "median", "runs range", "runs", "status"}};
+  int rank = 0;
+  const std::string unit = a["unit"].get<std::string>();
+  for (const auto& r : a["ranked"])
+    rows.push_back({std::to_string(++rank), r["provider"].get<std::string>(),
+                    r["design"].get<std::string>(), value_text(r["median"].get<double>(), unit),
+                    value_text(r["low"].get<double>(), unit) + " .. " +
+                        value_text(r["high"].get<double>(), unit),
+                    std::to_string(r["samples"].size()), r["status"].get<std::string>()});
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c)
+      out << row[c] << (c + 1 < row.size() ? std::string(width[c] - row[c].size() + 2, ' ') : "");
+    out << "\n";
+  }
+  for (const auto& r : a["refused"])
+    out << "not a candidate: " << r["design"].get<std::string>() << " on "
+        << r["provider"].get<std::string>() << ": " << r["why"].get<std::string>() << "\n";
+  for (const auto& n : a["notes"]) out << "note: " << n.get<std::string>() << "\n";
+  out << "advice: " << recommendation(a) << "\n";
+}
+
+fs::path default_profile(const std::string& family) {
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path dir =
+      cache && *cache ? fs::path(cache) : fs::path(home && *home ? home : "/tmp") / ".cache";
+  return dir / "fabflow" / ("advise-" + family + ".json");
+}
+
+void write_profile(const ojson& a, const fs::path& path) {
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << a.dump(2) << "\n";
+    if (!out.flush()) throw Error("advise: cannot write the profile " + tmp.string());
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error("advise: cannot write the profile " + path.string() + ": " + ec.message());
+}
+
+ojson read_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("advise --show: cannot read " + path);
+  ojson a = ojson::parse(in, nullptr, false);
+  if (a.is_discarded() || !a.is_object() || a.value("type", std::string()) != "advice" ||
+      !a.contains("ranked") || !a["ranked"].is_array() || !a.contains("refused") ||
+      !a.contains("unit") || !a.contains("winner"))
+    throw UsageError("advise --show: " + path + " is not an advise profile");
+  return a;
+}
+
+}  // namespace advise_detail
+
+namespace {
+
+using namespace advise_detail;
+
+// Why a profile cannot answer for this machine and workload ("" when it can).
+std::string profile_mismatch(const ojson& a, const std::string& family, const std::string& provider,
+                             const std::string& size, const std::string& objective) {
+  if (a.value("family", std::string()) != family) return "it is for another family";
+  if (a.value("fabflow_version", std::string()) != FABFLOW_VERSION)
+    return "it was measured by fabflow " + a.value("fabflow_version", std::string("?"));
+  const RunEnvironment& here = machine_environment();
+  const ojson& fp = a.contains("fingerprint") ? a["fingerprint"] : ojson::object();
+  if (fp.value("cpu_model", std::string()) != here.cpu_model ||
+      fp.value("cores", 0u) != here.cores || fp.value("kernel", std::string()) != here.kernel)
+    return "it was measured on another machine (" + fp.value("cpu_model", std::string("?")) + ", " +
+           std::to_string(fp.value("cores", 0u)) + " cores, kernel " +
+           fp.value("kernel", std::string("?")) + ")";
+  const auto providers = a.value("providers", std::vector<std::string>());
+  if (std::find(providers.begin(), providers.end(), provider) == providers.end())
+    return "it did not measure " + provider;
+  const ojson& w = a.contains("workload") ? a["workload"] : ojson::object();
+  if (w.value("size", std::string()) != size)
+    return "it measured size '" + w.value("size", std::string()) + "', not '" + size + "'";
+  if (w.contains("args") && w["args"].is_array() && !w["args"].empty())
+    return "its workload had more bench flags (" +
+           joined(w["args"].get<std::vector<std::string>>(), ' ') + ")";
+  const auto wanted = split(objective, ',');
+  if (std::find(wanted.begin(), wanted.end(), a.value("objective", std::string())) == wanted.end())
+    return "it ranks by " + a.value("objective", std::string()) + ", not " + objective;
+  return "";
+}
+
+}  // namespace
+
+AutoChoice choose_design(const std::string& family, const std::string& provider,
+                         const std::string& size, const std::string& objective,
+                         const std::string& fallback, const std::string& fallback_rule) {
+  const fs::path path = default_profile(family);
+  std::string why_not;
+  std::ifstream in(path);
+  if (!in) {
+    why_not = "no profile at " + path.string() + " (fabflow advise " + family + " writes one)";
+  } else {
+    const ojson a = ojson::parse(in, nullptr, false);
+    if (a.is_discarded() || !a.is_object() || a.value("type", std::string()) != "advice" ||
+        !a.contains("ranked") || !a["ranked"].is_array()) {
+      why_not = "the profile " + path.string() + " is not an advise profile: ignored";
+    } else {
+      why_not = profile_mismatch(a, family, provider, size, objective);
+      if (why_not.empty()) {
+        const ojson* best = nullptr;
+        const ojson* next = nullptr;
+        for (const auto& r : a["ranked"]) {
+          if (!r.is_object() || r.value("provider", std::string()) != provider ||
+              !r.contains("design") || !r["design"].is_string() || !r.contains("median") ||
+              !r["median"].is_number())
+            continue;
+          (best ? next : best) = &r;
+          if (next) break;
+        }
+        if (!best) {
+          why_not = "the profile ranks no design on " + provider;
+        } else {
+          const std::string unit = a.value("unit", std::string());
+          std::string why = "profile " + path.string() + " (" +
+                            a.value("created", std::string("?")) + "): median " +
+                            value_text((*best)["median"].get<double>(), unit);
+          if (next)
+            why += ", next " + (*next)["design"].get<std::string>() + " " +
+                   value_text((*next)["median"].get<double>(), unit) +
+                   ((*next).value("status", std::string()) == "tied" ? " (tied)" : "");
+          return {(*best)["design"].get<std::string>(), why};
+        }
+      }
+    }
+  }
+  return {fallback, "the rule: " + fallback_rule + "; no profile used: " + why_not};
+}
+
+}  // namespace fabflow::cli

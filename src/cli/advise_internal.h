@@ -1,0 +1,80 @@
+// What `fabflow advise` shares between its two files: advise.cc (the flags, the families and
+// the search) and advise_answer.cc (the answer, its table, the profile file and --design auto).
+#pragma once
+
+#include <fabflow/bench/advise.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace fabflow::cli::advise_detail {
+
+using bench::advise::Better;
+using bench::advise::Candidate;
+using ojson = nlohmann::ordered_json;
+
+struct Objective {
+  const char* name;   // throughput | p50 | p99
+  const char* field;  // the row field compared (dots descend)
+  const char* unit;   // for the table
+  Better better;
+  std::vector<const char*> extra;  // bench flags this objective needs
+  const char* effort_flag;         // the work per run, doubled every round
+  std::uint64_t effort;            // its first value
+};
+
+struct Family {
+  const char* name;
+  const char* candidate_flag;  // how the bench is told the designs to run
+  std::vector<std::string> (*candidates)();
+  std::string (*name_of)(const ojson& row);  // the candidate a row belongs to
+  std::vector<Objective> objectives;
+};
+
+struct AdviseFlags {
+  std::string family;
+  std::string providers = "shm";
+  std::string objective = "throughput";
+  std::string budget = "2m";
+  std::string size;
+  std::string candidates;  // empty: every candidate of the family
+  std::string profile;     // empty: the cache folder's advise-<family>.json
+  bool no_profile = false;
+  bool json = false;
+  std::string show;                   // print a saved profile instead of measuring
+  std::string map;                    // BASE of a map over sizes x objectives
+  std::vector<std::string> workload;  // after "--": passed to the bench as given
+};
+
+// What a search found: every candidate with its samples, the environment of the first row
+// seen, notes for the reader.
+struct SearchOutcome {
+  std::vector<Candidate> candidates;
+  ojson environment;
+  std::vector<std::string> notes;
+  int rounds = 0;
+  double seconds = 0;
+};
+
+// A measured value with its unit: times in ns, us or ms; rates and sizes with k, M, G.
+std::string value_text(double v, const std::string& unit);
+
+// The answer (the profile's content): ranked candidates, ties, refusals, the fingerprint.
+ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcome& s,
+                  double budget_s);
+
+// The answer as a table, the refusals, notes and the one-line recommendation.
+void print_answer(const ojson& a, std::ostream& out);
+
+// $XDG_CACHE_HOME/fabflow/advise-FAMILY.json (else ~/.cache/...).
+std::filesystem::path default_profile(const std::string& family);
+void write_profile(const ojson& a, const std::filesystem::path& path);
+// Throws UsageError when `path` cannot be read or is not an advise answer.
+ojson read_profile(const std::string& path);
+
+}  // namespace fabflow::cli::advise_detail
