@@ -91,20 +91,29 @@ const std::vector<Family>& families() {
        rr_name,
        {{"throughput", "requests_per_s", "requests/s", Better::higher, {}, "-I", 2000},
         {"p50", "latency_ns.p50", "ns", Better::lower, {}, "-I", 2000},
-        {"p99", "latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}}},
+        {"p99", "latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}},
+       {"requester", "responder"},
+       {"cpu.requester.cpu_ns_per_msg", "cpu.responder.cpu_ns_per_msg"},
+       "ns/msg"},
       {"kv",
        "--design",
        kv_candidates,
        kv_name,
        {{"throughput", "requests_per_s", "requests/s", Better::higher, {}, "-I", 2000},
         {"p50", "get.latency_ns.p50", "ns", Better::lower, {}, "-I", 2000},
-        {"p99", "get.latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}}},
+        {"p99", "get.latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}},
+       {"client", "server"},
+       {"cpu_ns_per_op.client", "cpu_ns_per_op.server"},
+       "ns/op"},
       {"bulk",
        "--protocol",
        bulk_candidates,
        bulk_name,
        {{"throughput", "pingpong_mb_s", "MB/s", Better::higher, {}, "--bytes", 64ull << 20},
-        {"p50", "half_rtt_us", "us", Better::lower, {}, "--bytes", 64ull << 20}}},
+        {"p50", "half_rtt_us", "us", Better::lower, {}, "--bytes", 64ull << 20}},
+       {"sender", "receiver"},
+       {"cpu_ns_per_byte.sender", "cpu_ns_per_byte.receiver"},
+       "ns/B"},
   };
   return kAll;
 }
@@ -170,7 +179,12 @@ std::string joined(const std::vector<std::string>& v, char sep = ',') {
 class Search : public SearchOutcome {
  public:
   Search(const AdviseFlags& f, const Family& fam, const Objective& obj)
-      : f_(f), fam_(fam), obj_(obj), exe_(exe_path()) {}
+      : f_(f), fam_(fam), obj_(obj), exe_(exe_path()) {
+    if (fam.cpu_unit) {
+      cpu_sides = {fam.cpu_sides[0], fam.cpu_sides[1]};
+      cpu_unit = fam.cpu_unit;
+    }
+  }
 
   void run(double budget_s) {
     const auto start = std::chrono::steady_clock::now();
@@ -195,22 +209,26 @@ class Search : public SearchOutcome {
       // The next round runs the survivors with twice the work: about twice as long each.
       const double next =
           ran ? took * 2.0 * static_cast<double>(live) / static_cast<double>(ran) : 0;
-      if (elapsed() + next > budget_s) {
-        if (rounds == 1 && elapsed() > budget_s)
-          notes.push_back("the budget was too short for more than one round (it took " +
-                          std::to_string(static_cast<int>(elapsed() + 0.5)) + " s)");
-        break;
-      }
+      if (elapsed() + next > budget_s) break;
       effort *= 2;
     }
     seconds = elapsed();
+    if (rounds == 1 && seconds > budget_s)
+      notes.push_back("the budget was too short for more than one round (the first took " +
+                      std::to_string(static_cast<int>(seconds + 0.5)) + " s)");
   }
 
  private:
   static constexpr int kRunsPerRound = 3;
 
+  // One round's measurements of a candidate.
+  struct Fresh {
+    std::vector<double> samples;
+    std::array<std::vector<double>, 2> cpu;
+  };
+
   std::size_t run_round(std::uint64_t effort) {
-    std::map<std::size_t, std::vector<double>> fresh;
+    std::map<std::size_t, Fresh> fresh;
     std::size_t ran = 0;
     for (const auto& provider : split(f_.providers, ',')) {
       std::vector<std::size_t> live;
@@ -226,8 +244,9 @@ class Search : public SearchOutcome {
         run_child_for(provider, live, effort, fresh);
       }
     }
-    for (auto& [i, samples] : fresh) {
-      candidates[i].samples = std::move(samples);
+    for (auto& [i, got] : fresh) {
+      candidates[i].samples = std::move(got.samples);
+      candidates[i].cpu = std::move(got.cpu);
       ++candidates[i].rounds;
     }
     for (std::size_t i = 0; i < candidates.size(); ++i)
@@ -236,7 +255,7 @@ class Search : public SearchOutcome {
   }
 
   void run_child_for(const std::string& provider, const std::vector<std::size_t>& live,
-                     std::uint64_t effort, std::map<std::size_t, std::vector<double>>& fresh) {
+                     std::uint64_t effort, std::map<std::size_t, Fresh>& fresh) {
     std::vector<std::string> names;
     for (std::size_t i : live) names.push_back(candidates[i].name);
     ChildOptions c;
@@ -274,9 +293,14 @@ class Search : public SearchOutcome {
           cand.refused = row["unsupported"].get<std::string>();
           continue;
         }
-        const double v = field_number(row, obj_.field);
-        if (std::isfinite(v)) fresh[i].push_back(v);
         if (environment.is_null() && row.contains("environment")) environment = row["environment"];
+        const double v = field_number(row, obj_.field);
+        if (!std::isfinite(v)) continue;
+        fresh[i].samples.push_back(v);
+        for (std::size_t side = 0; side < 2 && fam_.cpu_unit; ++side) {
+          const double cpu = field_number(row, fam_.cpu_fields[side]);
+          if (std::isfinite(cpu)) fresh[i].cpu[side].push_back(cpu);
+        }
       }
     });
     if (interrupted()) throw UsageError("advise: interrupted");
@@ -357,7 +381,12 @@ int run_advise(AdviseFlags f) {
   const Objective& obj = objective(fam, f.objective);
   Search s(f, fam, obj);
   for (const auto& p : split(f.providers, ','))
-    for (const auto& n : names) s.candidates.push_back({p, n, {}, 0, 0, {}, {}});
+    for (const auto& n : names) {
+      Candidate c;
+      c.provider = p;
+      c.name = n;
+      s.candidates.push_back(std::move(c));
+    }
   s.run(budget_s);
   const ojson a = answer_json(f, obj, s, budget_s);
   if (a["winner"].is_null()) {

@@ -41,6 +41,8 @@ std::string value_text(double v, const std::string& unit) {
     s << v / 1e6 << " M ";
   else if (a >= 1e4)
     s << v / 1e3 << " k ";
+  else if (a >= 100)
+    s << std::fixed << std::setprecision(0) << v << " ";
   else
     s << v << " ";
   return s.str() + unit;
@@ -65,9 +67,14 @@ ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcom
   auto entry = [&](std::size_t i, const std::string& status) {
     const Candidate& c = s.candidates[i];
     const auto sum = advise::summarize(c.samples);
-    return ojson{{"provider", c.provider}, {"design", c.name}, {"median", sum.median},
-                 {"low", sum.low},         {"high", sum.high}, {"samples", c.samples},
-                 {"rounds", c.rounds},     {"status", status}};
+    ojson e{{"provider", c.provider}, {"design", c.name}, {"median", sum.median},
+            {"low", sum.low},         {"high", sum.high}, {"samples", c.samples},
+            {"rounds", c.rounds},     {"status", status}, {"cpu", nullptr}};
+    // The median CPU time per operation of each side over the same runs.
+    if (!s.cpu_unit.empty() && !c.cpu[0].empty() && !c.cpu[1].empty())
+      e["cpu"] = {{s.cpu_sides[0], advise::summarize(c.cpu[0]).median},
+                  {s.cpu_sides[1], advise::summarize(c.cpu[1]).median}};
+    return e;
   };
   ojson ranked = ojson::array(), ties = ojson::array(), refused = ojson::array();
   for (std::size_t i : ranking.order) {
@@ -93,6 +100,7 @@ ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcom
              {"objective", obj.name},
              {"field", obj.field},
              {"unit", obj.unit},
+             {"cpu_unit", s.cpu_unit.empty() ? ojson(nullptr) : ojson(s.cpu_unit)},
              {"better", obj.better == Better::higher ? "higher" : "lower"},
              {"providers", split(f.providers, ',')},
              {"workload", {{"size", f.size}, {"args", f.workload}}},
@@ -150,14 +158,31 @@ void print_answer(const ojson& a, std::ostream& out) {
       << a["budget_s"].get<double>() << " s" << std::defaultfloat << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"rank", "provider", "design", "median", "runs range", "runs", "status"}};
+  // CPU per operation of each side (median of the same runs), where the family measures it.
+  const bool cpu = a.contains("cpu_unit") && a["cpu_unit"].is_string();
+  std::vector<std::string> sides;
+  for (const auto& r : a["ranked"])
+    if (sides.empty() && r.contains("cpu") && r["cpu"].is_object())
+      for (const auto& [side, v] : r["cpu"].items()) sides.push_back(side);
+  if (cpu && sides.size() == 2)
+    rows[0].push_back("cpu per op (" + sides[0] + " | " + sides[1] + ")");
   int rank = 0;
   const std::string unit = a["unit"].get<std::string>();
-  for (const auto& r : a["ranked"])
+  for (const auto& r : a["ranked"]) {
     rows.push_back({std::to_string(++rank), r["provider"].get<std::string>(),
                     r["design"].get<std::string>(), value_text(r["median"].get<double>(), unit),
                     value_text(r["low"].get<double>(), unit) + " .. " +
                         value_text(r["high"].get<double>(), unit),
                     std::to_string(r["samples"].size()), r["status"].get<std::string>()});
+    if (rows[0].size() == rows.back().size() + 1) {
+      const ojson& c = r.contains("cpu") ? r["cpu"] : ojson();
+      const bool both = c.is_object() && c.contains(sides[0]) && c[sides[0]].is_number() &&
+                        c.contains(sides[1]) && c[sides[1]].is_number();
+      rows.back().push_back(both ? value_text(c[sides[0]].get<double>(), "") + "| " +
+                                       value_text(c[sides[1]].get<double>(), a["cpu_unit"])
+                                 : "n/a");
+    }
+  }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -34,6 +35,11 @@ struct Family {
   std::vector<std::string> (*candidates)();
   std::string (*name_of)(const ojson& row);  // the candidate a row belongs to
   std::vector<Objective> objectives;
+  // CPU time per operation on each side, where the bench measures it (not for queue: both
+  // ends busy-poll): the sides' names, the row fields (dots descend) and the unit.
+  std::array<const char*, 2> cpu_sides{};
+  std::array<const char*, 2> cpu_fields{};
+  const char* cpu_unit = nullptr;
 };
 
 struct AdviseFlags {
@@ -55,6 +61,8 @@ struct AdviseFlags {
 // seen, notes for the reader.
 struct SearchOutcome {
   std::vector<Candidate> candidates;
+  std::array<std::string, 2> cpu_sides;  // empty: the family measures no CPU per side
+  std::string cpu_unit;
   ojson environment;
   std::vector<std::string> notes;
   int rounds = 0;

@@ -9,6 +9,7 @@
 // whose interval overlaps the winner's are tied with it. Plain data and pure functions.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -21,10 +22,13 @@ struct Candidate {
   std::string provider;
   std::string name;             // the design as the bench names it
   std::vector<double> samples;  // the latest round this candidate ran in
-  int rounds = 0;               // rounds it ran in
-  int dropped_after = 0;        // the round after which it was dropped (0: still in)
-  std::string refused;          // non-empty: the provider or bench refused it, and why
-  std::string failed;           // non-empty: a run of it failed, and how
+  // CPU time per operation on each side in the same runs, where the bench measures it (the
+  // family names the sides: requester and responder, client and server, sender and receiver).
+  std::array<std::vector<double>, 2> cpu;
+  int rounds = 0;         // rounds it ran in
+  int dropped_after = 0;  // the round after which it was dropped (0: still in)
+  std::string refused;    // non-empty: the provider or bench refused it, and why
+  std::string failed;     // non-empty: a run of it failed, and how
 
   bool live() const { return refused.empty() && failed.empty() && dropped_after == 0; }
 };
