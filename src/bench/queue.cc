@@ -1,6 +1,6 @@
 // The flow-queue benchmark (seed 003, chapter 6): throughput of one producer thread and one
 // consumer thread through a queue, operation counts per item, and transfer time (half of a
-// two-queue ping-pong) next to the raw write ping-pong of the same provider.
+// two-queue ping-pong, queue_pingpong.cc) next to the raw write ping-pong of the same provider.
 #include <fabflow/bench/queue.h>
 #include <fabflow/bench/raw.h>
 #include <fabflow/bootstrap.h>
@@ -22,37 +22,13 @@
 
 #include "bench/item_payload.h"
 #include "bench/mapped_buffer.h"
+#include "bench/queue_internal.h"
 #include "common/bounded_wait.h"
 #include "flow/socket/socket_queue.h"
 
 namespace fabflow {
+namespace queue_detail {
 namespace {
-
-using flow::Consumer;
-using flow::Producer;
-using flow::QueueOptions;
-
-// The queue bench's bounded wait. `drive` is another transport this rank must keep
-// progressing while it waits here: in the ping-pong each rank waits on one queue while its
-// peer may need the other one progressed (reads of counters or slots, end-of-stream head
-// updates), as any thread serving two queues must; `drive_notify` is that queue's notify
-// transport (separate_notify_endpoint).
-class Stall {
- public:
-  Stall(Bootstrap& boot, std::uint64_t timeout_ms, Transport* drive = nullptr,
-        Transport* drive_notify = nullptr)
-      : wait_(std::chrono::milliseconds(timeout_ms), &boot, {drive, drive_notify}) {}
-  void reset() noexcept { wait_.reset(); }
-  void idle(const char* what) { wait_.idle("queue bench", what); }
-
- private:
-  BoundedWait wait_;
-};
-
-std::string queue_error(const char* end, const std::string& why, Status s) {
-  return std::string("queue bench: ") + end + " failed (" + std::string(to_string(s)) + ")" +
-         (why.empty() ? "" : ": " + why);
-}
 
 QueueOptions queue_options(const QueueParams& params, const QueueDesign& d,
                            std::size_t item_bytes) {
@@ -75,105 +51,6 @@ QueueOptions queue_options(const QueueParams& params, const QueueDesign& d,
   return o;
 }
 
-struct EndSummary {
-  double seconds = 0;
-  std::uint64_t items = 0, data = 0, transfer = 0, space = 0, full = 0, empty = 0;
-  std::uint64_t timed = 0;  // consumer: items within `seconds` (after the first call's)
-};
-
-EndSummary summary_of(const flow::QueueStats& s) {
-  return {0, s.items, s.data_ops, s.transfer_ops, s.space_ops, s.full, s.empty};
-}
-
-// How the bench's ends touch each item (QueueParams::api): every byte of it, written by the
-// producer and read by the consumer, except with seq_only.
-struct ItemAccess {
-  QueueApi api;
-  bench::ItemPayload payload;
-  bool in_place() const noexcept { return api != QueueApi::copy; }
-  bool whole() const noexcept { return api != QueueApi::seq_only; }
-};
-
-// The error for an item that arrived with the wrong length, sequence number or bytes (`len`
-// bytes, `got` its sequence number), or "" when it is item `seq` whole.
-std::string item_fault(const ItemAccess& a, std::span<const std::byte> item, std::uint64_t seq) {
-  const std::string which = "queue bench: item " + std::to_string(seq);
-  if (item.size() != a.payload.size())
-    return which + " has " + std::to_string(item.size()) + " bytes, expected " +
-           std::to_string(a.payload.size());
-  const std::uint64_t got = bench::ItemPayload::seq_of(item, seq);
-  if (got != seq) return which + " arrived as " + std::to_string(got);
-  if (a.whole() && !a.payload.intact(item, seq)) return which + "'s payload is corrupt (checksum)";
-  return {};
-}
-
-// Spins until the producer takes item `seq`, which carries its sequence number in its first 8
-// bytes when there is room. Copy API: try_enqueue of `buf`, item `seq` written into it; zero-copy:
-// reserve / commit, the payload written into the slot; seq_only: only the number written.
-void put(Producer& p, std::vector<std::byte>& buf, std::uint64_t seq, const ItemAccess& a,
-         Stall& stall, const Clock& clock, std::vector<double>* samples) {
-  if (!a.in_place()) a.payload.fill(buf, seq);  // the item the copy API enqueues
-  stall.reset();
-  for (;;) {
-    std::uint64_t t0 = samples ? clock.now() : 0;
-    Status s;
-    if (a.in_place()) {
-      std::span<std::byte> slot;
-      s = p.reserve(buf.size(), &slot);
-      if (s == Status::ok) {
-        if (a.whole())
-          a.payload.fill(slot, seq);
-        else
-          a.payload.stamp(slot, seq);
-        s = p.commit();
-      }
-    } else {
-      s = p.try_enqueue(buf);
-    }
-    if (s == Status::ok) {
-      if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
-      return;
-    }
-    if (s != Status::full) throw Error(queue_error("enqueue", p.error(), s));
-    stall.idle("enqueuing");
-  }
-}
-
-// Spins until item `seq` arrives; false at end of stream. Checks its length, its order and
-// (but with seq_only) every byte. Copy API: try_dequeue into `buf`; zero-copy APIs: peek /
-// release, reading the item in place.
-bool get(Consumer& c, std::vector<std::byte>& buf, std::uint64_t seq, const ItemAccess& a,
-         Stall& stall, const Clock& clock, std::vector<double>* samples) {
-  stall.reset();
-  for (;;) {
-    std::uint64_t t0 = samples ? clock.now() : 0;
-    std::string fault;
-    Status s;
-    if (a.in_place()) {
-      std::span<const std::byte> item;
-      s = c.peek(&item);
-      if (s == Status::ok) {
-        fault = item_fault(a, item, seq);
-        s = c.release();
-      }
-    } else {
-      std::size_t len = 0;
-      s = c.try_dequeue(buf, &len);
-      if (s == Status::ok)
-        fault = item_fault(a, std::span(buf).first(std::min(len, buf.size())), seq);
-    }
-    if (s == Status::ok) {
-      if (samples) samples->push_back(clock.to_ns(clock.now() - t0));
-      if (!fault.empty()) throw Error(fault);
-      return true;
-    }
-    if (s == Status::closed) return false;
-    if (s != Status::empty) throw Error(queue_error("dequeue", c.error(), s));
-    stall.idle("dequeuing");
-  }
-}
-
-// --burst: takes up to slots.size() items at once (reserve_many / commit_many), items seq on,
 // writing each one into its slot (seq_only: its sequence number); returns how many. Spins
 // while full.
 std::size_t put_many(Producer& p, const ItemAccess& a, std::uint64_t seq,
@@ -217,43 +94,6 @@ std::size_t get_many(Consumer& c, const ItemAccess& a, std::uint64_t seq,
     if (s != Status::empty) throw Error(queue_error("dequeue", c.error(), s));
     stall.idle("dequeuing");
   }
-}
-
-// Barrier that keeps a fabric transport (and the queue's notify transport, if any) progressing
-// (a passive peer may depend on it).
-void settle(Bootstrap& boot, Transport& t, const QueueOptions& o, Transport* notify = nullptr) {
-  if (o.socket) {
-    boot.barrier();
-  } else {
-    boot.barrier([&] {
-      t.progress();
-      if (notify) notify->progress();
-    });
-  }
-}
-
-// One queue's transports: data, and notify when the notifications have their own.
-struct QueueTransports {
-  Transport& data;
-  Transport* notify = nullptr;
-};
-
-std::unique_ptr<Producer> producer_on(QueueTransports q, Bootstrap& boot, int peer,
-                                      const QueueOptions& o) {
-  return q.notify ? flow::make_producer(q.data, *q.notify, boot, peer, o)
-                  : flow::make_producer(q.data, boot, peer, o);
-}
-std::unique_ptr<Consumer> consumer_on(QueueTransports q, Bootstrap& boot, int peer,
-                                      const QueueOptions& o) {
-  return q.notify ? flow::make_consumer(q.data, *q.notify, boot, peer, o)
-                  : flow::make_consumer(q.data, boot, peer, o);
-}
-
-// Makes the item just enqueued visible to the consumer: with manual-progress providers (tcp)
-// nothing leaves the producer until it drives its transport.
-void flush_queue(Producer& p, std::uint64_t timeout_ms) {
-  Status s = p.flush(std::chrono::milliseconds(timeout_ms));
-  if (s != Status::ok) throw Error(queue_error("flush", p.error(), s));
 }
 
 void close_queue(Producer& p, std::uint64_t timeout_ms) {
@@ -345,152 +185,6 @@ void throughput(const QueueParams& params, const QueueOptions& o, QueueTransport
   row.enqueue = boot.rank() == 0 ? lat : LatencyStats{lats[0]};
   row.dequeue = boot.rank() == 1 ? lat : LatencyStats{lats[1]};
 }
-
-// Closes `p` while draining `c` to its end of stream (rank 0's echo queue) or, once `c` is
-// closed, still calling it so that it keeps driving its transport and re-sends its final head.
-// Neither end blocks on one queue while the peer waits on the other.
-void close_both(Producer& p, Consumer& c, std::vector<std::byte>& buf, Stall& stall) {
-  bool closed = false, drained = false;
-  stall.reset();
-  while (!closed || !drained) {
-    if (!closed) {
-      Status s = p.close(std::chrono::milliseconds(0));
-      if (s == Status::ok)
-        closed = true;
-      else if (s != Status::timeout)
-        throw Error(queue_error("close", p.error(), s));
-    }
-    std::size_t len = 0;
-    Status s = c.try_dequeue(buf, &len);
-    if (s == Status::closed)
-      drained = true;
-    else if (s != Status::empty)
-      throw Error(queue_error("dequeue at the end", c.error(), s));
-    stall.idle("closing");
-  }
-}
-
-// The cache-line ping-pong run between blocks of the queue's ping-pong (--reference): every
-// `trips` measured round trips both ranks stop, rank 0 bounces a line between the two CPUs for
-// as many round trips while rank 1 sleeps, and the block's transfer p50 is set against it.
-// This VM's cross-core latency changes several-fold between states that last from a tenth of a
-// second to seconds; a block pair spans a few milliseconds. Filled on rank 0.
-struct LineBlocks {
-  std::uint64_t trips = 2048;
-  int cpu0 = -1, cpu1 = -1;
-  std::vector<double> samples;       // the sampled cache-line runs, pooled
-  std::vector<double> vs, vs_whole;  // per block: transfer p50 / line p50, / line whole run
-  double whole_ns = 0;               // sum over blocks of whole-run one-way ns x trips
-  std::uint64_t whole_trips = 0;
-};
-
-// Rank 0, at the end of a block (the last `b.trips` of `samples`): the cache-line run, between
-// two barriers that rank 1 meets in its loop.
-void line_block(LineBlocks& b, const std::vector<double>& samples, Bootstrap& boot,
-                const Clock& clock) {
-  std::vector<double> block(samples.end() - static_cast<std::ptrdiff_t>(b.trips), samples.end());
-  const double p50 = summarize(block).p50;
-  boot.barrier();
-  const CachelineReference c = cacheline_pingpong(b.trips, std::min<std::uint64_t>(b.trips, 256),
-                                                  b.cpu0, b.cpu1, clock, &b.samples);
-  boot.barrier();
-  if (c.sampled.p50 > 0) b.vs.push_back(p50 / c.sampled.p50);
-  if (c.whole_run_ns > 0) b.vs_whole.push_back(p50 / c.whole_run_ns);
-  b.whole_ns += c.whole_run_ns * static_cast<double>(b.trips);
-  b.whole_trips += b.trips;
-}
-
-// Two queues, 0->1 on `t` and 1->0 on `back`: each queue owns its transport's completion
-// queues. `keep` (rank 0): the samples are appended there too; `lines`: cache-line blocks
-// in between (LineBlocks). No progress threads: each rank
-// drives the transport it is not waiting on from its idle loop (Stall), so the transfer time
-// contains no thread hand-off or time-slicing.
-void pingpong(const QueueParams& params, const QueueOptions& o, QueueTransports t,
-              QueueTransports back, Bootstrap& boot, const Clock& clock, QueueRow& row,
-              std::vector<double>* keep, LineBlocks* lines = nullptr) {
-  const ItemAccess access{params.api, bench::ItemPayload(o.item_bytes)};
-  std::vector<std::byte> buf(o.item_bytes);  // the copy API's item
-  access.payload.fill(buf, 0);
-  const std::uint64_t total = params.warmup + params.round_trips;
-  std::vector<double> samples;
-  EndSummary mine;
-  // Queue 0->1 first, then 1->0: both setups are collective.
-  std::unique_ptr<Producer> p;
-  std::unique_ptr<Consumer> c;
-  const bool rank0 = boot.rank() == 0;
-  QueueTransports mine_out = rank0 ? t : back;  // the transports of this rank's producer
-  QueueTransports mine_in = rank0 ? back : t;   // ... and of its consumer
-  Stall put_stall(boot, params.target.timeout_ms, o.socket ? nullptr : &mine_in.data,
-                  mine_in.notify);
-  Stall get_stall(boot, params.target.timeout_ms, o.socket ? nullptr : &mine_out.data,
-                  mine_out.notify);
-  if (rank0) {
-    p = producer_on(t, boot, 1, o);
-    c = consumer_on(back, boot, 1, o);
-    samples.reserve(params.round_trips);
-    boot.barrier();
-    // One clock read per round trip: a sample is the interval between consecutive reads (a
-    // round trip with one read in it), as the cache-line reference's sampled run.
-    std::uint64_t prev = 0;
-    for (std::uint64_t i = 0; i < total; ++i) {
-      if (i == params.warmup) prev = clock.now();
-      put(*p, buf, i, access, put_stall, clock, nullptr);
-      flush_queue(*p, params.target.timeout_ms);
-      if (!get(*c, buf, i, access, get_stall, clock, nullptr))
-        throw Error("queue bench: echo queue closed early");
-      if (i >= params.warmup) {
-        const std::uint64_t t = clock.now();
-        samples.push_back(clock.to_ns(t - prev) / 2);
-        prev = t;
-        if (lines && (i + 1 - params.warmup) % lines->trips == 0) {
-          line_block(*lines, samples, boot, clock);
-          prev = clock.now();
-        }
-      }
-    }
-  } else {
-    c = consumer_on(t, boot, 0, o);
-    p = producer_on(back, boot, 0, o);
-    boot.barrier();
-    for (std::uint64_t i = 0; get(*c, buf, i, access, get_stall, clock, nullptr); ++i) {
-      put(*p, buf, i, access, put_stall, clock, nullptr);
-      flush_queue(*p, params.target.timeout_ms);
-      if (lines && i >= params.warmup && (i + 1 - params.warmup) % lines->trips == 0) {
-        boot.barrier();  // rank 0 has the item back; it bounces the line while we sleep
-        boot.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
-      }
-    }
-  }
-  close_both(*p, *c, buf, get_stall);
-  EndSummary a = summary_of(p->stats()), b = summary_of(c->stats());
-  mine = {0,       a.items, a.data + b.data, a.transfer + b.transfer, a.space + b.space, a.full,
-          b.empty, 0};
-  if (o.socket) {
-    boot.barrier();
-  } else {
-    boot.barrier([&] {
-      for (QueueTransports x : {t, back}) {
-        x.data.progress();
-        if (x.notify) x.notify->progress();
-      }
-    });
-  }
-  auto all = allgather_value(boot, mine, "queue bench: summary");
-  const EndSummary& e0 = all[0];
-  const EndSummary& e1 = all[1];
-  row.items = params.round_trips;
-  // Each of the 2 x total items, both queues' ends summed.
-  double n = 2.0 * static_cast<double>(total);
-  row.data_per_item = static_cast<double>(e0.data + e1.data) / n;
-  row.transfer_per_item = static_cast<double>(e0.transfer + e1.transfer) / n;
-  row.space_per_item = static_cast<double>(e0.space + e1.space) / n;
-  row.full = e0.full + e1.full;
-  row.empty = e0.empty + e1.empty;
-  if (boot.rank() != 0) return;
-  if (keep) keep->insert(keep->end(), samples.begin(), samples.end());
-  row.transfer = summarize(samples);
-}
-
 // The references of one item size, measured once and attached to every row of that size.
 struct References {
   LatencyStats raw_pingpong;
@@ -631,6 +325,7 @@ void interleave(const QueueParams& params, const QueueOptions& o, std::size_t si
 }
 
 }  // namespace
+}  // namespace queue_detail
 
 std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) noexcept {
   if (params.capacity != 0) return params.capacity;
@@ -660,20 +355,20 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
   // Ping-pong with --reference: the references run beside each row, in rounds (below);
   // otherwise once per size, before the rows.
   const bool interleaved = params.pingpong && params.reference;
-  std::map<std::size_t, References> refs;
+  std::map<std::size_t, queue_detail::References> refs;
   if (!interleaved)
     for (std::size_t size : params.sizes) {
-      References& ref = refs[size];
-      if (params.pingpong) raw_reference(params, size, boot, ref);
+      queue_detail::References& ref = refs[size];
+      if (params.pingpong) queue_detail::raw_reference(params, size, boot, ref);
       if (params.reference) {
-        if (!params.pingpong) raw_reference(params, size, boot, ref);
-        core_references(params, size, boot, clock, result.env.cpu_initiator, result.env.cpu_target,
-                        ref);
+        if (!params.pingpong) queue_detail::raw_reference(params, size, boot, ref);
+        queue_detail::core_references(params, size, boot, clock, result.env.cpu_initiator,
+                                      result.env.cpu_target, ref);
       }
     }
   for (const QueueDesign& d : params.designs)
     for (std::size_t size : params.sizes) {
-      QueueOptions o = queue_options(params, d, size);
+      flow::QueueOptions o = queue_detail::queue_options(params, d, size);
       TransportOptions to = params.target.transport(
           o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o), boot.local_address());
       to.thread_safe = o.active_producer || o.active_consumer;
@@ -709,7 +404,7 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
       // One measurement of the design: fresh transports, opened (and connected, collectively)
       // on both ranks in the same order.
       auto measure = [&](const QueueParams& run, std::vector<double>* keep,
-                         LineBlocks* lines = nullptr) {
+                         queue_detail::LineBlocks* lines = nullptr) {
         auto open = [&](const TransportOptions& opts) {
           auto x = open_transport(opts);
           if (!o.socket) x->connect(boot);
@@ -723,18 +418,19 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
           if (run.pingpong) {
             auto back = open(to);
             std::unique_ptr<Transport> backn = separate ? open(nto) : nullptr;
-            pingpong(run, o, {*t, tn.get()}, {*back, backn.get()}, boot, clock, row, keep, lines);
-            settle(boot, *back, o, backn.get());
+            queue_detail::pingpong(run, o, {*t, tn.get()}, {*back, backn.get()}, boot, clock, row,
+                                   keep, lines);
+            queue_detail::settle(boot, *back, o, backn.get());
           } else {
-            throughput(run, o, {*t, tn.get()}, boot, clock, row);
+            queue_detail::throughput(run, o, {*t, tn.get()}, boot, clock, row);
           }
         } catch (const UsageError& e) {
           row.unsupported = e.what();
         }
-        settle(boot, *t, o, tn.get());
+        queue_detail::settle(boot, *t, o, tn.get());
       };
       if (interleaved) {
-        interleave(params, o, size, boot, clock, result.env, measure, row);
+        queue_detail::interleave(params, o, size, boot, clock, result.env, measure, row);
       } else {
         measure(params, nullptr);
         refs[size].apply(row);
