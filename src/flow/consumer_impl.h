@@ -1,4 +1,9 @@
 // The consumer end of a flow queue, one instantiation per design point and transport type.
+// One class template, declared here with the owner thread's calls (peek, dequeue, release, the
+// end of stream) and defined by concern: the pump in consumer_pump.h, what it reads and receives
+// from the producer in consumer_read.h, both included at the end of this file. The members
+// defined there are declared inline here, as those defined in the class are implicitly, so the
+// data path's calls to them can be inlined.
 #pragma once
 
 #include <algorithm>
@@ -384,229 +389,21 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
     }
   }
 
-  // Pump: slot `index` was consumed. push2: re-post its receive; space pull: publish the
-  // head for the producer's reads. False when the transport did not take the receive (the
-  // caller retries; passive ends retry here, bounded by peer_timeout).
-  [[gnu::always_inline]] bool retire(std::uint64_t index) noexcept {
-    if constexpr (D == DataFlow::push2) {
-      auto post = [&] {
-        return t_.post_recv(s_.peer, base_ + L_.slot(index), L_.stride, desc_,
-                            kCtxRecv + L_.ring_pos(index));
-      };
-      // The helper thread must not ask the bootstrap (one thread only): it retries next round.
-      Status st = active_ ? post() : B::post_retry(post);
-      if (st == Status::again) return false;
-      if (st != Status::ok) {
-        fail_transport();
-        return false;
-      }
-    }
-    if constexpr (S == SpaceNotify::pull) store_release(B::cell(kOwnCell), index + 1);
-    return true;
-  }
-
-  // Active: one pump round unless the other thread is in one. *moved: a slot was validated or
-  // released; *outstanding: a read is in flight or releases are not yet taken in.
-  bool try_pump(bool* moved, bool* outstanding) noexcept {
-    return B::try_round([&] {
-      *moved = pump();
-      *outstanding = pending_ != Read::none || head_pub_.load(std::memory_order_acquire) != seen_ ||
-                     (S != SpaceNotify::pull && seen_ != head_sent_);
-    });
-  }
-
-  // Active: takes in the owner's releases, validates slots ahead (at most a ring beyond the
-  // owner's head, never past an end-of-stream slot) and notifies space: every notify_every_
-  // items, or at once when no new slot arrived this round (the producer may be waiting).
-  bool pump() noexcept {
-    if (failed()) return false;
-    const std::uint64_t before_next = next_, before_seen = seen_;
-    const std::uint64_t released = head_pub_.load(std::memory_order_acquire);
-    while (seen_ < released && retire(seen_)) ++seen_;
-    if (failed()) return false;
-    while (!close_seen_ && next_ - seen_ < L_.capacity) {
-      if (advance() != Status::ok) break;
-      // Space pull ends with two markers (see peek_generic): validate up to the second.
-      if (pump_flags_ & kFlagClose) close_seen_ = S != SpaceNotify::pull || ++markers_seen_ == 2;
-      ready_pub_.store(++next_, std::memory_order_release);
-    }
-    if (failed()) return false;
-    if (next_ == before_next)
-      B::progress_idle();
-    else
-      B::progress_notify_sometimes();
-    // Idle and behind: tell the producer now rather than wait for notify_every_ more items.
-    notify_head(next_ == before_next && seen_ != head_sent_ ? HeadNotice::now
-                                                            : HeadNotice::when_due);
-    return next_ != before_next || seen_ != before_seen;
-  }
-
-  // Space notification of the pump's head: push / push2 every notify_every_ items, or now.
-  [[gnu::always_inline]] void notify_head(HeadNotice when) noexcept {
-    if constexpr (S == SpaceNotify::pull) {
-      return;
-    } else {
-      if (when == HeadNotice::when_due && seen_ - head_sent_ < notify_every_) return;
-      if (seen_ == head_sent_) return;
-      // one_notification_in_flight: not while one is in flight (a later call sends the head
-      // as it is then); the last one waits for it.
-      if (head_pending_ && !reap_head()) return;
-      if (head_pending_ && (when != HeadNotice::last || !wait_head())) return;
-      head_value_ = seen_;
-      const std::uint64_t ctx = one_head_ ? kCtxNotify : kCtxData;
-      const unsigned flags = one_head_ ? kInject | kSignal : kInject;
-      Status st;
-      if constexpr (S == SpaceNotify::push) {
-        st = n_.post_write(s_.peer, &head_value_, 8, nullptr, s_.nremote, L_.cell(kPeerCell), ctx,
-                           flags);
-      } else {
-        st = n_.post_send(s_.peer, &head_value_, 8, nullptr, ctx, flags);
-      }
-      if (st == Status::again) {
-        n_.progress();
-        return;
-      }
-      if (st != Status::ok) {
-        B::fail_notify();
-        return;
-      }
-      head_sent_ = seen_;
-      head_pending_ = one_head_;
-      space_ops_.inc();
-    }
-  }
+  // The pump (consumer_pump.h): takes in the owner's releases, makes the slot at next_ valid
+  // and notifies space.
+  [[gnu::always_inline]] inline bool retire(std::uint64_t index) noexcept;
+  inline bool try_pump(bool* moved, bool* outstanding) noexcept;
+  inline bool pump() noexcept;
+  [[gnu::always_inline]] inline void notify_head(HeadNotice when) noexcept;
+  inline bool reap_head() noexcept;
+  [[gnu::noinline]] inline bool wait_head() noexcept;
+  inline Status advance() noexcept;
+  inline bool note_torn() noexcept;
 
   // A send completion of this end (reads, tracked head notifications): whose it is.
   [[gnu::always_inline]] void take_tx(const Completion& c) noexcept {
     if (c.context == kCtxRead) read_done_ = true;
     if (c.context == kCtxNotify) head_pending_ = false;
-  }
-
-  // Reaps the notify transport's send completions (the head notification's, and a tail read's
-  // that comes with it, kept for reap_read). False on a transport error.
-  bool reap_head() noexcept {
-    auto& c = B::polled_;
-    for (;;) {
-      int n = n_.poll_tx(c);
-      if (n < 0) return B::fail_notify();
-      for (int i = 0; i < n; ++i) take_tx(c[i]);
-      if (n < static_cast<int>(kPollBatch)) return true;
-    }
-  }
-
-  // Waits, driving progress, until the head notification in flight completed: false (the queue
-  // failed) on a transport error or after peer_timeout.
-  [[gnu::noinline]] bool wait_head() noexcept {
-    const auto since = SteadyClock::now();
-    while (head_pending_) {
-      if (!reap_head()) return false;
-      if (!head_pending_) break;
-      t_.progress();
-      B::progress_notify();
-      if (SteadyClock::now() - since > s_.options.peer_timeout) {
-        fail("flow: a space notification did not complete within " +
-             std::to_string(s_.options.peer_timeout.count()) + " ms");
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // Makes the slot at next_ available locally and valid: Status::ok, empty or failed.
-  // Never waits for the fabric: a read (tail counter or slots) is posted and its completion
-  // reaped by a later call, so try_dequeue stays non-blocking and a thread that waits on
-  // several queues keeps driving all of them.
-  Status advance() noexcept {
-    if (pending_ != Read::none) {
-      if (Status st = reap_read(); st != Status::ok) return st;
-    }
-    if constexpr (T == TransferNotify::imm || T == TransferNotify::event || D == DataFlow::push2) {
-      if (!drain_rx()) return Status::failed;
-    }
-    if constexpr (T == TransferNotify::push) {
-      if (next_ == tail_known_) {
-        n_.progress();
-        if (!take_tail(load_acquire(B::cell(kPeerCell)))) return Status::failed;
-      }
-    } else if constexpr (T == TransferNotify::pull) {
-      if (next_ == tail_known_ && pending_ == Read::none) {
-        if (Status st = start_read(Read::tail, B::cell(kLandingCell), 8, L_.cell(kOwnCell));
-            st != Status::ok)
-          return st;
-      }
-    }
-    if constexpr (T != TransferNotify::watermark) {
-      if (next_ == tail_known_) return Status::empty;
-    }
-    SlotState st = local_state();
-    if (st == SlotState::torn && !note_torn()) return Status::failed;
-    if constexpr (D == DataFlow::pull) {
-      if (st == SlotState::absent || st == SlotState::torn) {
-        if (pending_ != Read::none) return Status::empty;
-        std::uint64_t n = 1;
-        if (s_.options.batching)
-          n = T == TransferNotify::watermark ? std::min<std::uint64_t>(kBatchRead, L_.capacity)
-                                             : tail_known_ - next_;
-        // Within the ring's end and within the slots the owner has released.
-        const std::uint64_t wrap = L_.capacity - L_.ring_pos(next_);
-        const std::uint64_t room = L_.capacity - (next_ - seen_);
-        n = std::max<std::uint64_t>(1, std::min({n, wrap, room}));
-        if (probe_worth(n)) {  // empty while the probe is in flight; done: post the batch now
-          if (Status ps = probe(next_ + n - 1); ps != Status::ok) return ps;
-        }
-        const std::size_t off = L_.slot(next_);
-        read_trust_ = std::clamp(published_, next_, next_ + n);
-        read_last_ = next_ + n - 1;
-        if (Status rs = start_read(Read::slots, base_ + off, n * L_.stride, off); rs != Status::ok)
-          return rs;
-        st = local_state();
-        if (st == SlotState::torn && !note_torn()) return Status::failed;
-      }
-    } else if constexpr (D == DataFlow::push1) {
-      // Inbound writes land only while this end drives progress, but a slot that is already
-      // valid needs no fabric call: progress when the slot is absent, and every 16 items so
-      // the producer's reads of our counters are served while we are busy.
-      if (st == SlotState::absent) {
-        t_.progress();
-        st = local_state();
-        if (st == SlotState::absent && L_.compact)
-          __builtin_prefetch(B::slot(next_) + L_.stride - 2 * kCellBytes);
-      } else if ((++valid_polls_ & 15u) == 0) {
-        t_.progress();
-      }
-    }
-    if (st == SlotState::valid) {
-      torn_ = 0;
-      return Status::ok;
-    }
-    if (st == SlotState::torn) return Status::empty;  // read again
-    if (st == SlotState::bad) {
-      fail("flow: slot " + std::to_string(next_) + " carries length " + std::to_string(pump_len_) +
-           " / flags " + std::to_string(pump_flags_) + " beyond item_bytes " +
-           std::to_string(L_.item_bytes) + " (protocol violation by the producer)");
-      return Status::failed;
-    }
-    return Status::empty;
-  }
-
-  // A read that caught the producer mid-write is read again; the same slot torn many times
-  // in a row is a producer whose sums are wrong. False: the queue failed. Push1 data: each
-  // check looks at the same memory while the provider's copy may still be placing the slot, so
-  // the bound is the time the slot stays torn (peer_timeout), not a count of checks.
-  bool note_torn() noexcept {
-    if constexpr (D == DataFlow::push1) {
-      const auto now = std::chrono::steady_clock::now();
-      if (torn_++ == 0) torn_since_ = now;
-      if (now - torn_since_ <= s_.options.peer_timeout) return true;
-      fail("flow: slot " + std::to_string(next_) + " failed its payload sum for " +
-           std::to_string(s_.options.peer_timeout.count()) +
-           " ms in a row (protocol violation by the producer)");
-      return false;
-    }
-    if (++torn_ <= kMaxTorn) return true;
-    fail("flow: slot " + std::to_string(next_) + " failed its payload sum " +
-         std::to_string(torn_) + " times in a row (protocol violation by the producer)");
-    return false;
   }
 
   [[gnu::always_inline]] SlotState local_state() noexcept {
@@ -617,182 +414,18 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
                       next_ >= trusted_end_);
   }
 
-  // Trusted reads (pull data, watermark transfer). A read that starts after the producer
-  // published a slot cannot catch it mid-write: the producer stores the header last, so a read
-  // that saw the header saw a slot whose writes were all done, and any later read gets them.
-  // Before a large batch the consumer reads the batch's last header alone (the probe; the
-  // producer publishes in order, so that header covers the whole batch): slots below
-  // published_ were seen published so, and a slot read posted after that is checked without
-  // recomputing its sum. One small read instead of a sum over every slot, and no copy of slots
-  // not yet written (a speculative batch read copies the whole batch, published or not).
-  // Worth it where the sums the probe saves take longer than the probe (both measured here:
-  // the sum at setup, the probe's round trip as it goes; where they come within 8x, every
-  // kProbeRetry-th batch probes anyway, so the estimate follows the fabric) and the producer
-  // was ahead at the last read (its last slot valid); otherwise the batch is read
-  // speculatively, with its sums.
-  bool probe_worth(std::uint64_t n) noexcept {
-    if constexpr (T != TransferNotify::watermark) {
-      return false;
-    } else {
-      if (!L_.sum || !ahead_ || n < 2 || published_ >= next_ + n ||
-          n * L_.item_bytes < kProbeMinBytes)
-        return false;
-      const double saved = sum_ns_per_byte_ * static_cast<double>(n * L_.item_bytes);
-      if (saved > probe_ns_) return true;
-      return saved * 8 > probe_ns_ && ++batches_unprobed_ >= kProbeRetry;
-    }
-  }
-
-  // The sum's cost per byte on this CPU: the best of three sums over 64 KiB of scratch memory.
-  void measure_sum() {
-    constexpr std::uint32_t len = 64 << 10;
-    const std::vector<std::byte> scratch(len);
-    std::int64_t best = INT64_MAX;
-    for (std::uint64_t i = 0; i < 3; ++i) {
-      const auto t0 = SteadyClock::now();
-      sum_sink_ ^= payload_sum(i, len, scratch.data());
-      best = std::min<std::int64_t>(best, (SteadyClock::now() - t0).count());
-    }
-    sum_ns_per_byte_ =
-        static_cast<double>(std::chrono::nanoseconds(SteadyClock::duration(best)).count()) /
-        static_cast<double>(len);
-  }
-
-  // Reads the header of slot `index` into its place in the local ring: the batch read that
-  // follows overwrites it, and until then nothing checks that slot (index > next_; a header
-  // alone, without its trailer, is never taken for a valid slot).
-  Status probe(std::uint64_t index) noexcept {
-    probe_index_ = index;
-    const std::size_t off = L_.slot(index);
-    return start_read(Read::probe, base_ + off, 8, off);
-  }
-
-  void take_probe() noexcept {
-    const double ns =
-        static_cast<double>(std::chrono::nanoseconds(SteadyClock::now() - read_posted_).count());
-    probe_ns_ = probe_ns_ == 0 ? ns : 0.75 * probe_ns_ + 0.25 * ns;
-    batches_unprobed_ = 0;
-    if (load_acquire(B::slot(probe_index_)) == probe_index_ + 1)
-      published_ = std::max(published_, probe_index_ + 1);
-    else
-      ahead_ = false;  // not yet: read the batch now, with its sums
-  }
-
-  // Whether the producer was ahead: the batch's last slot came whole. Only probes raise
-  // published_: a slot whose sum failed is read again with its sum (a producer writing wrong
-  // sums still fails, FlowMisbehaving.PayloadSumNeverMatches), unless a probe since saw it
-  // published.
-  void take_slots_read() noexcept { ahead_ = load_acquire(B::slot(read_last_)) == read_last_ + 1; }
-
-  // Range-checks a tail value: the producer can never be more than capacity ahead of the
-  // head it can know of (seen_: what the pump has published or sent).
-  bool take_tail(std::uint64_t v) noexcept {
-    if (v <= tail_known_) return true;
-    if (v - seen_ > L_.capacity) {
-      fail("flow: the producer's tail counter " + std::to_string(v) + " is out of range (head " +
-           std::to_string(seen_) + ", capacity " + std::to_string(L_.capacity) +
-           ", protocol violation)");
-      return false;
-    }
-    tail_known_ = v;
-    return true;
-  }
-
-  // Posts the one read this end keeps in flight (the producer's tail counter into the landing
-  // cell, or slots into the local ring) and reaps once: Status::ok when it completed already
-  // (the local transport completes at post time), empty while it is in flight, failed.
-  Status start_read(Read what, std::byte* dst, std::size_t len, std::size_t remote_off) noexcept {
-    const bool tail = what == Read::tail;  // a notification: over n_, into the notify region
-    Tr& tr = tail ? n_ : t_;
-    // Before the post: a provider may do the whole read inside it (shm's cross-memory
-    // attach), and a probe's round trip (take_probe) must count that.
-    const SteadyClock::time_point posted = SteadyClock::now();
-    Status st = tr.post_read(s_.peer, dst, len, tail ? B::ndesc_ : desc_,
-                             tail ? s_.nremote : s_.remote, remote_off, kCtxRead, kSignal);
-    if (st == Status::again) {
-      tr.progress();
-      return Status::empty;
-    }
-    if (st != Status::ok) {
-      if (tail)
-        B::fail_notify();
-      else
-        fail_transport();
-      return Status::failed;
-    }
-    pending_ = what;
-    if (what == Read::slots) trusted_end_ = read_trust_;  // the ring now holds this read's slots
-    read_posted_ = posted;
-    read_polls_ = 0;
-    if (what == Read::tail)
-      transfer_ops_.inc();
-    else
-      data_ops_.inc();
-    return reap_read();
-  }
-
-  // Reaps the read in flight: ok once it completed (a tail value taken in and range-checked),
-  // empty while it is pending, failed after peer_timeout or on a transport error.
-  Status reap_read() noexcept {
-    auto& c = B::polled_;
-    const bool tail = pending_ == Read::tail;
-    for (;;) {
-      int n = (tail ? n_ : t_).poll_tx(c);
-      if (n < 0) {
-        if (tail)
-          B::fail_notify();
-        else
-          fail_transport();
-        return Status::failed;
-      }
-      for (int i = 0; i < n; ++i) take_tx(c[i]);
-      if (n < static_cast<int>(kPollBatch)) break;
-    }
-    // The read's completion, taken here or by reap_head before.
-    if (!read_done_) {
-      if ((++read_polls_ & 63u) == 0 &&
-          SteadyClock::now() - read_posted_ > s_.options.peer_timeout) {
-        fail("flow: a read from the producer did not complete within " +
-             std::to_string(s_.options.peer_timeout.count()) + " ms");
-        return Status::failed;
-      }
-      return Status::empty;
-    }
-    const Read what = pending_;
-    pending_ = Read::none;
-    read_done_ = false;
-    if (what == Read::tail && !take_tail(load_acquire(B::cell(kLandingCell))))
-      return Status::failed;
-    if (what == Read::probe) take_probe();
-    if (what == Read::slots) take_slots_read();
-    return Status::ok;
-  }
-
-  // Reaps receive completions: push2 data receives (counted as items for event), writes with
-  // immediate data (their value is an item count) and the receives imm may consume.
-  bool drain_rx() noexcept {
-    auto& c = B::polled_;
-    for (;;) {
-      int n = t_.poll_rx(c);
-      if (n < 0) return fail_transport();
-      for (int i = 0; i < n; ++i) {
-        if constexpr (T == TransferNotify::imm) {
-          if (c[i].kind == CompletionKind::remote_write || c[i].has_data) {
-            if (!take_tail(tail_known_ + c[i].data)) return false;
-          }
-          if (c[i].kind == CompletionKind::recv && c[i].context >= kCtxRecv &&
-              c[i].context - kCtxRecv < L_.pool) {
-            const std::size_t idx = c[i].context - kCtxRecv;
-            Status st = t_.post_recv(s_.peer, base_ + L_.pool_cell(idx), 8, desc_, c[i].context);
-            if (st != Status::ok) return fail_transport();
-          }
-        } else if constexpr (T == TransferNotify::event) {
-          if (!take_tail(tail_known_ + 1)) return false;
-        }
-      }
-      if (n < static_cast<int>(kPollBatch)) return true;
-    }
-  }
+  // What comes from the producer (consumer_read.h): the one read in flight (tail counter,
+  // slots, probe) and the probe's cost estimate, tail values, receive completions.
+  inline bool probe_worth(std::uint64_t n) noexcept;
+  inline void measure_sum();
+  inline Status probe(std::uint64_t index) noexcept;
+  inline void take_probe() noexcept;
+  inline void take_slots_read() noexcept;
+  inline bool take_tail(std::uint64_t v) noexcept;
+  inline Status start_read(Read what, std::byte* dst, std::size_t len,
+                           std::size_t remote_off) noexcept;
+  inline Status reap_read() noexcept;
+  inline bool drain_rx() noexcept;
 
   bool fail_transport() noexcept {
     if (!failed()) fail("flow: " + t_.last_error());
@@ -860,3 +493,6 @@ class ConsumerImpl final : public Consumer, private EndBase<Tr> {
 };
 
 }  // namespace fabflow::flow::detail
+
+#include "flow/consumer_pump.h"
+#include "flow/consumer_read.h"
