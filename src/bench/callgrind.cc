@@ -189,4 +189,27 @@ double share_of_objects(const Profile& p, const std::vector<std::string>& prefix
   return ir / p.total;
 }
 
+void merge(Profile& into, const Profile& more) {
+  into.total += more.total;
+  std::map<std::pair<std::string, std::string>, double> ir;
+  for (const Profile* p : {static_cast<const Profile*>(&into), &more})
+    for (const auto& f : p->functions) ir[{f.object, f.name}] += f.ir;
+  into.functions.clear();
+  for (const auto& [key, v] : ir) into.functions.push_back({key.second, key.first, v});
+  std::stable_sort(into.functions.begin(), into.functions.end(),
+                   [](const FunctionCost& a, const FunctionCost& b) { return a.ir > b.ir; });
+}
+
+Place place_of(const FunctionCost& f) {
+  if (starts_with(f.object, "libfabric")) return Place::transport;
+  for (const char* c : {"libc.", "libc-", "ld-linux", "libpthread", "libm.", "librt."})
+    if (starts_with(f.object, c)) return Place::libc;
+  if (f.object == "fabflow" || f.object == "fabflow_tests" || starts_with(f.object, "libfabflow")) {
+    if (starts_with(f.name, "fabflow::local::") || starts_with(f.name, "fabflow::ofi::"))
+      return Place::transport;
+    return Place::fabflow;
+  }
+  return Place::other;
+}
+
 }  // namespace fabflow::callgrind

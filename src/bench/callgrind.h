@@ -37,4 +37,14 @@ Profile read_newest(const std::string& dir, pid_t pid);
 // `prefixes` (0 when the total is 0).
 double share_of_objects(const Profile& p, const std::vector<std::string>& prefixes);
 
+// Adds `more` to `into`: totals, and each function's Ir by (name, object); the most first.
+void merge(Profile& into, const Profile& more);
+
+// Where a function's code lives, for the shares of a profile: the transport (libfabric and its
+// providers, or fabflow's own transports: functions of fabflow::local and fabflow::ofi), the C
+// library and loader (locks, copies, system call wrappers), the rest of fabflow (the CLI, the
+// test binary or libfabflow), or anything else (the C++ runtime, valgrind's preloads).
+enum class Place { transport, libc, fabflow, other };
+Place place_of(const FunctionCost& f);
+
 }  // namespace fabflow::callgrind

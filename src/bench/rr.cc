@@ -7,7 +7,11 @@
 #include <fabflow/bench/rr.h>
 #include <fabflow/bootstrap.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +75,74 @@ void collect(const RrParams& p, Bootstrap& boot, const bench_rr::RankSummary& mi
   row.mbps = row.requests_per_s * static_cast<double>(row.response_bytes) / 1e6;
   row.requester = side_cpu(all, 0, p);
   row.responder = side_cpu(all, 1, p);
+}
+
+// --callgrind: every responder's profile (its Ir by where the code lives, and its functions
+// with the most) to rank 0, which adds them into the row. Requesters send nothing.
+void collect_profile(Bootstrap& boot, bool responder, const callgrind::Profile& mine, RrRow& row) {
+  constexpr std::size_t kSent = 40, kTop = 10, kNameMax = 1024;
+  nlohmann::json j = nlohmann::json::object();
+  if (responder) {
+    double by_place[4] = {};
+    for (const auto& f : mine.functions) by_place[static_cast<int>(callgrind::place_of(f))] += f.ir;
+    j["total"] = mine.total;
+    j["places"] = by_place;
+    nlohmann::json top = nlohmann::json::array();
+    for (std::size_t i = 0; i < std::min(kSent, mine.functions.size()); ++i)
+      top.push_back({mine.functions[i].name.substr(0, kNameMax),
+                     mine.functions[i].object.substr(0, kNameMax), mine.functions[i].ir});
+    j["top"] = std::move(top);
+  }
+  const std::string text = j.dump();
+  const auto all = boot.allgather(std::as_bytes(std::span(text.data(), text.size())));
+  if (boot.rank() != 0) return;
+  callgrind::Profile sum;
+  double places[4] = {};
+  bool any = false;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto bad = [&] {
+      return PeerError(static_cast<int>(r), "rr bench: rank " + std::to_string(r) +
+                                                " sent a malformed callgrind profile");
+    };
+    const auto got = nlohmann::json::parse(
+        reinterpret_cast<const char*>(all[r].data()),
+        reinterpret_cast<const char*>(all[r].data()) + all[r].size(), nullptr, false);
+    if (!got.is_object()) throw bad();
+    if (got.empty()) continue;  // a requester
+    const auto finite = [](const nlohmann::json& v) {
+      return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0;
+    };
+    if (!got.contains("total") || !finite(got["total"]) || !got.contains("places") ||
+        !got["places"].is_array() || got["places"].size() != 4 || !got.contains("top") ||
+        !got["top"].is_array() || got["top"].size() > kSent)
+      throw bad();
+    callgrind::Profile p;
+    p.total = got["total"].get<double>();
+    for (std::size_t k = 0; k < 4; ++k) {
+      if (!finite(got["places"][k])) throw bad();
+      places[k] += got["places"][k].get<double>();
+    }
+    for (const auto& f : got["top"]) {
+      if (!f.is_array() || f.size() != 3 || !f[0].is_string() || !f[1].is_string() ||
+          !finite(f[2]) || f[0].get_ref<const std::string&>().size() > kNameMax ||
+          f[1].get_ref<const std::string&>().size() > kNameMax)
+        throw bad();
+      p.functions.push_back({f[0].get<std::string>(), f[1].get<std::string>(), f[2].get<double>()});
+    }
+    callgrind::merge(sum, p);
+    any = true;
+  }
+  if (!any || sum.total <= 0) return;
+  RrProfile out;
+  out.total_ir = sum.total;
+  out.transport = places[static_cast<int>(callgrind::Place::transport)] / sum.total;
+  out.libc = places[static_cast<int>(callgrind::Place::libc)] / sum.total;
+  out.fabflow = places[static_cast<int>(callgrind::Place::fabflow)] / sum.total;
+  out.other = std::max(0.0, 1.0 - out.transport - out.libc - out.fabflow);
+  for (std::size_t i = 0; i < std::min(kTop, sum.functions.size()); ++i)
+    out.top.push_back(
+        {sum.functions[i].name, sum.functions[i].object, sum.functions[i].ir / sum.total});
+  row.responder_profile = std::move(out);
 }
 
 // The raw 64 B write ping-pong of the same provider, on its own transport (1:1 only), into
@@ -153,6 +225,7 @@ void interleave(const RrParams& params, Bootstrap& boot, const Clock& clock,
   const unsigned rounds =
       static_cast<unsigned>(std::min<std::uint64_t>(params.reference_rounds, params.requests));
   bench_rr::RankSummary sum;
+  callgrind::Profile profile;
   std::vector<double> samples, raw, ratios;
   RrParams run = params;
   for (unsigned k = 0; k < rounds; ++k) {
@@ -167,6 +240,7 @@ void interleave(const RrParams& params, Bootstrap& boot, const Clock& clock,
       else
         merge(sum, s);
       samples.insert(samples.end(), config.samples.begin(), config.samples.end());
+      callgrind::merge(profile, config.profile);
       // Rank 0, the requester of 1:1: this round's p50, ranked as the row's is.
       p50 = summarize(config.samples).p50;
     }
@@ -177,6 +251,7 @@ void interleave(const RrParams& params, Bootstrap& boot, const Clock& clock,
     row.rounds = k + 1;
   }
   if (supported) collect(params, boot, sum, samples, row);
+  if (supported && params.callgrind) collect_profile(boot, sum.role == 1, profile, row);
   if (boot.rank() != 0 || raw.empty()) return;
   row.raw_measured = true;
   row.raw_write_rtt = summarize(raw);
@@ -233,6 +308,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
           bench_rr::Config config(params, boot, clock, o, model);
           bench_rr::RankSummary mine = config.run(to);
           collect(params, boot, mine, config.samples, row);
+          if (params.callgrind) collect_profile(boot, mine.role == 1, config.profile, row);
         } else if (params.reference) {
           // The reference runs beside the row, in interleaved rounds: a VM's speed changes
           // within seconds, and a ratio is only fair against what ran in the same state.

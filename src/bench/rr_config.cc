@@ -1,6 +1,6 @@
 // One configuration of the request-response benchmark (rr_config.h): payloads for --verify,
 // the requester threads' loop over a private channel or a dispatcher's mailboxes, the
-// dispatcher and responder loops, and the callgrind count.
+// dispatcher and responder loops, and the callgrind profile.
 #include "bench/rr_config.h"
 
 #include <valgrind/callgrind.h>
@@ -216,25 +216,6 @@ int cpu_of_thread(const RrParams& p, unsigned i) {
   return cpus[(base + i) % cpus.size()];
 }
 
-// Total Ir in this process' latest callgrind dump (after CALLGRIND_DUMP_STATS).
-double callgrind_ir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const std::string prefix = "cg." + std::to_string(::getpid());
-  fs::path newest;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().rfind(prefix, 0) == 0 &&
-        (newest.empty() || e.path().filename().string() > newest.filename().string()))
-      newest = e.path();
-  if (newest.empty())
-    throw Error("rr bench: no callgrind dump in " + dir + " (not run under callgrind?)");
-  std::ifstream in(newest);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("summary:", 0) == 0 || line.rfind("totals:", 0) == 0)
-      return std::stod(line.substr(line.find(':') + 1));
-  throw Error("rr bench: no totals in " + newest.string());
-}
-
 }  // namespace
 
 Config::Config(const RrParams& p, Bootstrap& boot, const Clock& clock, const rr::ChannelOptions& o,
@@ -272,7 +253,8 @@ RankSummary Config::run(const TransportOptions& to) {
   RankSummary s = requester_ ? request(lane) : serve(lane);
   if (p_.callgrind) {
     CALLGRIND_DUMP_STATS;
-    s.callgrind_ir = callgrind_ir(p_.callgrind_dir);
+    profile = callgrind::read_newest(p_.callgrind_dir, ::getpid());
+    s.callgrind_ir = profile.total;
   }
   // Requesters closed their channels; everyone keeps progressing until all are done.
   boot_.barrier([&] {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "bench/callgrind.h"
 #include "common/perf.h"
 
 namespace fabflow::bench_rr {
@@ -73,6 +74,7 @@ class Config {
   RankSummary run(const TransportOptions& to);
 
   std::vector<double> samples;  // requester ranks: every measured round trip
+  callgrind::Profile profile;   // --callgrind: this process during run()
 
  private:
   WorkerSetup setup(unsigned thread, Bootstrap* boot);

@@ -74,6 +74,20 @@ void print_rr_row(std::ostream& out, const RrResult&, const RrRow& row) {
   if (row.requester.callgrind_ir_per_msg)
     out << "    callgrind Ir/msg: requester " << na(row.requester.callgrind_ir_per_msg)
         << ", responder " << na(row.responder.callgrind_ir_per_msg) << "\n";
+  if (const auto& prof = row.responder_profile) {
+    std::snprintf(line, sizeof line,
+                  "    responder Ir: transport %.0f%%, libc %.0f%%, rest of fabflow %.0f%%, other "
+                  "%.0f%%; the most:",
+                  prof->transport * 100, prof->libc * 100, prof->fabflow * 100, prof->other * 100);
+    out << line;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, prof->top.size()); ++i) {
+      std::snprintf(line, sizeof line, "%s %s (%s) %.0f%%", i ? "," : "",
+                    prof->top[i].name.substr(0, 48).c_str(), prof->top[i].object.c_str(),
+                    prof->top[i].share * 100);
+      out << line;
+    }
+    out << "\n";
+  }
   if (row.raw_measured) {
     std::snprintf(line, sizeof line,
                   "    raw 64 B write ping-pong round trip p50 %.2f us (rr/raw %.2f, the median of "
@@ -114,6 +128,20 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
   j["MBps"] = row.mbps;
   j["latency_ns"] = report::latency_json(row.latency);
   j["cpu"] = {{"requester", cpu_json(row.requester)}, {"responder", cpu_json(row.responder)}};
+  j["responder_profile"] = nullptr;
+  if (const auto& prof = row.responder_profile) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& f : prof->top)
+      top.push_back({{"function", f.name}, {"object", f.object}, {"share", f.share}});
+    j["responder_profile"] = {{"total_ir", prof->total_ir},
+                              {"share",
+                               {{"transport", prof->transport},
+                                {"libc", prof->libc},
+                                {"transport_and_libc", prof->transport + prof->libc},
+                                {"fabflow", prof->fabflow},
+                                {"other", prof->other}}},
+                              {"top", std::move(top)}};
+  }
   j["raw_write_rtt_ns"] =
       row.raw_measured ? report::latency_json(row.raw_write_rtt) : nlohmann::json(nullptr);
   if (p.reference) {

@@ -53,6 +53,21 @@ struct RrCpu {
   std::optional<double> callgrind_ir_per_msg;  // --callgrind only
 };
 
+// --callgrind: where the responders' instructions went while the row ran (callgrind's self
+// cost per function, every responder process together).
+struct RrProfile {
+  double total_ir = 0;
+  // Shares of total_ir by where the code lives: the transport (libfabric and its provider, or
+  // fabflow's own local transport), the C library and loader (locks, copies), the rest of
+  // fabflow (the channel, the benchmark), anything else (the C++ runtime, valgrind).
+  double transport = 0, libc = 0, fabflow = 0, other = 0;
+  struct Function {
+    std::string name, object;
+    double share = 0;
+  };
+  std::vector<Function> top;  // the functions with the most, at most 10
+};
+
 struct RrRow {
   rr::Pattern pattern = rr::Pattern::write_write;
   rr::Model model = rr::Model::private_connections;
@@ -66,6 +81,7 @@ struct RrRow {
   double mbps = 0;                  // requests_per_s x response bytes / 10^6
   LatencyStats latency;             // full round trip, every measured request
   RrCpu requester, responder;
+  std::optional<RrProfile> responder_profile;  // --callgrind only
   bool raw_measured = false;
   LatencyStats raw_write_rtt;        // --reference: raw 64 B write ping-pong, full round trip
   unsigned rounds = 0;               // --reference: the interleaved rounds measured
