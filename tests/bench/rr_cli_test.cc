@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -66,6 +67,43 @@ TEST(RrCli, AllPatternsAndModelsOnOneToOne) {
     }
     EXPECT_EQ(seen.size(), 8u) << provider;
   }
+}
+
+// --callgrind: Ir per message on both sides, and where the responder's went, shares that add up
+// to the whole; without it the row says null.
+TEST(RrCli, CallgrindReportsTheRespondersProfile) {
+  if (::access("/usr/bin/valgrind", X_OK) != 0) GTEST_SKIP() << "valgrind is not installed";
+  for (const char* provider : {"local", "shm"}) {
+    auto rows = run_bench_json("rr", {"-p", provider, "--pattern", "SendSend", "-S", "4K",
+                                      "--requests", "100", "-w", "10", "--callgrind"});
+    ASSERT_EQ(rows.size(), 1u) << provider;
+    const auto& j = rows[0];
+    EXPECT_GT(j["cpu"]["responder"]["callgrind_ir_per_msg"].get<double>(), 0) << j.dump();
+    const auto& prof = j["responder_profile"];
+    ASSERT_TRUE(prof.is_object()) << j.dump();
+    EXPECT_GT(prof["total_ir"].get<double>(), 0);
+    double sum = 0;
+    for (const char* place : {"transport", "libc", "fabflow", "other"}) {
+      const double share = prof["share"][place].get<double>();
+      EXPECT_GE(share, 0) << place;
+      sum += share;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-9) << prof.dump();
+    EXPECT_NEAR(prof["share"]["transport_and_libc"].get<double>(),
+                prof["share"]["transport"].get<double>() + prof["share"]["libc"].get<double>(),
+                1e-9);
+    ASSERT_FALSE(prof["top"].empty());
+    double previous = 1;
+    for (const auto& f : prof["top"]) {
+      EXPECT_FALSE(f["function"].get<std::string>().empty());
+      EXPECT_LE(f["share"].get<double>(), previous);
+      previous = f["share"].get<double>();
+    }
+  }
+  auto plain = run_bench_json(
+      "rr", {"-p", "local", "--pattern", "SendSend", "-S", "64", "--requests", "100"});
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_TRUE(plain[0]["responder_profile"].is_null());
 }
 
 TEST(RrCli, RefusedCombinationIsALineWithAReason) {
