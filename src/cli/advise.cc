@@ -84,7 +84,14 @@ const std::vector<Family>& families() {
        queue_name,
        {{"throughput", "items_per_s", "items/s", Better::higher, {}, "--items", 20000},
         {"p50", "transfer_ns.p50", "ns", Better::lower, {"--pingpong"}, "--round-trips", 2000},
-        {"p99", "transfer_ns.p99", "ns", Better::lower, {"--pingpong"}, "--round-trips", 2000}}},
+        {"p99", "transfer_ns.p99", "ns", Better::lower, {"--pingpong"}, "--round-trips", 2000}},
+       {},
+       {},
+       nullptr,
+       "push1-watermark-pull",
+       "seed 003: watermarking is \"an ideal choice\" for transfer notification (L636), Push-1 "
+       "matches Push-2's throughput with lower dequeue latency (L672), Pull gives \"very fast "
+       "network-oblivious dequeue operations\" (L712)"},
       {"rr",
        "--pattern",
        rr_candidates,
@@ -94,7 +101,10 @@ const std::vector<Family>& families() {
         {"p99", "latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}},
        {"requester", "responder"},
        {"cpu.requester.cpu_ns_per_msg", "cpu.responder.cpu_ns_per_msg"},
-       "ns/msg"},
+       "ns/msg",
+       "WriteWrite/private",
+       "seed 000: \"all combinations using a WRITE to implement the response outperform the "
+       "versions in which SEND is used\" (L171); WriteWrite is the best of them there"},
       {"kv",
        "--design",
        kv_candidates,
@@ -104,7 +114,10 @@ const std::vector<Family>& families() {
         {"p99", "get.latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}},
        {"client", "server"},
        {"cpu_ns_per_op.client", "cpu_ns_per_op.server"},
-       "ns/op"},
+       "ns/op",
+       "herd",
+       "seed 001: \"RPCs over RDMA is the best design for a networked key-value store\" (L11, "
+       "Section 4)"},
       {"bulk",
        "--protocol",
        bulk_candidates,
@@ -113,7 +126,10 @@ const std::vector<Family>& families() {
         {"p50", "half_rtt_us", "us", Better::lower, {}, "--bytes", 64ull << 20}},
        {"sender", "receiver"},
        {"cpu_ns_per_byte.sender", "cpu_ns_per_byte.receiver"},
-       "ns/B"},
+       "ns/B",
+       "caching-pipeline",
+       "seed 004: the pipeline with its memory cache (leave pinned) \"outperforms all the other "
+       "protocols by a significant margin\" (L143), with buffers reused"},
   };
   return kAll;
 }
@@ -180,6 +196,10 @@ class Search : public SearchOutcome {
  public:
   Search(const AdviseFlags& f, const Family& fam, const Objective& obj)
       : f_(f), fam_(fam), obj_(obj), exe_(exe_path()) {
+    if (fam.prior) {
+      prior = fam.prior;
+      prior_source = fam.prior_source;
+    }
     if (fam.cpu_unit) {
       cpu_sides = {fam.cpu_sides[0], fam.cpu_sides[1]};
       cpu_unit = fam.cpu_unit;

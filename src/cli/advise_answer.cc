@@ -115,6 +115,23 @@ ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcom
              {"ranked", ranked},
              {"refused", refused},
              {"notes", s.notes}};
+  // Where the paper's design stands here: its best-ranked candidate's status.
+  if (!s.prior.empty()) {
+    std::string where = "not a candidate of this search";
+    for (const auto& e : ranked)
+      if (e["design"] == s.prior) {
+        where = e["status"].get<std::string>() + " on " + e["provider"].get<std::string>();
+        break;
+      }
+    if (where.rfind("not", 0) == 0)
+      for (const auto& r : refused)
+        if (r["design"] == s.prior) {
+          where =
+              "refused on " + r["provider"].get<std::string>() + ": " + r["why"].get<std::string>();
+          break;
+        }
+    j["prior"] = {{"design", s.prior}, {"source", s.prior_source}, {"here", where}};
+  }
   if (ranking.winner != static_cast<std::size_t>(-1))
     j["winner"] = s.candidates[ranking.winner].provider + ":" + s.candidates[ranking.winner].name;
   return j;
@@ -195,6 +212,10 @@ void print_answer(const ojson& a, std::ostream& out) {
     out << "not a candidate: " << r["design"].get<std::string>() << " on "
         << r["provider"].get<std::string>() << ": " << r["why"].get<std::string>() << "\n";
   for (const auto& n : a["notes"]) out << "note: " << n.get<std::string>() << "\n";
+  if (a.contains("prior") && a["prior"].is_object() && a["prior"].contains("here"))
+    out << "the papers' design: " << a["prior"].value("design", std::string("?")) << " ("
+        << a["prior"].value("source", std::string())
+        << "); here: " << a["prior"].value("here", std::string()) << "\n";
   out << "advice: " << recommendation(a) << "\n";
 }
 

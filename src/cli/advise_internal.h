@@ -40,6 +40,10 @@ struct Family {
   std::array<const char*, 2> cpu_sides{};
   std::array<const char*, 2> cpu_fields{};
   const char* cpu_unit = nullptr;
+  // The design the family's paper recommends, and where it says so: shown beside the answer
+  // (is it the winner here, tied, behind?), never used as one.
+  const char* prior = nullptr;
+  const char* prior_source = nullptr;
 };
 
 struct AdviseFlags {
@@ -63,6 +67,7 @@ struct SearchOutcome {
   std::vector<Candidate> candidates;
   std::array<std::string, 2> cpu_sides;  // empty: the family measures no CPU per side
   std::string cpu_unit;
+  std::string prior, prior_source;  // the family's paper's design (Family::prior)
   ojson environment;
   std::vector<std::string> notes;
   int rounds = 0;

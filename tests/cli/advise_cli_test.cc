@@ -61,6 +61,14 @@ TEST(AdviseCli, ShortSearchOnLocalAnswersAndKeepsAProfile) {
     previous = c["median"].get<double>();
   }
   EXPECT_LE(a["seconds"].get<double>(), 20.0 + 40.0);  // one round may run past the budget
+  // The paper's design is shown beside the answer with where it stands here (it was a
+  // candidate, so it has a status of this search).
+  EXPECT_EQ(a["prior"]["design"], "push1-watermark-pull") << r.out;
+  EXPECT_NE(a["prior"]["source"].get<std::string>().find("seed 003"), std::string::npos);
+  const std::string here = a["prior"]["here"];
+  EXPECT_TRUE(here.rfind("winner on local", 0) == 0 || here.rfind("tied on local", 0) == 0 ||
+              here.rfind("behind on local", 0) == 0 || here.rfind("dropped after round", 0) == 0)
+      << here;
 
   // --show prints the kept answer without measuring.
   CliResult shown = run_cli({"fabflow", "advise", "--show", profile}, 20s);
