@@ -350,6 +350,78 @@ class Search : public SearchOutcome {
   fs::path exe_;
 };
 
+// A workload file's value as text: a string, a number, or a list of strings joined by commas.
+std::string workload_text(const ojson& v, const std::string& key, const std::string& file) {
+  const auto bad = [&] {
+    return UsageError("advise --workload: " + file + ": '" + key +
+                      "' must be a string or a list of strings");
+  };
+  std::string out;
+  if (v.is_string()) {
+    out = v.get<std::string>();
+  } else if (v.is_number_unsigned()) {
+    out = std::to_string(v.get<std::uint64_t>());
+  } else if (v.is_array()) {
+    for (const auto& e : v) {
+      if (!e.is_string()) throw bad();
+      out += (out.empty() ? "" : ",") + e.get<std::string>();
+    }
+  } else {
+    throw bad();
+  }
+  if (out.size() > 4096)
+    throw UsageError("advise --workload: " + file + ": '" + key + "' is too long");
+  return out;
+}
+
+// Fills what the command line left out from --workload FILE: a workload file ({"family",
+// "providers", "size", "objective", "candidates", "budget", "args"}) or a kept answer (its
+// family, providers, objective and workload), so that a search can be repeated as it was.
+void merge_workload_file(AdviseFlags& f) {
+  const std::string& file = f.workload_file;
+  std::ifstream in(file);
+  if (!in) throw UsageError("advise --workload: cannot read " + file);
+  const ojson w = ojson::parse(in, nullptr, false);
+  if (w.is_discarded() || !w.is_object())
+    throw UsageError("advise --workload: " + file + " is not a JSON object");
+  ojson given = ojson::object();
+  if (w.value("type", std::string()) == "advice") {  // a kept answer
+    for (const char* k : {"family", "providers", "objective"})
+      if (w.contains(k)) given[k] = w[k];
+    if (w.contains("workload") && w["workload"].is_object()) {
+      if (w["workload"].contains("size")) given["size"] = w["workload"]["size"];
+      if (w["workload"].contains("args")) given["args"] = w["workload"]["args"];
+    }
+  } else {
+    for (const auto& [k, v] : w.items()) {
+      static const std::vector<std::string> kKeys = {"family",     "providers", "size", "objective",
+                                                     "candidates", "budget",    "args"};
+      if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end())
+        throw UsageError("advise --workload: " + file + ": unknown key '" + k + "' (" +
+                         joined(kKeys, ' ') + ")");
+      given[k] = v;
+    }
+  }
+  const auto take = [&](const char* key, std::string& into) {
+    if (into.empty() && given.contains(key)) into = workload_text(given[key], key, file);
+  };
+  take("family", f.family);
+  take("providers", f.providers);
+  take("size", f.size);
+  take("objective", f.objective);
+  take("candidates", f.candidates);
+  take("budget", f.budget);
+  if (f.workload.empty() && given.contains("args")) {
+    if (!given["args"].is_array())
+      throw UsageError("advise --workload: " + file + ": 'args' must be a list of strings");
+    for (const auto& a : given["args"]) {
+      if (!a.is_string())
+        throw UsageError("advise --workload: " + file + ": 'args' must be a list of strings");
+      f.workload.push_back(a.get<std::string>());
+    }
+  }
+}
+
 int run_advise(AdviseFlags f) {
   if (!f.show.empty()) {
     const ojson a = read_profile(f.show);
@@ -359,6 +431,10 @@ int run_advise(AdviseFlags f) {
       print_answer(a, std::cout);
     return 0;
   }
+  if (!f.workload_file.empty()) merge_workload_file(f);
+  if (f.providers.empty()) f.providers = "shm";
+  if (f.objective.empty()) f.objective = "throughput";
+  if (f.budget.empty()) f.budget = "2m";
   if (f.family.empty()) throw UsageError("advise: name a family (queue, rr, kv, bulk) or --show");
   const Family& fam = family(f.family);
   const auto objectives = split(f.objective, ',');
@@ -446,6 +522,9 @@ void add_advise(CLI::App& app, Runner& run) {
   a->add_flag("--no-save", f->no_profile, "keep no answer");
   a->add_flag("--json", f->json, "the answer as one JSON object");
   a->add_option("--show", f->show, "print a saved profile's answer; measures nothing");
+  a->add_option("--workload", f->workload_file,
+                "FILE: the workload (family, providers, size, objective, candidates, budget, "
+                "args) from a JSON file or a kept answer; flags given here win");
   a->add_option("--map", f->map,
                 "BASE: the winner for each size of -S and each --objective, in BASE.json and "
                 "drawn in BASE.png");

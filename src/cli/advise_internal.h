@@ -48,9 +48,9 @@ struct Family {
 
 struct AdviseFlags {
   std::string family;
-  std::string providers = "shm";
-  std::string objective = "throughput";
-  std::string budget = "2m";
+  std::string providers;  // empty: the workload file's, else shm
+  std::string objective;  // empty: the workload file's, else throughput
+  std::string budget;     // empty: the workload file's, else 2m
   std::string size;
   std::string candidates;  // empty: every candidate of the family
   std::string profile;     // empty: the cache folder's advise-<family>.json
@@ -58,6 +58,7 @@ struct AdviseFlags {
   bool json = false;
   std::string show;                   // print a saved profile instead of measuring
   std::string map;                    // BASE of a map over sizes x objectives
+  std::string workload_file;          // what the command line leaves out comes from here
   std::vector<std::string> workload;  // after "--": passed to the bench as given
 };
 

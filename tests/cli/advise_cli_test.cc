@@ -70,6 +70,20 @@ TEST(AdviseCli, ShortSearchOnLocalAnswersAndKeepsAProfile) {
               here.rfind("behind on local", 0) == 0 || here.rfind("dropped after round", 0) == 0)
       << here;
 
+  // --workload repeats the kept search: family, provider, size and objective from the answer;
+  // a flag given on the command line wins.
+  CliResult again =
+      run_cli({"fabflow", "advise", "--workload", profile, "--candidates",
+               "push1-watermark-pull,socket", "--budget", "6s", "--no-save", "--json"},
+              120s);
+  ASSERT_EQ(again.status, 0) << again.err;
+  const auto b = nlohmann::json::parse(again.out);
+  EXPECT_EQ(b["family"], "queue");
+  EXPECT_EQ(b["providers"], nlohmann::json::array({"local"}));
+  EXPECT_EQ(b["workload"]["size"], "64");
+  EXPECT_EQ(b["budget_s"], 6);
+  EXPECT_EQ(b["ranked"].size(), 2u) << again.out;
+
   // --show prints the kept answer without measuring.
   CliResult shown = run_cli({"fabflow", "advise", "--show", profile}, 20s);
   ASSERT_EQ(shown.status, 0) << shown.err;
@@ -200,6 +214,21 @@ TEST(AdviseCli, BadInputIsOneLine) {
                              dir.file("no/such/folder/m")},
                             20s),
                     "does not exist");
+  // --workload FILE: a file that cannot be read, is not an object, or names what it should not.
+  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("none.json")}, 20s),
+                    "cannot read");
+  std::ofstream(dir.file("list.json")) << "[1, 2]";
+  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("list.json")}, 20s),
+                    "is not a JSON object");
+  std::ofstream(dir.file("typo.json")) << "{\"famly\": \"queue\"}";
+  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("typo.json")}, 20s),
+                    "unknown key 'famly'");
+  std::ofstream(dir.file("args.json")) << "{\"family\": \"queue\", \"args\": \"--api copy\"}";
+  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("args.json")}, 20s),
+                    "'args' must be a list of strings");
+  std::ofstream(dir.file("budget.json")) << "{\"family\": \"queue\", \"budget\": {}}";
+  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("budget.json")}, 20s),
+                    "'budget' must be a string");
   std::ofstream(dir.file("not.json")) << "{\"type\": \"something\"}";
   expect_usage_line(run_cli({"fabflow", "advise", "--show", dir.file("not.json")}, 20s),
                     "is not an advise profile");
