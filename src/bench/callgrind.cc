@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <tuple>
 #include <utility>
 
 namespace fabflow::callgrind {
@@ -48,6 +49,13 @@ double number(std::string_view token, const std::string& where) {
   if (ec != std::errc() || end != token.data() + token.size())
     throw Error(where + ": '" + std::string(token) + "' is not a count");
   return static_cast<double>(v);
+}
+
+// The most Ir first; equal costs by object and name (a total order: the same dump gives the
+// same list).
+bool most_first(const FunctionCost& a, const FunctionCost& b) {
+  if (a.ir != b.ir) return a.ir > b.ir;
+  return std::tie(a.object, a.name) < std::tie(b.object, b.name);
 }
 
 bool starts_with(std::string_view s, std::string_view prefix) {
@@ -152,8 +160,7 @@ Profile parse(std::istream& in, const std::string& what) {
   p.total = have_totals ? totals : summary;
   for (const auto& [key, ir] : self)
     if (ir > 0) p.functions.push_back({key.second, key.first, ir});
-  std::stable_sort(p.functions.begin(), p.functions.end(),
-                   [](const FunctionCost& a, const FunctionCost& b) { return a.ir > b.ir; });
+  std::sort(p.functions.begin(), p.functions.end(), most_first);
   return p;
 }
 
@@ -196,8 +203,7 @@ void merge(Profile& into, const Profile& more) {
     for (const auto& f : p->functions) ir[{f.object, f.name}] += f.ir;
   into.functions.clear();
   for (const auto& [key, v] : ir) into.functions.push_back({key.second, key.first, v});
-  std::stable_sort(into.functions.begin(), into.functions.end(),
-                   [](const FunctionCost& a, const FunctionCost& b) { return a.ir > b.ir; });
+  std::sort(into.functions.begin(), into.functions.end(), most_first);
 }
 
 Place place_of(const FunctionCost& f) {
