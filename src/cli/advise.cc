@@ -325,23 +325,13 @@ class Search : public SearchOutcome {
     });
     if (interrupted()) throw UsageError("advise: interrupted");
     if (res.status != 0 || res.timed_out) {
-      std::string why = first_error_line(res.err);
+      std::string why = child_error(res.err);
       if (rows == 0)
         throw UsageError("advise: the bench refused the workload on " + provider + ": " + why);
       for (std::size_t i : live)
         if (!fresh.count(i) && candidates[i].refused.empty())
           candidates[i].failed = "its run failed: " + why;
     }
-  }
-
-  static std::string first_error_line(const std::string& err) {
-    std::istringstream in(err);
-    std::string line, last;
-    while (std::getline(in, line)) {
-      if (line.rfind("fabflow: error: ", 0) == 0) return line.substr(16);
-      if (!line.empty()) last = line;
-    }
-    return last.empty() ? "no message" : last;
   }
 
   const AdviseFlags& f_;

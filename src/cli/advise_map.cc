@@ -28,16 +28,6 @@ namespace fs = std::filesystem;
 // The shortest search that can measure anything: one round of three runs per candidate.
 constexpr double kCellSeconds = 5;
 
-std::string last_error_line(const std::string& err) {
-  std::istringstream in(err);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (line.rfind("fabflow: error: ", 0) == 0) return line.substr(16);
-    if (!line.empty()) last = line;
-  }
-  return last.empty() ? "no message" : last;
-}
-
 // One cell: the child's advice, or {"failed": why}.
 ojson run_cell(const AdviseMapRequest& r, const std::string& size, const std::string& objective,
                double budget_s) {
@@ -70,8 +60,7 @@ ojson run_cell(const AdviseMapRequest& r, const std::string& size, const std::st
   });
   if (interrupted()) throw UsageError("advise --map: interrupted");
   if (res.status == 0 && answer.is_object()) return answer;
-  return ojson{
-      {"failed", res.timed_out ? "the search ran past its time" : last_error_line(res.err)}};
+  return ojson{{"failed", res.timed_out ? "the search ran past its time" : child_error(res.err)}};
 }
 
 std::string cell_text(const ojson& cell) {

@@ -82,6 +82,16 @@ class SignalForward {
 
 int interrupted() { return g_signal.load(); }
 
+std::string child_error(const std::string& err) {
+  std::istringstream in(err);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.rfind("fabflow: error: ", 0) == 0) return line.substr(16);
+    if (!line.empty()) last = line;
+  }
+  return last.empty() ? "no message" : last;
+}
+
 ChildResult run_child(const ChildOptions& o,
                       const std::function<void(const std::string&)>& on_line) {
   int out[2], err[2] = {-1, -1};

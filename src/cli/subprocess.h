@@ -33,6 +33,10 @@ ChildResult run_child(const ChildOptions& options,
 // The signal (SIGINT or SIGTERM) this process received while a child ran, or 0.
 int interrupted();
 
+// What a fabflow child said went wrong, from its captured stderr: its first "fabflow: error:"
+// line without that prefix, else its last non-empty line, else "no message".
+std::string child_error(const std::string& err);
+
 // The path of an executable: `name` itself when it holds a '/', else the first match on PATH
 // and then in `also` (colon-separated, for tools in /usr/sbin that a user's PATH may lack).
 // Empty when there is none.

@@ -217,18 +217,17 @@ TEST(AdviseCli, BadInputIsOneLine) {
   // --workload FILE: a file that cannot be read, is not an object, or names what it should not.
   expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("none.json")}, 20s),
                     "cannot read");
-  std::ofstream(dir.file("list.json")) << "[1, 2]";
-  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("list.json")}, 20s),
-                    "is not a JSON object");
-  std::ofstream(dir.file("typo.json")) << "{\"famly\": \"queue\"}";
-  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("typo.json")}, 20s),
-                    "unknown key 'famly'");
-  std::ofstream(dir.file("args.json")) << "{\"family\": \"queue\", \"args\": \"--api copy\"}";
-  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("args.json")}, 20s),
-                    "'args' must be a list of strings");
-  std::ofstream(dir.file("budget.json")) << "{\"family\": \"queue\", \"budget\": {}}";
-  expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("budget.json")}, 20s),
-                    "'budget' must be a string");
+  const std::vector<std::pair<std::string, std::string>> bad_workloads = {
+      {"[1, 2]", "is not a JSON object"},
+      {R"({"famly": "queue"})", "unknown key 'famly'"},
+      {R"({"family": "queue", "args": "--api copy"})", "'args' must be a list of strings"},
+      {R"({"family": "queue", "budget": {}})", "'budget' must be a string"},
+  };
+  for (const auto& [content, says] : bad_workloads) {
+    std::ofstream(dir.file("workload.json"), std::ios::trunc) << content;
+    expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("workload.json")}, 20s),
+                      says);
+  }
   std::ofstream(dir.file("not.json")) << "{\"type\": \"something\"}";
   expect_usage_line(run_cli({"fabflow", "advise", "--show", dir.file("not.json")}, 20s),
                     "is not an advise profile");
