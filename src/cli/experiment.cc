@@ -337,6 +337,8 @@ class ExperimentRunner {
         ChildOptions c;
         c.argv = argvs[i];
         c.timeout = std::chrono::seconds(f_.point_timeout_s);
+        c.capture_stderr = true;
+        std::size_t rows = 0;
         ChildResult res = run_child(c, [&](const std::string& line) {
           ojson row = ojson::parse(line, nullptr, false);
           if (row.is_discarded() || !row.is_object()) {
@@ -345,9 +347,22 @@ class ExperimentRunner {
           }
           bench::tag_row(row, x.id, i, points[i].values, r);
           out << row.dump() << "\n" << std::flush;
+          ++rows;
         });
+        std::cerr << res.err << std::flush;
         if (interrupted()) throw Interrupted{};
-        if (res.status != 0 || res.timed_out) {
+        if (res.status == 2 && !res.timed_out && rows == 0 &&
+            child_error(res.err).find("' offers no ") != std::string::npos) {
+          // The provider offers no endpoint of the point's kind ("provider 'shm' offers no msg
+          // endpoints on this machine", src/transport/libfabric/select.cc): a refused row, and
+          // the rest runs. Any other exit 2 is a fault of the entry, as before.
+          ojson row = {{"unsupported", child_error(res.err)}, {"refused_point", true}};
+          bench::tag_row(row, x.id, i, points[i].values, r);
+          out << row.dump() << "\n" << std::flush;
+          std::cerr << "fabflow: warning: [" << x.id << "] point " << i + 1
+                    << " refused on this provider: " << row["unsupported"].get<std::string>()
+                    << "\n";
+        } else if (res.status != 0 || res.timed_out) {
           std::string why = res.timed_out
                                 ? "took longer than " + std::to_string(f_.point_timeout_s) +
                                       " s and was stopped (--point-timeout)"

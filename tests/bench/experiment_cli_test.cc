@@ -200,6 +200,45 @@ TEST(ExperimentCli, FailedOrStoppedPointIsReportedAndTheRunGoesOn) {
   EXPECT_NE(r.out.find("900-tiny  1/1"), std::string::npos) << r.out;
 }
 
+// A point whose endpoint type the provider does not offer is a refused row, and the run goes on
+// (shm has rdm endpoints only); the entry then reports what it could measure.
+TEST(ExperimentCli, APointTheProviderCannotOpenIsRefusedAndTheRunGoesOn) {
+  TempDir dir;
+  auto cat = nlohmann::ordered_json::parse(std::ifstream(kCatalogue + "/900.json"));
+  auto tiny = cat["experiments"][0];
+  tiny["id"] = "900-endpoints";
+  tiny["args"]["-S"] = "64";
+  tiny["sweep"] = nlohmann::ordered_json::array({{{"flag", "-e"}, {"values", {"msg", "rdm"}}}});
+  tiny.erase("quick");
+  cat["experiments"] = {tiny};
+  std::ofstream(dir.file("900.json")) << cat.dump(2);
+  const std::string out = dir.file("results");
+  CliResult r = experiment(
+      {"run", "900-endpoints", "--catalogue", dir.path(), "-p", "shm", "-o", out, "--repeat", "1"},
+      60s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.err.find("point 1 refused on this provider: provider 'shm' offers no msg endpoints"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("fabflow: error: 900-endpoints"), std::string::npos) << r.err;
+  std::ifstream in(out + "/900-endpoints.jsonl");
+  std::size_t refused = 0, measured = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.value("refused_point", false)) {
+      ++refused;
+      EXPECT_EQ(row["point"]["-e"], "msg");
+      EXPECT_NE(row["unsupported"].get<std::string>().find("offers no msg"), std::string::npos);
+    } else if (row.value("type", "") != "experiment") {
+      ++measured;
+      EXPECT_EQ(row["point"]["-e"], "rdm");
+    }
+  }
+  EXPECT_EQ(refused, 1u);
+  EXPECT_GE(measured, 1u);
+  EXPECT_NE(r.out.find("900-endpoints  2/2"), std::string::npos) << r.out;
+}
+
 // Whether python3 can import matplotlib and the plot module of this source tree.
 // Whether one of the interpreters the runner tries (python3 on PATH, then Debian's) draws.
 bool can_draw() {
