@@ -42,25 +42,39 @@ if ! ninja -C "$bdir" fuzz_targets >"$bdir/build.log" 2>&1; then
   exit 1
 fi
 
-failed=()
-for t in $targets; do
-  [ "$want" = all ] || [ "$want" = "$t" ] || continue
-  work=$bdir/corpus/$t
+# One target's run; its line of the summary goes to $bdir/$t.result.
+run_one() {
+  local t=$1 work=$bdir/corpus/$1 log=$bdir/$1.log dict=()
   mkdir -p "$work" "$bdir"/artifacts fuzz/regressions/"$t"
-  dict=()
   [ -f fuzz/"$t".dict ] && dict=(-dict=fuzz/"$t".dict)
-  log=$bdir/$t.log
   if "$bdir"/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$bdir"/artifacts/"$t"- "${dict[@]}" \
       "$work" fuzz/corpus/"$t" fuzz/regressions/"$t" >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     printf 'fuzz: %-16s ok     %4s s  %10s runs  %7s exec/s  corpus %s\n' "$t" "$seconds" \
-      "$runs" "$rate" "$(ls "$work" | wc -l)"
+      "$runs" "$rate" "$(ls "$work" | wc -l)" >"$bdir/$t.result"
   else
-    printf 'fuzz: %-16s FAILED (log %s)\n' "$t" "$log"
-    grep -m3 -E 'ERROR|what\(\)|runtime error' "$log" | sed 's/^/  /' || true
-    failed+=("$t")
+    { printf 'fuzz: %-16s FAILED (log %s)\n' "$t" "$log"
+      grep -m3 -E 'ERROR|what\(\)|runtime error' "$log" | sed 's/^/  /' || true; } >"$bdir/$t.result"
   fi
+}
+
+# Each fuzzer is one process on one core: as many run at once as there are cores
+# (FABFLOW_FUZZ_JOBS changes it); the summary keeps the targets' order.
+jobs_max=${FABFLOW_FUZZ_JOBS:-$(nproc)}
+chosen=()
+for t in $targets; do
+  [ "$want" = all ] || [ "$want" = "$t" ] || continue
+  chosen+=("$t")
+  rm -f "$bdir/$t.result"
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  run_one "$t" &
+done
+wait
+failed=()
+for t in "${chosen[@]}"; do
+  if [ -f "$bdir/$t.result" ]; then cat "$bdir/$t.result"; else echo "fuzz: $t left no result"; fi
+  grep -q '^fuzz: [^ ]* *ok ' "$bdir/$t.result" 2>/dev/null || failed+=("$t")
 done
 ((${#failed[@]} == 0)) || { echo "fuzz: crashed: ${failed[*]}"; exit 1; }
