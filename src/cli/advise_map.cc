@@ -70,6 +70,26 @@ std::string cell_text(const ojson& cell) {
   return text;
 }
 
+// Where the answer changes: for each objective, the sizes in their order cut into runs with the
+// same winner ("-" where no winner was found), e.g. push1-watermark-pull for 64, 1K, then
+// push1-push-push for 4K, 16K.
+ojson winner_runs(const ojson& m) {
+  ojson runs = ojson::array();
+  for (const auto& objective : m["objectives"]) {
+    for (const auto& size : m["sizes"]) {
+      std::string winner = "-";
+      for (const auto& cell : m["cells"])
+        if (cell["size"] == size && cell["objective"] == objective && cell["answer"].is_object() &&
+            cell["answer"].contains("winner") && cell["answer"]["winner"].is_string())
+          winner = cell["answer"]["winner"].get<std::string>();
+      if (runs.empty() || runs.back()["objective"] != objective || runs.back()["winner"] != winner)
+        runs.push_back({{"objective", objective}, {"winner", winner}, {"sizes", ojson::array()}});
+      runs.back()["sizes"].push_back(size);
+    }
+  }
+  return runs;
+}
+
 void print_map(const ojson& m, std::ostream& out) {
   const auto sizes = m["sizes"].get<std::vector<std::string>>();
   const auto objectives = m["objectives"].get<std::vector<std::string>>();
@@ -91,6 +111,21 @@ void print_map(const ojson& m, std::ostream& out) {
       out << row[c] << (c + 1 < row.size() ? std::string(width[c] - row[c].size() + 2, ' ') : "");
     out << "\n";
   }
+  // What changes the answer along the sizes, objective by objective.
+  std::string objective;
+  for (const auto& run : m["winner_runs"]) {
+    if (run["objective"] != objective) {
+      objective = run["objective"].get<std::string>();
+      out << (objective == m["objectives"][0] ? "" : "\n") << objective << ": ";
+    } else {
+      out << "; then ";
+    }
+    std::string sizes;
+    for (const auto& size : run["sizes"])
+      sizes += (sizes.empty() ? "" : ", ") + size.get<std::string>();
+    out << run["winner"].get<std::string>() << " at " << sizes;
+  }
+  out << "\n";
   for (const auto& cell : m["cells"])
     if (cell["answer"].contains("failed"))
       out << "no answer at " << cell["size"].get<std::string>() << ", "
@@ -128,6 +163,7 @@ int run_advise_map(const AdviseMapRequest& r) {
       m["cells"].push_back(
           {{"size", size}, {"objective", objective}, {"answer", std::move(answer)}});
     }
+  m["winner_runs"] = winner_runs(m);
   const fs::path json_path = base.string() + ".json";
   {
     std::ofstream out(json_path, std::ios::trunc);

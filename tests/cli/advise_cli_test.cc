@@ -161,6 +161,20 @@ TEST(AdviseCli, MapAnswersEveryCellAndDrawsIt) {
     EXPECT_EQ(a["workload"]["size"], cell["size"]);
     EXPECT_EQ(a["ranked"].size(), 2u);
   }
+  // Where the answer changes: the sizes in order, cut into runs that share a winner.
+  std::vector<std::string> covered;
+  for (const auto& run : m["winner_runs"]) {
+    EXPECT_EQ(run["objective"], "throughput");
+    for (const auto& size : run["sizes"]) {
+      covered.push_back(size.get<std::string>());
+      for (const auto& cell : m["cells"])
+        if (cell["size"] == size) {
+          EXPECT_EQ(cell["answer"]["winner"], run["winner"]) << m.dump();
+        }
+    }
+  }
+  EXPECT_EQ(covered, (std::vector<std::string>{"64", "4K"})) << m.dump();
+  EXPECT_NE(r.err.find("[advise map]"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(base + ".json"));
   if (r.status == 0) {
     EXPECT_TRUE(std::filesystem::exists(base + ".png")) << r.err;
