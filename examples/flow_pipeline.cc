@@ -4,10 +4,12 @@
 // rank 1 (the consumer) dequeues the lines in order and counts lines, words and bytes. Both
 // sides checksum what they moved, so the output shows the stream arrived intact. The design
 // point (how bytes and notifications travel, see docs/flow-queues.md) and the transport are
-// flags.
+// flags. Without --design (or with --design auto) the queue chooses its design itself: the
+// best one `fabflow advise queue -S 4K` measured on this machine, else the default rule; the
+// producer prints which and why.
 //
 // Run it from a shell; it starts its two ranks itself with fabflow's launcher:
-//   flow_pipeline [--design push1-watermark-pull] [-p local|shm|tcp|verbs|...] FILE
+//   flow_pipeline [--design auto|push1-watermark-pull|...] [-p local|shm|tcp|verbs|...] FILE
 // On a cluster, start one process per rank instead (srun -n 2, mpirun -np 2) with
 // FABFLOW_COORD set as docs/bootstrap.md explains.
 #include <fabflow/bootstrap.h>
@@ -98,7 +100,7 @@ int consume(fabflow::flow::Consumer& queue) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::string design_name = "push1-watermark-pull", provider = "auto", path;
+  std::string design_name = "auto", provider = "auto", path;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if ((arg == "--design" || arg == "-p") && i + 1 < argc) {
@@ -111,9 +113,9 @@ int main(int argc, char** argv) try {
     }
   }
   auto design = fabflow::flow::Design::parse(design_name);
-  if (path.empty() || !design) {
-    std::cerr << "usage: flow_pipeline [--design D] [-p PROVIDER] FILE (D as in "
-                 "`fabflow bench queue --help`)\n";
+  if (path.empty() || (!design && design_name != "auto")) {
+    std::cerr << "usage: flow_pipeline [--design D] [-p PROVIDER] FILE (D: auto, the "
+                 "default, or a design as in `fabflow bench queue --help`)\n";
     return 2;
   }
   // From a shell: become the launcher of two copies of this program, one per rank.
@@ -128,7 +130,8 @@ int main(int argc, char** argv) try {
   config.fill_from_env();
   auto boot = fabflow::make_tcp_bootstrap(config);
   fabflow::flow::QueueOptions options;
-  options.design = *design;
+  options.automatic = !design;
+  if (design) options.design = *design;
   options.item_bytes = kMaxLine;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
@@ -144,6 +147,7 @@ int main(int argc, char** argv) try {
   int status = 0;
   if (boot->rank() == 0) {
     auto producer = fabflow::flow::make_producer(*transport, *boot, 1, options);
+    if (!producer->why().empty()) std::printf("design: %s\n", producer->why().c_str());
     status = produce(*producer, path);
   } else {
     auto consumer = fabflow::flow::make_consumer(*transport, *boot, 0, options);

@@ -81,6 +81,9 @@ for bin in "$work/cmake/flow_pipeline" "$work/pc/flow_pipeline-static"; do
     # shellcheck disable=SC2086
     out=$(timeout 60 "$bin" $args "$text") || fail "flow_pipeline $args exited $?"
     consumer=$(grep '^consumer:' <<<"$out") || fail "flow_pipeline $args: no consumer line: $out"
+    # Without --design the queue chooses itself and the producer says what and why.
+    [ -n "$args" ] || grep -q '^design: auto on local: [a-z0-9-]* (' <<<"$out" ||
+      fail "flow_pipeline without --design: no 'design: auto on local: ...' line: $out"
     # 2000 lines, the long one in two items.
     grep -q "consumer: $((lines + 1)) items, $words words, $bytes bytes" <<<"$consumer" ||
       fail "flow_pipeline $args counted wrong: $consumer (want $lines lines, $words words, $bytes bytes)"

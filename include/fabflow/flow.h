@@ -100,10 +100,21 @@ struct QueueOptions {
   bool separate_notify_endpoint = false;
   std::chrono::milliseconds peer_timeout{2000};    // a vanished peer is reported within this
   SlotFormat slot_format = SlotFormat::automatic;  // both ends must resolve to the same one
+  // auto: make_producer / make_consumer choose the design themselves (choose_design) and
+  // `design` and `socket` are not read; each end's why() then says what it chose and from what.
+  // Open the transport with required_ops and required_rx_depth of these options: they cover
+  // every design auto may choose.
+  bool automatic = false;
+  std::string objective = "throughput";  // auto: what the choice is for: throughput, p50, p99
+  std::string profile;                   // auto: the advise profile (empty: the cache folder's)
 
   // "basic", "batching", "datamover": the thesis' three queues (section 6.4), with `design`.
   static QueueOptions preset(std::string_view name, Design design);
 };
+
+namespace detail {
+struct AutoNote;
+}
 
 // Operation counts by purpose: the notification ratios of the thesis.
 struct QueueStats {
@@ -145,6 +156,13 @@ class Producer {
   virtual Status close(std::chrono::milliseconds timeout) noexcept = 0;
   virtual const QueueStats& stats() const noexcept = 0;
   virtual const std::string& error() const noexcept = 0;
+  // auto: the design this end opened and why ("push1-push-push: profile P (date): median ...");
+  // empty when the options named the design.
+  const std::string& why() const noexcept { return why_; }
+
+ private:
+  friend struct detail::AutoNote;
+  std::string why_;
 };
 
 // Consumer endpoint. Dequeue-side calls never allocate.
@@ -171,6 +189,12 @@ class Consumer {
   virtual Status release_many(std::size_t k) noexcept = 0;
   virtual const QueueStats& stats() const noexcept = 0;
   virtual const std::string& error() const noexcept = 0;
+  // auto: as Producer::why().
+  const std::string& why() const noexcept { return why_; }
+
+ private:
+  friend struct detail::AutoNote;
+  std::string why_;
 };
 
 // Collective over `boot`: the producer rank calls make_producer, the consumer rank
@@ -207,6 +231,20 @@ std::size_t required_rx_depth(const QueueOptions& options);
 std::string why_unsupported(const Capabilities& caps, const QueueOptions& options);
 std::string why_unsupported(const Capabilities& data, const Capabilities& notify,
                             const QueueOptions& options);
+
+// auto: the design `options` opens on a data transport with `data` and a notify transport with
+// `notify` (the same without separate_notify_endpoint): the best design of the advise profile
+// (fabflow/advice.h) for caps.provider, options.item_bytes and options.objective that the
+// transports can run ("socket", the baseline, where the profile ranks it first), else the
+// rule: push1-watermark-pull (the thesis' Design #1) where they can run it, else the first of
+// Design::all() they can. `name` is empty when none can run; `why` says what was chosen and
+// from what, or why nothing could be.
+struct AutoDesign {
+  std::string name;  // a design point's name, or "socket"
+  std::string why;
+};
+AutoDesign choose_design(const Capabilities& data, const Capabilities& notify,
+                         const QueueOptions& options);
 
 // The slot format a queue with `options` uses on a data transport with `caps`: options'
 // slot_format, or for automatic, compact where it is allowed. Call why_unsupported first (a

@@ -1,6 +1,7 @@
 // The answer of `fabflow advise`: the ranked candidates as JSON and as a table with the
 // one-line recommendation, the profile file that keeps it, and `--design auto`, which reads a
 // profile back when it fits this machine and workload (docs/advise.md).
+#include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 #include <fabflow/version.h>
 
@@ -20,33 +21,6 @@ namespace fabflow::cli {
 namespace advise_detail {
 namespace fs = std::filesystem;
 namespace advise = bench::advise;
-
-// A measured value with its unit: times in ns, us or ms; rates and sizes with k, M, G.
-std::string value_text(double v, const std::string& unit) {
-  std::ostringstream s;
-  s << std::setprecision(3);
-  const double a = std::fabs(v);
-  if (unit == "ns") {
-    if (a >= 1e6)
-      s << v / 1e6 << " ms";
-    else if (a >= 1e3)
-      s << v / 1e3 << " us";
-    else
-      s << v << " ns";
-    return s.str();
-  }
-  if (a >= 1e9)
-    s << v / 1e9 << " G ";
-  else if (a >= 1e6)
-    s << v / 1e6 << " M ";
-  else if (a >= 1e4)
-    s << v / 1e3 << " k ";
-  else if (a >= 100)
-    s << std::fixed << std::setprecision(0) << v << " ";
-  else
-    s << v << " ";
-  return s.str() + unit;
-}
 
 namespace {
 
@@ -195,9 +169,10 @@ void print_answer(const ojson& a, std::ostream& out) {
       const ojson& c = r.contains("cpu") ? r["cpu"] : ojson();
       const bool both = c.is_object() && c.contains(sides[0]) && c[sides[0]].is_number() &&
                         c.contains(sides[1]) && c[sides[1]].is_number();
-      rows.back().push_back(both ? value_text(c[sides[0]].get<double>(), "") + "| " +
-                                       value_text(c[sides[1]].get<double>(), a["cpu_unit"])
-                                 : "n/a");
+      rows.back().push_back(
+          both ? value_text(c[sides[0]].get<double>(), "") + "| " +
+                     value_text(c[sides[1]].get<double>(), a["cpu_unit"].get<std::string>())
+               : "n/a");
     }
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
@@ -217,14 +192,6 @@ void print_answer(const ojson& a, std::ostream& out) {
         << a["prior"].value("source", std::string())
         << "); here: " << a["prior"].value("here", std::string()) << "\n";
   out << "advice: " << recommendation(a) << "\n";
-}
-
-fs::path default_profile(const std::string& family) {
-  const char* cache = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path dir =
-      cache && *cache ? fs::path(cache) : fs::path(home && *home ? home : "/tmp") / ".cache";
-  return dir / "fabflow" / ("advise-" + family + ".json");
 }
 
 void write_profile(const ojson& a, const fs::path& path) {
@@ -253,83 +220,17 @@ ojson read_profile(const std::string& path) {
 
 }  // namespace advise_detail
 
-namespace {
-
-using namespace advise_detail;
-
-// Why a profile cannot answer for this machine and workload ("" when it can).
-std::string profile_mismatch(const ojson& a, const std::string& family, const std::string& provider,
-                             const std::string& size, const std::string& objective) {
-  if (a.value("family", std::string()) != family) return "it is for another family";
-  if (a.value("fabflow_version", std::string()) != FABFLOW_VERSION)
-    return "it was measured by fabflow " + a.value("fabflow_version", std::string("?"));
-  const RunEnvironment& here = machine_environment();
-  const ojson& fp = a.contains("fingerprint") ? a["fingerprint"] : ojson::object();
-  if (fp.value("cpu_model", std::string()) != here.cpu_model ||
-      fp.value("cores", 0u) != here.cores || fp.value("kernel", std::string()) != here.kernel)
-    return "it was measured on another machine (" + fp.value("cpu_model", std::string("?")) + ", " +
-           std::to_string(fp.value("cores", 0u)) + " cores, kernel " +
-           fp.value("kernel", std::string("?")) + ")";
-  const auto providers = a.value("providers", std::vector<std::string>());
-  if (std::find(providers.begin(), providers.end(), provider) == providers.end())
-    return "it did not measure " + provider;
-  const ojson& w = a.contains("workload") ? a["workload"] : ojson::object();
-  if (w.value("size", std::string()) != size)
-    return "it measured size '" + w.value("size", std::string()) + "', not '" + size + "'";
-  if (w.contains("args") && w["args"].is_array() && !w["args"].empty())
-    return "its workload had more bench flags (" +
-           joined(w["args"].get<std::vector<std::string>>(), ' ') + ")";
-  const auto wanted = split(objective, ',');
-  if (std::find(wanted.begin(), wanted.end(), a.value("objective", std::string())) == wanted.end())
-    return "it ranks by " + a.value("objective", std::string()) + ", not " + objective;
-  return "";
-}
-
-}  // namespace
-
 AutoChoice choose_design(const std::string& family, const std::string& provider,
                          const std::string& size, const std::string& objective,
                          const std::string& fallback, const std::string& fallback_rule) {
-  const fs::path path = default_profile(family);
-  std::string why_not;
-  std::ifstream in(path);
-  if (!in) {
-    why_not = "no profile at " + path.string() + " (fabflow advise " + family + " writes one)";
-  } else {
-    const ojson a = ojson::parse(in, nullptr, false);
-    if (a.is_discarded() || !a.is_object() || a.value("type", std::string()) != "advice" ||
-        !a.contains("ranked") || !a["ranked"].is_array()) {
-      why_not = "the profile " + path.string() + " is not an advise profile: ignored";
-    } else {
-      why_not = profile_mismatch(a, family, provider, size, objective);
-      if (why_not.empty()) {
-        const ojson* best = nullptr;
-        const ojson* next = nullptr;
-        for (const auto& r : a["ranked"]) {
-          if (!r.is_object() || r.value("provider", std::string()) != provider ||
-              !r.contains("design") || !r["design"].is_string() || !r.contains("median") ||
-              !r["median"].is_number())
-            continue;
-          (best ? next : best) = &r;
-          if (next) break;
-        }
-        if (!best) {
-          why_not = "the profile ranks no design on " + provider;
-        } else {
-          const std::string unit = a.value("unit", std::string());
-          std::string why = "profile " + path.string() + " (" +
-                            a.value("created", std::string("?")) + "): median " +
-                            value_text((*best)["median"].get<double>(), unit);
-          if (next)
-            why += ", next " + (*next)["design"].get<std::string>() + " " +
-                   value_text((*next)["median"].get<double>(), unit) +
-                   ((*next).value("status", std::string()) == "tied" ? " (tied)" : "");
-          return {(*best)["design"].get<std::string>(), why};
-        }
-      }
-    }
-  }
-  return {fallback, "the rule: " + fallback_rule + "; no profile used: " + why_not};
+  advice::Query q;
+  q.family = family;
+  q.provider = provider;
+  q.size = parse_sizes(size).front();
+  q.objectives = split(objective, ',');
+  const advice::Choice c = advice::choose(advice::read_profile(q), {fallback}, fallback_rule,
+                                          [](const std::string&) { return std::string(); });
+  return {c.design, c.why};
 }
 
 }  // namespace fabflow::cli

@@ -2,6 +2,7 @@
 // the search) and advise_answer.cc (the answer, its table, the profile file and --design auto).
 #pragma once
 
+#include <fabflow/advice.h>
 #include <fabflow/bench/advise.h>
 
 #include <nlohmann/json.hpp>
@@ -75,8 +76,8 @@ struct SearchOutcome {
   double seconds = 0;
 };
 
-// A measured value with its unit: times in ns, us or ms; rates and sizes with k, M, G.
-std::string value_text(double v, const std::string& unit);
+using advice::default_profile;
+using advice::value_text;
 
 // The answer (the profile's content): ranked candidates, ties, refusals, the fingerprint.
 ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcome& s,
@@ -85,8 +86,7 @@ ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcom
 // The answer as a table, the refusals, notes and the one-line recommendation.
 void print_answer(const ojson& a, std::ostream& out);
 
-// $XDG_CACHE_HOME/fabflow/advise-FAMILY.json (else ~/.cache/...).
-std::filesystem::path default_profile(const std::string& family);
+// Writes the profile (default_profile(family) unless the user says where) atomically.
 void write_profile(const ojson& a, const std::filesystem::path& path);
 // Throws UsageError when `path` cannot be read or is not an advise answer.
 ojson read_profile(const std::string& path);

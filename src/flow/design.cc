@@ -72,6 +72,12 @@ const detail::DesignPoint* point_of(const Design& d) {
 // ones without separate_notify_endpoint).
 std::string why_unsupported_on(const Capabilities& data, const Capabilities& notify,
                                const QueueOptions& o) {
+  if (o.automatic) {
+    if (o.objective != "throughput" && o.objective != "p50" && o.objective != "p99")
+      return "flow: auto: objective '" + o.objective + "' is not throughput, p50 or p99";
+    const AutoDesign c = choose_design(data, notify, o);
+    return c.name.empty() ? "flow: auto: " + c.why : "";
+  }
   if (o.socket) return {};
   const Design& d = o.design;
   if (!d.valid()) return "flow: not one of the 33 design points";
@@ -120,7 +126,12 @@ std::string why_unsupported_on(const Capabilities& data, const Capabilities& not
 
 }  // namespace
 
+// auto may choose any design: the operations of all but immediate data (writedata), which a
+// transport offering write either carries or refuses at the choice.
+constexpr Op kAutoOps[] = {Op::send, Op::write, Op::read};
+
 std::vector<Op> required_ops(const QueueOptions& o) {
+  if (o.automatic) return {std::begin(kAutoOps), std::end(kAutoOps)};
   std::vector<Op> ops;
   const auto* p = point_of(o.design);
   if (!p) return ops;
@@ -130,6 +141,7 @@ std::vector<Op> required_ops(const QueueOptions& o) {
 }
 
 std::vector<Op> required_notify_ops(const QueueOptions& o) {
+  if (o.automatic && o.separate_notify_endpoint) return {std::begin(kAutoOps), std::end(kAutoOps)};
   std::vector<Op> ops;
   const auto* p = point_of(o.design);
   if (p && o.separate_notify_endpoint) notify_ops(*p, ops);
@@ -195,8 +207,15 @@ std::span<const std::byte> decode_hello(std::span<const std::byte> blob, int pee
               " (a queue joins one producer and one consumer; a third rank cannot open it)");
   if (h.role == expect.role)
     throw bad("is a queue end of the same role (both producers or both consumers)");
-  if (h.data != expect.data || h.transfer != expect.transfer || h.space != expect.space)
-    throw bad("uses a different design point");
+  if (h.data != expect.data || h.transfer != expect.transfer || h.space != expect.space) {
+    const Design theirs{DataFlow{h.data}, TransferNotify{h.transfer}, SpaceNotify{h.space}};
+    const Design ours{DataFlow{expect.data}, TransferNotify{expect.transfer},
+                      SpaceNotify{expect.space}};
+    throw bad("opened " + (theirs.valid() ? theirs.name() : std::string("no valid design point")) +
+              ", this end " + ours.name() +
+              " (both ends must open the same design; with auto each end chooses from its own "
+              "profile and transport)");
+  }
   if (h.capacity != expect.capacity || h.item_bytes != expect.item_bytes)
     throw bad("uses a different capacity or item size (" + std::to_string(h.capacity) + " x " +
               std::to_string(h.item_bytes) + " bytes, this end " + std::to_string(expect.capacity) +

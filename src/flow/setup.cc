@@ -114,6 +114,16 @@ namespace fabflow::flow {
 
 std::size_t required_rx_depth(const QueueOptions& o) {
   using detail::kCounterPool;
+  if (o.automatic) {  // enough for any design auto may choose
+    std::size_t most = 0;
+    for (const Design& d : Design::all()) {
+      QueueOptions one = o;
+      one.automatic = false;
+      one.design = d;
+      most = std::max(most, required_rx_depth(one));
+    }
+    return most;
+  }
   // The consumer: one receive per ring slot for push2 items, and a pool for the remote CQ data
   // that some providers deliver into receives (imm). The producer: a pool for pushed heads.
   std::size_t consumer = 0;
