@@ -4,10 +4,12 @@
 // response is its request with the letters upper-cased. Rank 1 is the server: its handler
 // builds that response. The client prints how many round trips it made and their mean time.
 // The pattern says how each direction travels (WRITE into a mailbox or SEND, see
-// docs/request-response.md).
+// docs/request-response.md). Without --pattern (or with --pattern auto) the channel chooses it
+// itself: the best one `fabflow advise rr -S 64` measured on this machine, else the default
+// rule; the client prints which and why.
 //
 // Run it from a shell; it starts its two ranks itself with fabflow's launcher:
-//   rpc_echo [--pattern WriteWrite|SendSend|WriteSend|SendWrite] [-p PROVIDER] [-n N]
+//   rpc_echo [--pattern auto|WriteWrite|SendSend|WriteSend|SendWrite] [-p PROVIDER] [-n N]
 // On a cluster, start one process per rank instead (srun -n 2, mpirun -np 2) with
 // FABFLOW_COORD set as docs/bootstrap.md explains.
 #include <fabflow/bootstrap.h>
@@ -85,7 +87,7 @@ int server(fabflow::rr::Responder& channel, fabflow::Bootstrap& boot) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::string pattern_name = "WriteWrite", provider = "auto";
+  std::string pattern_name = "auto", provider = "auto";
   long requests = 10000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view flag = argv[i];
@@ -99,8 +101,8 @@ int main(int argc, char** argv) try {
       requests = -1;
   }
   auto pattern = fabflow::rr::parse_pattern(pattern_name);
-  if (!pattern || requests < 0 || argc % 2 == 0) {
-    std::cerr << "usage: rpc_echo [--pattern WriteWrite|SendSend|WriteSend|SendWrite] "
+  if ((!pattern && pattern_name != "auto") || requests < 0 || argc % 2 == 0) {
+    std::cerr << "usage: rpc_echo [--pattern auto|WriteWrite|SendSend|WriteSend|SendWrite] "
                  "[-p PROVIDER] [-n REQUESTS]\n";
     return 2;
   }
@@ -116,7 +118,8 @@ int main(int argc, char** argv) try {
   config.fill_from_env();
   auto boot = fabflow::make_tcp_bootstrap(config);
   fabflow::rr::ChannelOptions options;
-  options.pattern = *pattern;
+  options.automatic = !pattern;
+  if (pattern) options.pattern = *pattern;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
   transport_options.same_host = fabflow::ranks_share_this_host(*boot);  // "auto": local on one host
@@ -129,6 +132,7 @@ int main(int argc, char** argv) try {
   int status = 0;
   if (boot->rank() == 0) {
     auto channel = fabflow::rr::make_requester(*transport, *boot, options, 1, /*slots=*/1);
+    if (!channel->why().empty()) std::printf("pattern: %s\n", channel->why().c_str());
     status = client(*channel, *boot, requests);
   } else {
     auto channel = fabflow::rr::make_responder(*transport, *boot, options, 1);

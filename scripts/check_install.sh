@@ -97,6 +97,8 @@ for bin in "$work/cmake/rpc_echo" "$work/pc/rpc_echo"; do
     out=$(timeout 60 "$bin" $args) || fail "rpc_echo $args exited $?"
     n=${args##* }
     grep -q "^client: $n echoes checked" <<<"$out" || fail "rpc_echo $args: $out"
+    [ "${args#--pattern}" != "$args" ] || grep -q '^pattern: auto on local: [A-Za-z]* (' <<<"$out" ||
+      fail "rpc_echo without --pattern: no 'pattern: auto on local: ...' line: $out"
     grep -q "^server: $n requests served" <<<"$out" || fail "rpc_echo $args: $out"
   done
 done

@@ -101,7 +101,25 @@ struct ChannelOptions {
   // How long a blocking call waits without progress before it fails (a vanished peer is
   // usually reported sooner, by the bootstrap).
   std::chrono::milliseconds peer_timeout{2000};
+  // auto: make_requester / make_responder choose the pattern themselves (choose_pattern) and
+  // `pattern` is not read; why() on the end says which and why. Open the transport with
+  // required_ops of these options: they cover every pattern.
+  bool automatic = false;
+  std::string objective = "throughput";  // auto: what the choice is for: throughput, p50, p99
+  std::string profile;                   // auto: the advise profile (empty: the cache folder's)
 };
+
+// auto: the pattern `o` opens on a transport with `caps`: the best pattern of the private
+// connections model in the advise profile (fabflow/advice.h) for caps.provider,
+// o.response_bytes (requests of 64 bytes, as `bench rr` sends) and o.objective that the
+// transport runs, else the rule: WriteWrite (seed 000: WRITE responses beat SEND ones), else
+// the first of kAllPatterns it runs. `name` is empty when none can run; `why` says what was
+// chosen and from what, or why nothing could be.
+struct AutoPattern {
+  std::string name;
+  std::string why;
+};
+AutoPattern choose_pattern(const Capabilities& caps, const ChannelOptions& o);
 
 // The fabric operations a pattern needs (open the transport with them).
 std::vector<Op> required_ops(const ChannelOptions& o);
@@ -110,6 +128,10 @@ std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o);
 // How SEND messages are received on `caps`: "shared" (one receive queue for every peer, as
 // on RDM endpoints) or "per-endpoint" (connected endpoints: receives posted per peer).
 std::string_view receive_queue_kind(const Capabilities& caps) noexcept;
+
+namespace detail {
+struct AutoNote;
+}
 
 struct ChannelStats {
   std::uint64_t requests = 0;           // requests sent (requester) / served (responder)
@@ -150,12 +172,19 @@ class Requester {
   virtual const ChannelOptions& options() const noexcept = 0;
   virtual const ChannelStats& stats() const noexcept = 0;
   virtual const std::string& error() const noexcept = 0;
+  // auto: the pattern this end opened and why ("auto on shm: SendWrite (profile P ...)");
+  // empty when the options named the pattern.
+  const std::string& why() const noexcept { return why_; }
 
   // Blocking helper for one outstanding request: submits and waits for its answer. Fails
   // after peer_timeout without progress, at once when `boot` reports a vanished peer, and on
   // a response to any other slot. Release *out after use.
   // Throws PeerError / Error like the other bounded waits.
   void call(unsigned slot, int responder, std::size_t len, Response* out, Bootstrap& boot);
+
+ private:
+  friend struct detail::AutoNote;
+  std::string why_;
 };
 
 // Fills `response` for `request` from `requester`; returns the response length (at most
@@ -192,10 +221,17 @@ class Responder {
   virtual Transport& transport() noexcept = 0;
   virtual const ChannelStats& stats() const noexcept = 0;
   virtual const std::string& error() const noexcept = 0;
+  // auto: as Requester::why().
+  const std::string& why() const noexcept { return why_; }
+
+ private:
+  friend struct detail::AutoNote;
+  std::string why_;
 };
 
 // Collective over every rank of `boot` (requesters first). `slots`: requests this requester
-// may have outstanding at once. Throws UsageError for an unsupported combination, PeerError
+// may have outstanding at once. With auto every rank chooses the pattern (choose_pattern) and
+// the hellos must agree. Throws UsageError for an unsupported combination, PeerError
 // when a peer disagrees on the options or publishes an unusable region.
 std::unique_ptr<Requester> make_requester(Transport& t, Bootstrap& boot, const ChannelOptions& o,
                                           int requesters, unsigned slots);

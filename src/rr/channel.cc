@@ -22,6 +22,7 @@ bool response_by_write(Pattern p) noexcept {
 }
 
 std::vector<Op> required_ops(const ChannelOptions& o) {
+  if (o.automatic) return {Op::write, Op::send};  // every pattern's
   std::vector<Op> ops;
   if (request_by_write(o.pattern) || response_by_write(o.pattern)) ops.push_back(Op::write);
   if (!request_by_write(o.pattern) || !response_by_write(o.pattern)) ops.push_back(Op::send);
@@ -29,6 +30,12 @@ std::vector<Op> required_ops(const ChannelOptions& o) {
 }
 
 std::string why_unsupported(const Capabilities& caps, const ChannelOptions& o) {
+  if (o.automatic) {
+    if (o.objective != "throughput" && o.objective != "p50" && o.objective != "p99")
+      return "auto: objective '" + o.objective + "' is not throughput, p50 or p99";
+    const AutoPattern c = choose_pattern(caps, o);
+    return c.name.empty() ? "auto: " + c.why : "";
+  }
   if (auto m = missing_op(caps, required_ops(o)))
     return std::string(to_string(o.pattern)) + " needs " + std::string(to_string(m->op)) + ": " +
            m->why;
@@ -93,6 +100,11 @@ void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, 
       throw bad("sent a malformed hello");
     const bool requester = rank < p.requesters;
     if (h.role != (requester ? 0 : 1)) throw bad("plays the wrong role");
+    if (h.pattern != mine.pattern && h.pattern < std::size(kAllPatterns))
+      throw bad("opened " + std::string(to_string(Pattern{h.pattern})) + ", this rank " +
+                std::string(to_string(Pattern{mine.pattern})) +
+                " (every rank must open the same pattern; with auto each rank chooses from its "
+                "own profile and transport)");
     if (h.pattern != mine.pattern || h.mailbox != mine.mailbox ||
         h.request_bytes != mine.request_bytes || h.response_bytes != mine.response_bytes ||
         h.empty_mailboxes != mine.empty_mailboxes || (requester && h.slots != p.slots[r]))

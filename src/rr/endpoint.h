@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,18 @@ Peers gather_slots(Bootstrap& boot, int requesters, unsigned mine);
 // other role's regions, each checked to hold the layout this side will address.
 void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, Hello mine,
               const MemoryRegion& mr);
+
+// auto: `o` with the pattern chosen for `caps` (choose_pattern), and the line that says so.
+ChannelOptions resolve_auto(const Capabilities& caps, const ChannelOptions& o, std::string* why);
+
+// Sets an end's why() (a friend of Requester and Responder).
+struct AutoNote {
+  template <class End>
+  static std::unique_ptr<End> note(std::unique_ptr<End> end, std::string why) {
+    end->why_ = std::move(why);
+    return end;
+  }
+};
 
 // Reaping, signalling and retrying shared by both ends.
 class Endpoint {

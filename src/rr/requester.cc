@@ -249,6 +249,11 @@ class RequesterImpl final : public Requester, Endpoint {
 
 std::unique_ptr<Requester> make_requester(Transport& t, Bootstrap& boot, const ChannelOptions& o,
                                           int requesters, unsigned slots) {
+  if (o.automatic) {
+    std::string why;
+    const ChannelOptions chosen = resolve_auto(t.caps(), o, &why);
+    return AutoNote::note(make_requester(t, boot, chosen, requesters, slots), why);
+  }
   if (std::string why = why_unsupported(t.caps(), o); !why.empty()) throw UsageError("rr: " + why);
   if (slots == 0 || slots > kMaxSlots) throw UsageError("rr: slots must be in 1..65536");
   if (o.request_bytes > kMaxPayload || o.response_bytes > kMaxPayload)

@@ -348,6 +348,11 @@ class ResponderImpl final : public Responder, Endpoint {
 
 std::unique_ptr<Responder> make_responder(Transport& t, Bootstrap& boot, const ChannelOptions& o,
                                           int requesters) {
+  if (o.automatic) {
+    std::string why;
+    const ChannelOptions chosen = resolve_auto(t.caps(), o, &why);
+    return AutoNote::note(make_responder(t, boot, chosen, requesters), why);
+  }
   if (std::string why = why_unsupported(t.caps(), o); !why.empty()) throw UsageError("rr: " + why);
   if (o.request_bytes > kMaxPayload || o.response_bytes > kMaxPayload)
     throw UsageError("rr: requests and responses are limited to 4 MiB");
