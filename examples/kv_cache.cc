@@ -4,10 +4,12 @@
 // Rank 0 is the client: it reads every sensor, stores a new reading for each, reads them back
 // and checks them, deletes one sensor and checks that it is gone. Keys are 16 bytes and values
 // a fixed 32 bytes, as the store takes them. The design says how operations travel (every
-// operation an RPC, GETs as one-sided READs, or PUTs locked with atomics; docs/kv.md).
+// operation an RPC, GETs as one-sided READs, or PUTs locked with atomics; docs/kv.md). Without
+// --design (or with --design auto) the store chooses it itself: the best one `fabflow advise
+// kv` measured on this machine, else the default rule; the client prints which and why.
 //
 // Run it from a shell; it starts its two ranks itself with fabflow's launcher:
-//   kv_cache [--design herd|read|atomic] [-p PROVIDER] [-n SENSORS]
+//   kv_cache [--design auto|herd|read|atomic] [-p PROVIDER] [-n SENSORS]
 // On a cluster, start one process per rank instead (srun -n 2, mpirun -np 2) with
 // FABFLOW_COORD set as docs/bootstrap.md explains.
 #include <fabflow/bootstrap.h>
@@ -74,7 +76,7 @@ int client(kv::Client& store, fabflow::Bootstrap& boot, long sensors) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::string design_name = "herd", provider = "auto";
+  std::string design_name = "auto", provider = "auto";
   long sensors = 1000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view flag = argv[i];
@@ -88,8 +90,8 @@ int main(int argc, char** argv) try {
       sensors = -1;
   }
   auto design = kv::parse_design(design_name);
-  if (!design || sensors < 1 || sensors > 100000 || argc % 2 == 0) {
-    std::cerr << "usage: kv_cache [--design herd|read|atomic] [-p PROVIDER] [-n 1..100000]\n";
+  if ((!design && design_name != "auto") || sensors < 1 || sensors > 100000 || argc % 2 == 0) {
+    std::cerr << "usage: kv_cache [--design auto|herd|read|atomic] [-p PROVIDER] [-n 1..100000]\n";
     return 2;
   }
   // From a shell: become the launcher of two copies of this program, one per rank.
@@ -104,7 +106,8 @@ int main(int argc, char** argv) try {
   config.fill_from_env();
   auto boot = fabflow::make_tcp_bootstrap(config);
   kv::Options options;
-  options.design = *design;
+  options.automatic = !design;
+  if (design) options.design = *design;
   options.value_bytes = kValueBytes;
   options.capacity = static_cast<std::uint64_t>(sensors) * 2;
   fabflow::TransportOptions transport_options;
@@ -116,6 +119,7 @@ int main(int argc, char** argv) try {
   int status = 0;
   if (boot->rank() == 0) {
     auto store = kv::make_client(transport_options, *boot, /*servers=*/1, options);
+    if (!store->why().empty()) std::printf("design: %s\n", store->why().c_str());
     boot->barrier();  // the server has loaded its readings
     status = client(*store, *boot, sensors);
   } else {

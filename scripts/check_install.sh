@@ -112,6 +112,8 @@ for bin in "$work/cmake/kv_cache" "$work/pc/kv_cache-static"; do
       fail "kv_cache $args: $out"
     grep -q "^server: .* requests served, $((n - 1)) sensors held" <<<"$out" ||
       fail "kv_cache $args: $out"
+    [ "${args#--design}" != "$args" ] || grep -q '^design: auto on local: [a-z]* (' <<<"$out" ||
+      fail "kv_cache without --design: no 'design: auto on local: ...' line: $out"
   done
 done
 # Bad input: one line, exit 2.

@@ -22,7 +22,9 @@ std::filesystem::path default_profile(std::string_view family);
 struct Query {
   std::string family;    // "queue", "rr", "kv", "bulk"
   std::string provider;  // the provider whose ranking is wanted ("local", "tcp", ...)
-  std::size_t size = 0;  // the workload's item or message size in bytes
+  // The workload's item or message size in bytes (advise's -S); 0 for a family whose bench
+  // takes no -S (kv), whose profiles then carry none.
+  std::size_t size = 0;
   std::vector<std::string> objectives{"throughput"};  // any of these
   std::string profile;  // the file to read; empty: default_profile(family)
 };

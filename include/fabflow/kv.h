@@ -92,7 +92,25 @@ struct Options {
   bool yield_when_idle = false;  // idle waits yield the CPU (more spinning threads than CPUs)
   // Called first on each worker thread with its index (pinning).
   std::function<void(unsigned worker)> worker_init;
+  // auto: make_server / make_client choose the design themselves (choose_design) and `design`
+  // is not read; why() on the end says which and why.
+  bool automatic = false;
+  std::string objective = "throughput";  // auto: what the choice is for: throughput, p50, p99
+  std::string profile;                   // auto: the advise profile (empty: the cache folder's)
 };
+
+// auto: the design `o` opens on the transport `to` describes: the best design of the kv advise
+// profile (fabflow/advice.h) for that provider and o.objective that the provider runs, when
+// the profile measured the bench's default workload (32-byte values, no other flags), else
+// the rule: herd (seed 001: RPCs over RDMA are the best design for a networked key-value
+// store), else the first of kAllDesigns the provider runs. `name` is empty when none can run;
+// `why` says what was chosen and from what, or why nothing could be. Probes the provider
+// (probe_transport) for each design it weighs.
+struct AutoDesign {
+  std::string name;
+  std::string why;
+};
+AutoDesign choose_design(const TransportOptions& to, const Options& o);
 
 // The fabric operations a design needs on the table's transport.
 std::vector<Op> required_ops(Design d);
@@ -119,6 +137,10 @@ struct ServerStats {
   double cpu_s = 0;          // CPU time of the worker threads
 };
 
+namespace detail {
+struct AutoNote;
+}
+
 class Server {
  public:
   virtual ~Server() = default;
@@ -129,6 +151,13 @@ class Server {
   virtual ServerStats run() = 0;
   // The server this key lives on.
   virtual int server_of(const Key& key) const noexcept = 0;
+  // auto: the design this end opened and why ("auto on shm: read (profile P ...)"); empty
+  // when the options named the design.
+  const std::string& why() const noexcept { return why_; }
+
+ private:
+  friend struct detail::AutoNote;
+  std::string why_;
 };
 
 struct ClientStats {
@@ -176,11 +205,18 @@ class Client {
   Code get(Bootstrap& boot, const Key& key, std::vector<std::byte>* value);
   Code put(Bootstrap& boot, const Key& key, std::span<const std::byte> value);
   Code del(Bootstrap& boot, const Key& key);
+  // auto: as Server::why().
+  const std::string& why() const noexcept { return why_; }
+
+ private:
+  friend struct detail::AutoNote;
+  std::string why_;
 };
 
 // Collective over every rank of `boot` (clients first, then `servers` servers). Throws
-// UsageError for bad options or an unsupported design, PeerError when a peer disagrees or
-// publishes a table layout that does not fit its region.
+// UsageError for bad options or an unsupported design, PeerError when a peer disagrees (every
+// rank must open the same design: the first step compares them) or publishes a table layout
+// that does not fit its region.
 std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                     const Options& o);
 std::unique_ptr<Client> make_client(const TransportOptions& to, Bootstrap& boot, int servers,

@@ -118,6 +118,21 @@ inline rr::ChannelOptions channel_options(const Options& o) {
   return c;
 }
 
+// auto: `o` with the design chosen for the provider `to` names (choose_design), and the line
+// that says so.
+Options resolve_auto(const TransportOptions& to, const Options& o, std::string* why);
+// Collective: every rank's design equals `mine`, else PeerError naming the rank and both.
+void agree_on_design(Bootstrap& boot, Design mine);
+
+// Sets an end's why() (a friend of Server and Client).
+struct AutoNote {
+  template <class End>
+  static std::unique_ptr<End> note(std::unique_ptr<End> end, std::string why) {
+    end->why_ = std::move(why);
+    return end;
+  }
+};
+
 std::unique_ptr<Server> make_table_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                           const Options& o);
 std::unique_ptr<Client> make_table_client(const TransportOptions& to, Bootstrap& boot, int servers,

@@ -51,14 +51,20 @@ void validate(const Options& o, int clients, int servers) {
 
 std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                     const Options& o) {
-  validate(o, boot.size() - servers, servers);
-  return detail::make_table_server(to, boot, servers, o);
+  std::string why;
+  const Options chosen = o.automatic ? detail::resolve_auto(to, o, &why) : o;
+  validate(chosen, boot.size() - servers, servers);
+  detail::agree_on_design(boot, chosen.design);
+  return detail::AutoNote::note(detail::make_table_server(to, boot, servers, chosen), why);
 }
 
 std::unique_ptr<Client> make_client(const TransportOptions& to, Bootstrap& boot, int servers,
                                     const Options& o) {
-  validate(o, boot.size() - servers, servers);
-  return detail::make_table_client(to, boot, servers, o);
+  std::string why;
+  const Options chosen = o.automatic ? detail::resolve_auto(to, o, &why) : o;
+  validate(chosen, boot.size() - servers, servers);
+  detail::agree_on_design(boot, chosen.design);
+  return detail::AutoNote::note(detail::make_table_client(to, boot, servers, chosen), why);
 }
 
 namespace {

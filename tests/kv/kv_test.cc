@@ -578,6 +578,7 @@ TEST(KvMisbehavingClient, MalformedRequestsAreRefused) {
   });
   {
     Bootstrap& boot = *boots[0];
+    detail::agree_on_design(boot, o.design);  // setup's first step, as a client takes it
     TransportOptions to;
     to.provider = "local";
     to.ops = required_ops(o.design);
