@@ -27,10 +27,14 @@ add_library(fabflow_fuzz_parsers STATIC
   src/bench/experiment.cc
   src/bench/report.cc
   src/bench/stats.cc
+  src/bulk/descriptor.cc
+  src/common/advice.cc
   src/common/affinity.cc
   src/common/bounded_wait.cc
   src/common/idle_poll.cc
+  src/common/machine.cc
   src/common/shm_regions.cc
+  src/flow/auto.cc
   src/flow/checksum.cc
   src/flow/design.cc
   src/kv/item.cc

@@ -1,0 +1,195 @@
+// The transfer engine: memory registered once and described to peers, batches of one-sided
+// READs and WRITEs between this rank's memory and a peer's, tracked by handles, and a
+// notification delivered to the peer once a batch has landed (the model of Mooncake's transfer
+// engine, NIXL and UCX's rkey/put/get, on fabflow's transports). docs/transfer-engine.md.
+//
+// Nothing a peer sends is trusted: a descriptor is checked (its format, that it was made by
+// that peer for this rank, that its key and length agree) before anything is written through
+// it, every transfer's ranges are checked against both memories before anything is posted, and
+// a notification's fields are range-checked.
+//
+// One engine per connected transport, used by one thread: the engine posts the transport's
+// receives and reaps all its completions. The software providers place a peer's WRITE and
+// answer its READ only while this rank drives progress: a rank that is the target of transfers
+// calls progress(), poll_notification() or a wait while they run.
+#pragma once
+
+#include <fabflow/status.h>
+#include <fabflow/transport.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace fabflow {
+class Bootstrap;
+}
+
+namespace fabflow::bulk {
+
+class Engine;
+
+// Memory registered with the engine's transport: allocated by it (on `local`, a segment the
+// peer maps, so a transfer is one copy in user space) or the caller's, registered once. Shared
+// ownership: a transfer keeps its local memory alive until it completes.
+class Memory {
+ public:
+  std::byte* data() const noexcept { return mr_->data(); }
+  std::size_t size() const noexcept { return mr_->size(); }
+  std::uint32_t id() const noexcept { return id_; }  // unique among this engine's memories
+
+ private:
+  friend class Engine;
+  Memory(std::unique_ptr<MemoryRegion> mr, std::uint32_t id) : mr_(std::move(mr)), id_(id) {}
+  std::unique_ptr<MemoryRegion> mr_;
+  std::uint32_t id_;
+};
+
+// A peer's memory, imported from the descriptor it made for this rank.
+struct RemoteRegion {
+  int peer = -1;
+  std::uint32_t id = 0;  // the peer's Memory::id
+  RemoteMemory memory;
+  std::uint64_t size() const noexcept { return memory.length; }
+};
+
+enum class Direction : std::uint8_t { write, read };  // local -> remote, remote -> local
+
+struct TransferRequest {
+  std::shared_ptr<Memory> local;
+  std::uint64_t local_offset = 0;
+  const RemoteRegion* remote = nullptr;  // read at submit; need not outlive it
+  std::uint64_t remote_offset = 0;
+  std::size_t length = 0;
+  Direction direction = Direction::write;
+};
+
+// What a batch with a notification tells its peer once every transfer of it has completed.
+struct Notification {
+  int peer = -1;
+  std::uint64_t tag = 0;
+};
+
+struct EngineOptions {
+  // A wait without progress for this long fails (a vanished peer is reported sooner, by the
+  // bootstrap).
+  std::chrono::milliseconds peer_timeout{2000};
+  // Operations posted and not yet completed, at most (keep it within the transport's tx_depth).
+  std::size_t max_outstanding = 64;
+  // Notifications from one peer that may arrive before this rank polls for them (receives
+  // kept posted per peer: open the transport with rx_depth of at least this, times the peers
+  // on endpoints with one receive queue).
+  std::size_t notification_slots = 64;
+};
+
+using Handle = std::uint64_t;
+
+class Engine {
+ public:
+  // `transport` is connected over `boot` and opened with required_ops(); from now on the
+  // engine owns its receives and completions. Posts the notification receives.
+  Engine(Transport& transport, Bootstrap& boot, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  static std::vector<Op> required_ops();  // send, write, read
+
+  std::shared_ptr<Memory> allocate(std::size_t len);
+  std::shared_ptr<Memory> register_memory(void* addr, std::size_t len);
+
+  // The descriptor of `m` for `peer` alone: bytes to hand over by any means (the bootstrap, a
+  // message, a file). docs/transfer-engine.md gives its format.
+  std::vector<std::byte> describe(const Memory& m, int peer) const;
+  // Imports a descriptor `peer` made for this rank. Throws PeerError for one that is truncated,
+  // forged, made by another rank or for another, or whose key and length disagree.
+  RemoteRegion import(int peer, std::span<const std::byte> descriptor);
+
+  // Starts a batch. With `notify_tag`, every transfer must go to one peer, which receives
+  // {this rank, tag} after all of them have completed. Throws UsageError, naming the entry,
+  // for an empty batch or an entry with no memory, a length of 0 or a range outside either
+  // memory: then nothing of the batch is posted. Transfers larger than the transport's largest
+  // operation are split.
+  Handle submit(std::span<const TransferRequest> batch,
+                std::optional<std::uint64_t> notify_tag = std::nullopt);
+  // ok: every transfer (and the notification) completed; again: still running; failed: see
+  // error(); closed: cancelled.
+  Status test(Handle h);
+  // test() until it is not again; a wait without progress for peer_timeout, or a peer the
+  // bootstrap reports gone, fails the handle (and the engine: nothing more can be trusted).
+  Status wait(Handle h);
+  // Drops what of the batch has not been posted yet; what was posted completes. test() then
+  // says closed once nothing is in flight.
+  void cancel(Handle h);
+  const std::string& error(Handle h) const;
+  // Forgets a handle that test() no longer says again for.
+  void release(Handle h);
+
+  // One notification that arrived, if any (drives progress).
+  bool poll_notification(Notification* out);
+  // Waits for one, bounded like wait().
+  Notification wait_notification();
+  // Drives the transport: posts queued operations, reaps completions, re-posts receives.
+  void progress();
+
+  bool failed() const noexcept { return !failure_.empty(); }
+  const std::string& failure() const noexcept { return failure_; }
+
+ private:
+  struct Posting {
+    Handle handle;
+    int peer;
+    std::byte* local;
+    void* desc;
+    RemoteMemory remote;
+    std::uint64_t remote_offset;
+    std::size_t length;
+    Direction direction;
+  };
+  struct Batch {
+    std::vector<std::shared_ptr<Memory>> keep;  // the local memories, alive until done
+    std::size_t queued = 0;                     // operations not yet posted
+    std::size_t in_flight = 0;                  // posted, not completed
+    std::optional<std::uint64_t> notify_tag;
+    int notify_peer = -1;
+    bool notify_sent = false;  // the notification is posted (or there is none)
+    bool notify_done = false;  // ... and completed
+    bool cancelled = false;
+    std::string error;
+  };
+
+  Batch& batch(Handle h);
+  const Batch& batch(Handle h) const;
+  void post_queued();
+  void reap_tx();
+  void reap_rx();
+  bool post_receive(std::size_t slot);
+  void post_notify(Handle h, Batch& b);
+  void fail(const std::string& why);
+  bool finished(const Batch& b) const noexcept;
+
+  Transport& t_;
+  Bootstrap& boot_;
+  EngineOptions o_;
+  std::size_t max_op_ = 0;  // the largest operation the transport takes
+  std::uint32_t next_memory_ = 1;
+  Handle next_handle_ = 1;
+  std::unordered_map<Handle, Batch> batches_;
+  std::deque<Posting> queue_;
+  std::size_t outstanding_ = 0;
+  std::size_t rx_slots_ = 0;          // notification_slots per rank
+  std::unique_ptr<MemoryRegion> rx_;  // notification receive slots, rank by rank
+  std::unique_ptr<MemoryRegion> tx_;  // notification send slots, one per possible batch
+  std::vector<std::uint32_t> free_tx_;
+  std::deque<Notification> arrived_;
+  std::string failure_;
+};
+
+}  // namespace fabflow::bulk
