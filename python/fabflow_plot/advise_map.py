@@ -1,5 +1,6 @@
 """The map of `fabflow advise FAMILY --map BASE`: which design wins each cell of a grid of
-workloads on this machine (rows: the sizes of -S; columns: the objectives).
+workloads on this machine (rows: the sizes of -S; columns: the objectives, or with --vary the
+values of one bench flag).
 
 Each cell is coloured by its winning design, one colour per design across the whole map, and
 hatched when the winner is tied with another candidate within the runs' spread (the cell then
@@ -27,12 +28,27 @@ def load(path):
     for key in ("sizes", "objectives", "cells"):
         if not isinstance(m.get(key), list) or not m[key]:
             raise D.FabflowError(f"{path}: an advise map needs a non-empty '{key}' list")
+    vary = m.get("vary")
+    if vary is not None and (not isinstance(vary, dict) or not isinstance(vary.get("flag"), str)
+                             or not isinstance(vary.get("values"), list) or not vary["values"]):
+        raise D.FabflowError(f"{path}: 'vary' needs a 'flag' and a non-empty 'values' list")
+    cols = columns(m)
     for cell in m["cells"]:
         if (not isinstance(cell, dict) or cell.get("size") not in m["sizes"]
-                or cell.get("objective") not in m["objectives"]
+                or column_of(m, cell) not in cols
                 or not isinstance(cell.get("answer"), dict)):
             raise D.FabflowError(f"{path}: a cell that is not on the map's grid: {cell!r:.120}")
     return m
+
+
+def columns(m):
+    """The map's columns: the varied flag's values, or the objectives."""
+    return m["vary"]["values"] if m.get("vary") else m["objectives"]
+
+
+def column_of(m, cell):
+    """The column a cell is in."""
+    return cell.get("vary") if m.get("vary") else cell.get("objective")
 
 
 def winner_of(answer):
@@ -56,8 +72,8 @@ def colours(designs):
 def cells_drawn(m):
     """[(row, col, facecolour, hatch, label)] for every cell of a loaded map, and the legend's
     designs in order."""
-    sizes, objectives = m["sizes"], m["objectives"]
-    cells = {(c["size"], c["objective"]): c["answer"] for c in m["cells"]}
+    sizes, cols = m["sizes"], columns(m)
+    cells = {(c["size"], column_of(m, c)): c["answer"] for c in m["cells"]}
     designs = []
     for c in m["cells"]:
         w = winner_of(c["answer"])
@@ -67,8 +83,8 @@ def cells_drawn(m):
     providers = {w[1] for w in (winner_of(a) for a in cells.values()) if w}
     drawn = []
     for row, size in enumerate(sizes):
-        for col, objective in enumerate(objectives):
-            answer = cells.get((size, objective))
+        for col, column in enumerate(cols):
+            answer = cells.get((size, column))
             w = winner_of(answer) if answer is not None else None
             if w is None:
                 why = (answer or {}).get("failed", "not measured")
@@ -85,12 +101,13 @@ def cells_drawn(m):
 def render(path, base):
     """Write BASE.png and BASE.svg; return their paths."""
     m = load(path)
-    sizes, objectives = m["sizes"], m["objectives"]
+    sizes, cols = m["sizes"], columns(m)
+    vary = m.get("vary")
     drawn, designs, colour = cells_drawn(m)
 
     plt = F.load_pyplot()
     from matplotlib.patches import Patch, Rectangle
-    fig, ax = plt.subplots(figsize=(2.0 + 2.3 * len(objectives), 1.6 + 0.8 * len(sizes)),
+    fig, ax = plt.subplots(figsize=(2.0 + 2.3 * len(cols), 1.6 + 0.8 * len(sizes)),
                            dpi=F.DPI)
     for row, col, face, hatch, label in drawn:
         failed = face == _FAILED
@@ -100,13 +117,13 @@ def render(path, base):
                 fontsize=7 if failed else 8, color="0.3" if failed else "black",
                 bbox=None if failed else {"facecolor": "white", "alpha": 0.7, "linewidth": 0,
                                           "boxstyle": "round,pad=0.2"})
-    ax.set_xlim(0, len(objectives))
+    ax.set_xlim(0, len(cols))
     ax.set_ylim(len(sizes), 0)
-    ax.set_xticks([i + 0.5 for i in range(len(objectives))])
-    ax.set_xticklabels(objectives)
+    ax.set_xticks([i + 0.5 for i in range(len(cols))])
+    ax.set_xticklabels(cols)
     ax.set_yticks([i + 0.5 for i in range(len(sizes))])
     ax.set_yticklabels(sizes)
-    ax.set_xlabel("objective")
+    ax.set_xlabel(f"{vary['flag']} ({m['objectives'][0]})" if vary else "objective")
     ax.set_ylabel("size (-S)")
     ax.tick_params(length=0)
     for side in ax.spines.values():
@@ -117,7 +134,8 @@ def render(path, base):
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               frameon=False, title="winning design")
     provider_text = ", ".join(m["providers"]) if isinstance(m["providers"], list) else m["providers"]
-    ax.set_title(f"advise {m.get('family', '?')}: the winner per size and objective\n"
+    what = vary["flag"] if vary else "objective"
+    ax.set_title(f"advise {m.get('family', '?')}: the winner per size and {what}\n"
                  f"providers {provider_text}, {m.get('cell_budget_s', '?')} s per cell",
                  fontsize=9, loc="left")
     png, svg = f"{base}.png", f"{base}.svg"

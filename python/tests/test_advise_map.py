@@ -45,6 +45,22 @@ def grid():
             ]}
 
 
+def vcell(size, capacity, a):
+    return {"size": size, "objective": "throughput", "vary": capacity, "answer": a}
+
+
+def varied():
+    """A map of sizes against the values of --capacity, for throughput."""
+    cell = vcell
+    return {"type": "advice_map", "family": "queue", "providers": "local",
+            "sizes": ["64", "4K"], "objectives": ["throughput"],
+            "vary": {"flag": "--capacity", "values": ["16", "1024"]}, "cell_budget_s": 10,
+            "cells": [cell("64", "16", answer("push1-push-push")),
+                      cell("64", "1024", answer("push1-watermark-pull")),
+                      cell("4K", "16", answer("push1-push-push")),
+                      cell("4K", "1024", answer("pull-pull-pull", ties=1))]}
+
+
 class AdviseMapTest(unittest.TestCase):
     def write(self, d, m, name="map.json"):
         path = os.path.join(d, name)
@@ -73,6 +89,24 @@ class AdviseMapTest(unittest.TestCase):
         self.assertEqual(by_place[(1, 1)][0], AM._FAILED)
         self.assertIn("every design refused", by_place[(1, 1)][2])
 
+    def test_a_varied_flag_makes_the_columns(self):
+        with tempfile.TemporaryDirectory() as d:
+            m = AM.load(self.write(d, varied()))
+        self.assertEqual(AM.columns(m), ["16", "1024"])
+        drawn, designs, _ = AM.cells_drawn(m)
+        by_place = {(row, col): label for row, col, _, _, label in drawn}
+        self.assertEqual(by_place[(0, 0)], "push1-push-push")
+        self.assertEqual(by_place[(0, 1)], "push1-watermark-pull")
+        self.assertIn("pull-pull-pull", by_place[(1, 1)])
+        self.assertEqual(designs, ["push1-push-push", "push1-watermark-pull", "pull-pull-pull"])
+        bad = varied()
+        bad["cells"][0]["vary"] = "64"  # not one of the values
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(D.FabflowError):
+                AM.load(self.write(d, bad))
+            with self.assertRaises(D.FabflowError):
+                AM.load(self.write(d, {**varied(), "vary": {"flag": "--capacity", "values": []}}))
+
     def test_one_colour_per_design(self):
         few = AM.colours(["a", "b", "c"])
         self.assertEqual(len(set(few.values())), 3)
@@ -99,8 +133,12 @@ class AdviseMapTest(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed")
     def test_draws_png_and_svg(self):
+        for m in (grid(), varied()):
+            self.draws(m)
+
+    def draws(self, m):
         with tempfile.TemporaryDirectory() as d:
-            path = self.write(d, grid())
+            path = self.write(d, m)
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 self.assertEqual(cli.main(["advise-map", path, "--out", os.path.join(d, "m")]), 0)

@@ -412,6 +412,30 @@ void merge_workload_file(AdviseFlags& f) {
   }
 }
 
+// --vary NAME=V1,V2,...: the bench flag (-N for a one-letter name, --NAME else) and its values.
+void parse_vary(const AdviseFlags& f, AdviseMapRequest* r) {
+  const auto eq = f.vary.find('=');
+  const std::string name = f.vary.substr(0, eq);
+  const bool named = !name.empty() && name[0] != '-' &&
+                     name.find_first_not_of(
+                         "abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") == std::string::npos;
+  if (eq == std::string::npos || !named || eq + 1 == f.vary.size())
+    throw UsageError(
+        "advise: --vary takes NAME=V1,V2,... (a bench flag without its dashes, e.g. --vary "
+        "capacity=16,1024), got '" +
+        f.vary + "'");
+  r->vary_flag = (name.size() == 1 ? "-" : "--") + name;
+  r->vary_values = split(f.vary.substr(eq + 1), ',');
+  for (const auto& v : r->vary_values)
+    if (v.empty()) throw UsageError("advise: --vary has an empty value in '" + f.vary + "'");
+  if (r->objectives.size() != 1)
+    throw UsageError("advise: --vary maps sizes against the values of " + r->vary_flag +
+                     " for one objective; give one --objective");
+  if (std::find(f.workload.begin(), f.workload.end(), r->vary_flag) != f.workload.end())
+    throw UsageError("advise: " + r->vary_flag + " is varied by --vary and given after -- too");
+}
+
 int run_advise(AdviseFlags f) {
   if (!f.show.empty()) {
     const ojson a = read_profile(f.show);
@@ -455,10 +479,18 @@ int run_advise(AdviseFlags f) {
     }
     names = chosen;
   }
+  if (!f.vary.empty() && f.map.empty())
+    throw UsageError("advise: --vary draws a map: give --map BASE too");
   if (!f.map.empty()) {
-    return run_advise_map({f.family, f.providers, f.candidates,
-                           f.size.empty() ? std::vector<std::string>{} : split(f.size, ','),
-                           objectives, f.workload, budget_s, f.map, f.json});
+    AdviseMapRequest r{
+        f.family,     f.providers,
+        f.candidates, f.size.empty() ? std::vector<std::string>{} : split(f.size, ','),
+        objectives,   f.workload};
+    if (!f.vary.empty()) parse_vary(f, &r);
+    r.budget_s = budget_s;
+    r.out = f.map;
+    r.json = f.json;
+    return run_advise_map(r);
   }
   if (objectives.size() != 1)
     throw UsageError("advise: --objective takes one objective (several need --map)");
@@ -518,6 +550,9 @@ void add_advise(CLI::App& app, Runner& run) {
   a->add_option("--map", f->map,
                 "BASE: the winner for each size of -S and each --objective, in BASE.json and "
                 "drawn in BASE.png");
+  a->add_option("--vary", f->vary,
+                "NAME=V1,V2: with --map, the columns are these values of the bench flag NAME "
+                "(e.g. capacity=16,1024) for one --objective");
   a->add_option("workload", f->workload, "after --: more bench flags of the workload")
       ->expected(-1);
   a->callback([&run, f] { run = [f] { return run_advise(*f); }; });

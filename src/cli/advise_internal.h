@@ -59,6 +59,7 @@ struct AdviseFlags {
   bool json = false;
   std::string show;                   // print a saved profile instead of measuring
   std::string map;                    // BASE of a map over sizes x objectives
+  std::string vary;                   // NAME=V1,V2: the map over sizes x values of a bench flag
   std::string workload_file;          // what the command line leaves out comes from here
   std::vector<std::string> workload;  // after "--": passed to the bench as given
 };

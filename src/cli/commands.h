@@ -130,6 +130,10 @@ void add_advise(CLI::App& app, Runner& run);
 struct AdviseMapRequest {
   std::string family, providers, candidates;
   std::vector<std::string> sizes, objectives, workload;
+  // --vary NAME=V1,V2: the map's columns are these values of the bench flag NAME (-N for a
+  // one-letter name, --NAME else) for the one objective, instead of the objectives.
+  std::string vary_flag;
+  std::vector<std::string> vary_values;
   double budget_s = 0;
   std::string out;  // BASE
   bool json = false;

@@ -183,6 +183,30 @@ TEST(AdviseCli, MapAnswersEveryCellAndDrawsIt) {
   }
 }
 
+// --map --vary: the columns are the values of one bench flag; each cell's search ran with it.
+TEST(AdviseCli, MapVariesABenchFlag) {
+  TempDir dir;
+  const std::string base = dir.file("vary");
+  CliResult r = run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--candidates",
+                         "push1-watermark-pull,socket", "--budget", "12s", "--vary",
+                         "capacity=16,256", "--map", base, "--json"},
+                        180s);
+  ASSERT_TRUE(r.status == 0 || r.status == 3) << r.err;
+  const auto m = nlohmann::json::parse(r.out);
+  EXPECT_EQ(m["vary"]["flag"], "--capacity");
+  EXPECT_EQ(m["vary"]["values"], nlohmann::json::array({"16", "256"}));
+  ASSERT_EQ(m["cells"].size(), 2u) << r.out;
+  for (const auto& cell : m["cells"]) {
+    const auto& a = cell["answer"];
+    ASSERT_TRUE(a.contains("winner")) << cell.dump();
+    // The cell's search measured the bench with --capacity at the cell's value.
+    EXPECT_EQ(a["workload"]["args"], nlohmann::json::array({"--capacity", cell["vary"]}))
+        << cell.dump();
+  }
+  ASSERT_FALSE(m["winner_runs"].empty());
+  EXPECT_TRUE(m["winner_runs"][0].contains("vary")) << m.dump();
+}
+
 TEST(AdviseCli, BadInputIsOneLine) {
   TempDir dir;
   expect_usage_line(run_cli({"fabflow", "advise", "tree"}, 20s), "unknown family 'tree'");
@@ -229,6 +253,24 @@ TEST(AdviseCli, BadInputIsOneLine) {
                              dir.file("no/such/folder/m")},
                             20s),
                     "does not exist");
+  // --vary: with --map, NAME=V1,V2, one objective, a flag not also given after --.
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--vary",
+                             "capacity=16,256"},
+                            20s),
+                    "--vary draws a map: give --map BASE too");
+  for (const char* bad : {"capacity", "=16", "--capacity=16", "capacity="})
+    expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--vary",
+                               bad, "--map", dir.file("m")},
+                              20s),
+                      "--vary takes NAME=V1,V2");
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--objective",
+                             "throughput,p99", "--vary", "capacity=16,256", "--map", dir.file("m")},
+                            20s),
+                    "give one --objective");
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--vary",
+                             "capacity=16,256", "--map", dir.file("m"), "--", "--capacity", "8"},
+                            20s),
+                    "--capacity is varied by --vary and given after -- too");
   // --workload FILE: a file that cannot be read, is not an object, or names what it should not.
   expect_usage_line(run_cli({"fabflow", "advise", "--workload", dir.file("none.json")}, 20s),
                     "cannot read");
