@@ -87,10 +87,10 @@ class AtomicServer final : public Server {
   std::uint64_t last_ = 0;
 };
 
-class AtomicClient final : public Client {
+class AtomicClient final : public SlotClient {
  public:
   AtomicClient(const TransportOptions& to, Bootstrap& boot, const Options& o)
-      : o_(o), me_(boot.rank()), server_(server_rank(boot)) {
+      : SlotClient(o), me_(boot.rank()), server_(server_rank(boot)) {
     t_ = open_lane(to, boot, o.design);
     // One result word per request in flight, then the done word's source.
     mr_ = t_->allocate(8 * (o.outstanding + 1), kAllAccess);
@@ -105,7 +105,6 @@ class AtomicClient final : public Client {
     if (h.region_bytes < server_bytes(client_count(boot)) ||
         !server_mem_.contains(0, server_bytes(client_count(boot))))
       throw PeerError(server_, "seq: the server published a region too small for its counter");
-    for (unsigned k = o.outstanding; k-- > 0;) free_.push_back(k);
   }
 
   Status issue() noexcept override {
@@ -134,14 +133,8 @@ class AtomicClient final : public Client {
     return Status::ok;
   }
 
-  unsigned in_flight() const noexcept override {
-    return o_.outstanding - static_cast<unsigned>(free_.size());
-  }
-
-  void close(Bootstrap& boot) override {
-    drain(*this, boot, o_);
-    BoundedWait watch(o_.peer_timeout, &boot, {}, 256);
-    watch.yield_when_idle(o_.yield_when_idle);
+ private:
+  void say_goodbye(BoundedWait& watch) override {
     std::byte* one = mr_->data() + 8 * o_.outstanding;
     const std::uint64_t done = 1;
     std::memcpy(one, &done, 8);
@@ -163,35 +156,14 @@ class AtomicClient final : public Client {
     }
   }
 
-  const ClientStats& stats() const noexcept override { return stats_; }
-  const std::string& error() const noexcept override { return error_; }
-
- private:
-  Status fail(const std::string& why) noexcept {
-    if (error_.empty()) error_ = "seq: " + why;
-    return Status::failed;
-  }
-
-  Options o_;
   int me_, server_;
   std::unique_ptr<Transport> t_;
   std::unique_ptr<MemoryRegion> mr_;
   RemoteMemory server_mem_;
-  std::vector<unsigned> free_;
-  Tally tally_;
-  ClientStats stats_;
-  std::string error_;
 };
 
 }  // namespace
 
-std::unique_ptr<Server> make_atomic_server(const TransportOptions& to, Bootstrap& boot,
-                                           const Options& o) {
-  return std::make_unique<AtomicServer>(to, boot, o);
-}
-std::unique_ptr<Client> make_atomic_client(const TransportOptions& to, Bootstrap& boot,
-                                           const Options& o) {
-  return std::make_unique<AtomicClient>(to, boot, o);
-}
+const Ends kAtomicEnds = ends_of<AtomicServer, AtomicClient>();
 
 }  // namespace fabflow::seq::detail

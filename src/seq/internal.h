@@ -9,9 +9,11 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/bounded_wait.h"
 #include "common/workers.h"
 
 namespace fabflow::seq::detail {
@@ -55,6 +57,51 @@ class Tally {
 // as a close must. Throws Error / PeerError after the peer timeout without progress.
 void drain(Client& c, Bootstrap& boot, const Options& o);
 
+// What every design's client shares: its options, the tally of what it received with its
+// figures, its first error, and the close: the answers to every request in flight drained, then
+// the design's own goodbye under a watch bounded by the peer timeout.
+class ClientBase : public Client {
+ public:
+  explicit ClientBase(const Options& o) : o_(o) {}
+
+  void close(Bootstrap& boot) final {
+    drain(*this, boot, o_);
+    BoundedWait watch(o_.peer_timeout, &boot, {}, 256);
+    watch.yield_when_idle(o_.yield_when_idle);
+    say_goodbye(watch);
+  }
+  const ClientStats& stats() const noexcept final { return stats_; }
+  const std::string& error() const noexcept final { return error_; }
+
+ protected:
+  // The design's own steps of a close, once no request is in flight.
+  virtual void say_goodbye(BoundedWait& watch) = 0;
+  // Keeps the first error, "seq: <why>"; returns Status::failed.
+  Status fail(const std::string& why) noexcept {
+    if (error_.empty()) error_ = "seq: " + why;
+    return Status::failed;
+  }
+
+  Options o_;
+  Tally tally_;
+  ClientStats stats_;
+  std::string error_;
+};
+
+// A client whose requests in flight hold slots [0, outstanding); free_ keeps the idle ones.
+class SlotClient : public ClientBase {
+ public:
+  explicit SlotClient(const Options& o) : ClientBase(o) {
+    for (unsigned k = o.outstanding; k-- > 0;) free_.push_back(k);
+  }
+  unsigned in_flight() const noexcept final {
+    return o_.outstanding - static_cast<unsigned>(free_.size());
+  }
+
+ protected:
+  std::vector<unsigned> free_;  // slots with no request in flight
+};
+
 // The shared counter, on a cache line of its own.
 struct alignas(64) Counter {
   std::atomic<std::uint64_t> value{0};
@@ -65,6 +112,49 @@ inline double run_workers(const Options& o, std::atomic<bool>& stop,
                           const std::function<void(unsigned)>& body) {
   return fabflow::run_workers(o.workers, o.worker_init, stop, body);
 }
+
+// A server whose workers each serve their own lanes (rpc, spec) around the shared counter, which
+// starts at the options' first value. run() sums what the workers served.
+class CrewServer : public Server {
+ public:
+  explicit CrewServer(const Options& o) : o_(o) { counter_.value.store(o.first_value); }
+
+  ServerStats run() final {
+    ServerStats total;
+    std::mutex m;
+    std::atomic<bool> stop{false};
+    total.cpu_s = run_workers(o_, stop, [&](unsigned w) {
+      ServerStats mine = serve(w, stop);
+      std::lock_guard<std::mutex> lock(m);
+      total.served += mine.served;
+      total.rounds += mine.rounds;
+      total.full_responses += mine.full_responses;
+      total.rejected += mine.rejected;
+      if (total.first_rejection.empty()) total.first_rejection = mine.first_rejection;
+    });
+    total.counter = counter_.value.load();
+    return total;
+  }
+  std::uint64_t counter() const noexcept final { return counter_.value.load(); }
+
+ protected:
+  // Worker w's loop until its lanes close; it ends each round with end_round.
+  virtual ServerStats serve(unsigned w, const std::atomic<bool>& stop) = 0;
+
+  // Throws once another worker failed (`stop`); else the watch starts again after a round that
+  // moved, and waits a little after one that did not.
+  static void end_round(const std::atomic<bool>& stop, bool moved, BoundedWait& watch) {
+    if (stop.load(std::memory_order_relaxed))
+      throw Error("seq: stopped after another worker failed");
+    if (moved)
+      watch.reset();
+    else
+      watch.idle("seq server", "waiting for requests");
+  }
+
+  Options o_;
+  Counter counter_;
+};
 
 // Spec-S0's setup, one lane at a time: every rank publishes its region in a hello; the
 // regions of the ranks `wanted` names are imported, checked to agree on `outstanding` and to
@@ -89,17 +179,26 @@ std::vector<RemoteMemory> spec_exchange(Transport& t, Bootstrap& boot, const Mem
                                         const std::function<bool(int)>& wanted,
                                         const std::function<std::size_t(int)>& bytes_of);
 
-std::unique_ptr<Server> make_rpc_server(const TransportOptions& to, Bootstrap& boot,
-                                        const Options& o);
-std::unique_ptr<Client> make_rpc_client(const TransportOptions& to, Bootstrap& boot,
-                                        const Options& o);
-std::unique_ptr<Server> make_spec_server(const TransportOptions& to, Bootstrap& boot,
-                                         const Options& o);
-std::unique_ptr<Client> make_spec_client(const TransportOptions& to, Bootstrap& boot,
-                                         const Options& o);
-std::unique_ptr<Server> make_atomic_server(const TransportOptions& to, Bootstrap& boot,
-                                           const Options& o);
-std::unique_ptr<Client> make_atomic_client(const TransportOptions& to, Bootstrap& boot,
-                                           const Options& o);
+// How one design builds its two ends over `to` (rpc.cc, spec.cc, atomic.cc each define one).
+struct Ends {
+  std::unique_ptr<Server> (*server)(const TransportOptions& to, Bootstrap& boot, const Options& o);
+  std::unique_ptr<Client> (*client)(const TransportOptions& to, Bootstrap& boot, const Options& o);
+};
+
+// The ends whose server is S and whose client is C, each constructed from (to, boot, o).
+template <class S, class C>
+constexpr Ends ends_of() {
+  return {
+      [](const TransportOptions& to, Bootstrap& boot, const Options& o) -> std::unique_ptr<Server> {
+        return std::make_unique<S>(to, boot, o);
+      },
+      [](const TransportOptions& to, Bootstrap& boot, const Options& o) -> std::unique_ptr<Client> {
+        return std::make_unique<C>(to, boot, o);
+      }};
+}
+
+extern const Ends kRpcEnds;  // rpc and rpc-batch
+extern const Ends kSpecEnds;
+extern const Ends kAtomicEnds;
 
 }  // namespace fabflow::seq::detail

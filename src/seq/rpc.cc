@@ -25,10 +25,10 @@ struct RpcLane {
   std::unique_ptr<rr::Responder> responder;
 };
 
-class RpcServer final : public Server {
+class RpcServer final : public CrewServer {
  public:
-  RpcServer(const TransportOptions& to, Bootstrap& boot, const Options& o) : boot_(boot), o_(o) {
-    counter_.value.store(o.first_value);
+  RpcServer(const TransportOptions& to, Bootstrap& boot, const Options& o)
+      : CrewServer(o), boot_(boot) {
     const int clients = client_count(boot);
     for (unsigned l = 0; l < lane_count(o); ++l) {
       RpcLane lane;
@@ -38,24 +38,9 @@ class RpcServer final : public Server {
     }
   }
 
-  ServerStats run() override {
-    ServerStats total;
-    std::mutex m;
-    std::atomic<bool> stop{false};
-    total.cpu_s = run_workers(o_, stop, [&](unsigned w) {
-      ServerStats mine = serve(w, stop);
-      std::lock_guard<std::mutex> lock(m);
-      total.served += mine.served;
-      total.rounds += mine.rounds;
-    });
-    total.counter = counter_.value.load();
-    return total;
-  }
-  std::uint64_t counter() const noexcept override { return counter_.value.load(); }
-
  private:
   // Worker w drives lanes [w*queues, (w+1)*queues), one round on each in turn.
-  ServerStats serve(unsigned w, const std::atomic<bool>& stop) {
+  ServerStats serve(unsigned w, const std::atomic<bool>& stop) override {
     ServerStats s;
     const bool batched = o_.design == Design::rpc_batch;
     const rr::Handler one = [this](int, std::span<const std::byte>, std::span<std::byte> out) {
@@ -90,19 +75,12 @@ class RpcServer final : public Server {
         s.rounds += n > 0;
       }
       if (all_done) return s;
-      if (stop.load(std::memory_order_relaxed))
-        throw Error("seq: stopped after another worker failed");
-      if (moved)
-        watch.reset();
-      else
-        watch.idle("seq server", "waiting for requests");
+      end_round(stop, moved, watch);
     }
   }
 
   Bootstrap& boot_;
-  Options o_;
   std::vector<RpcLane> lanes_;
-  Counter counter_;
 };
 
 struct ClientLane {
@@ -110,10 +88,10 @@ struct ClientLane {
   std::unique_ptr<rr::Requester> requester;
 };
 
-class RpcClient final : public Client {
+class RpcClient final : public SlotClient {
  public:
   RpcClient(const TransportOptions& to, Bootstrap& boot, const Options& o)
-      : o_(o), mine_(lane_of(boot.rank(), o)) {
+      : SlotClient(o), mine_(lane_of(boot.rank(), o)) {
     const int clients = client_count(boot);
     for (unsigned l = 0; l < lane_count(o); ++l) {
       ClientLane lane;
@@ -122,7 +100,6 @@ class RpcClient final : public Client {
           rr::make_requester(*lane.transport, boot, channel_options(o), clients, o.outstanding);
       lanes_.push_back(std::move(lane));
     }
-    for (unsigned k = o.outstanding; k-- > 0;) free_.push_back(k);
   }
 
   Status issue() noexcept override {
@@ -152,14 +129,8 @@ class RpcClient final : public Client {
     return Status::ok;
   }
 
-  unsigned in_flight() const noexcept override {
-    return o_.outstanding - static_cast<unsigned>(free_.size());
-  }
-
-  void close(Bootstrap& boot) override {
-    drain(*this, boot, o_);
-    BoundedWait watch(o_.peer_timeout, &boot, {}, 256);
-    watch.yield_when_idle(o_.yield_when_idle);
+ private:
+  void say_goodbye(BoundedWait& watch) override {
     for (ClientLane& l : lanes_) {
       watch.reset();
       for (;;) {
@@ -171,33 +142,14 @@ class RpcClient final : public Client {
     }
   }
 
-  const ClientStats& stats() const noexcept override { return stats_; }
-  const std::string& error() const noexcept override { return error_; }
+  Status fail() noexcept { return SlotClient::fail(lanes_[mine_].requester->error()); }
 
- private:
-  Status fail() noexcept {
-    if (error_.empty()) error_ = "seq: " + lanes_[mine_].requester->error();
-    return Status::failed;
-  }
-
-  Options o_;
   unsigned mine_;
   std::vector<ClientLane> lanes_;
-  std::vector<unsigned> free_;  // slots with no request in flight
-  Tally tally_;
-  ClientStats stats_;
-  std::string error_;
 };
 
 }  // namespace
 
-std::unique_ptr<Server> make_rpc_server(const TransportOptions& to, Bootstrap& boot,
-                                        const Options& o) {
-  return std::make_unique<RpcServer>(to, boot, o);
-}
-std::unique_ptr<Client> make_rpc_client(const TransportOptions& to, Bootstrap& boot,
-                                        const Options& o) {
-  return std::make_unique<RpcClient>(to, boot, o);
-}
+const Ends kRpcEnds = ends_of<RpcServer, RpcClient>();
 
 }  // namespace fabflow::seq::detail

@@ -118,32 +118,30 @@ void check_setup(const TransportOptions& to, Bootstrap& boot, const Options& o) 
   if (std::string why = why_unsupported(probe_transport(probe), o); !why.empty())
     throw UsageError("seq: " + why);
 }
+
+const detail::Ends& ends_for(Design d) {
+  switch (d) {
+    case Design::rpc:
+    case Design::rpc_batch: return detail::kRpcEnds;
+    case Design::spec: return detail::kSpecEnds;
+    case Design::atomic: return detail::kAtomicEnds;
+  }
+  throw UsageError("seq: unknown design");
+}
 }  // namespace
 
 std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, const Options& o) {
   check_setup(to, boot, o);
   if (boot.rank() != detail::server_rank(boot))
     throw UsageError("seq: rank " + std::to_string(boot.rank()) + " is a client");
-  switch (o.design) {
-    case Design::rpc:
-    case Design::rpc_batch: return detail::make_rpc_server(to, boot, o);
-    case Design::spec: return detail::make_spec_server(to, boot, o);
-    case Design::atomic: return detail::make_atomic_server(to, boot, o);
-  }
-  throw UsageError("seq: unknown design");
+  return ends_for(o.design).server(to, boot, o);
 }
 
 std::unique_ptr<Client> make_client(const TransportOptions& to, Bootstrap& boot, const Options& o) {
   check_setup(to, boot, o);
   if (boot.rank() == detail::server_rank(boot))
     throw UsageError("seq: rank " + std::to_string(boot.rank()) + " is the server");
-  switch (o.design) {
-    case Design::rpc:
-    case Design::rpc_batch: return detail::make_rpc_client(to, boot, o);
-    case Design::spec: return detail::make_spec_client(to, boot, o);
-    case Design::atomic: return detail::make_atomic_client(to, boot, o);
-  }
-  throw UsageError("seq: unknown design");
+  return ends_for(o.design).client(to, boot, o);
 }
 
 }  // namespace fabflow::seq

@@ -65,11 +65,10 @@ struct SpecLane {
   int open = 0;                      // clients not yet closed
 };
 
-class SpecServer final : public Server {
+class SpecServer final : public CrewServer {
  public:
   SpecServer(const TransportOptions& to, Bootstrap& boot, const Options& o)
-      : boot_(boot), o_(o), clients_(client_count(boot)) {
-    counter_.value.store(o.first_value);
+      : CrewServer(o), boot_(boot), clients_(client_count(boot)) {
     closed_.assign(static_cast<std::size_t>(clients_), 0);
     for (unsigned l = 0; l < lane_count(o); ++l) {
       SpecLane lane;
@@ -91,24 +90,6 @@ class SpecServer final : public Server {
       lanes_.push_back(std::move(lane));
     }
   }
-
-  ServerStats run() override {
-    ServerStats total;
-    std::mutex m;
-    std::atomic<bool> stop{false};
-    total.cpu_s = run_workers(o_, stop, [&](unsigned w) {
-      ServerStats mine = serve(w, stop);
-      std::lock_guard<std::mutex> lock(m);
-      total.served += mine.served;
-      total.rounds += mine.rounds;
-      total.full_responses += mine.full_responses;
-      total.rejected += mine.rejected;
-      if (total.first_rejection.empty()) total.first_rejection = mine.first_rejection;
-    });
-    total.counter = counter_.value.load();
-    return total;
-  }
-  std::uint64_t counter() const noexcept override { return counter_.value.load(); }
 
  private:
   struct Ask {
@@ -153,7 +134,7 @@ class SpecServer final : public Server {
     asks.push_back({client, guess_of(word)});
   }
 
-  ServerStats serve(unsigned w, const std::atomic<bool>& stop) {
+  ServerStats serve(unsigned w, const std::atomic<bool>& stop) override {
     ServerStats s;
     BoundedWait watch(o_.peer_timeout, w == 0 ? &boot_ : nullptr, {}, 256);
     watch.yield_when_idle(o_.yield_when_idle);
@@ -182,12 +163,7 @@ class SpecServer final : public Server {
         respond(lane, asks, s, watch);
       }
       if (all_done) return s;
-      if (stop.load(std::memory_order_relaxed))
-        throw Error("seq: stopped after another worker failed");
-      if (moved)
-        watch.reset();
-      else
-        watch.idle("seq server", "waiting for requests");
+      end_round(stop, moved, watch);
     }
   }
 
@@ -219,17 +195,18 @@ class SpecServer final : public Server {
   }
 
   Bootstrap& boot_;
-  Options o_;
   int clients_;
   std::vector<SpecLane> lanes_;
   std::vector<char> closed_;  // per client; each lane's worker touches only its clients
-  Counter counter_;
 };
 
-class SpecClient final : public Client {
+class SpecClient final : public ClientBase {
  public:
   SpecClient(const TransportOptions& to, Bootstrap& boot, const Options& o)
-      : o_(o), me_(boot.rank()), server_(server_rank(boot)), mine_(lane_of(boot.rank(), o)) {
+      : ClientBase(o),
+        me_(boot.rank()),
+        server_(server_rank(boot)),
+        mine_(lane_of(boot.rank(), o)) {
     const int clients = client_count(boot);
     for (unsigned l = 0; l < lane_count(o); ++l) {
       auto t = open_lane(to, boot, o.design);
@@ -298,10 +275,8 @@ class SpecClient final : public Client {
 
   unsigned in_flight() const noexcept override { return in_flight_; }
 
-  void close(Bootstrap& boot) override {
-    drain(*this, boot, o_);
-    BoundedWait watch(o_.peer_timeout, &boot, {}, 256);
-    watch.yield_when_idle(o_.yield_when_idle);
+ private:
+  void say_goodbye(BoundedWait& watch) override {
     // The close is signalled so that it has left before the transport may go.
     post_retrying(*t_, watch, [&] {
       return t_->post_write(server_, mr_->data(), 0, mr_->desc(), server_mem_, 0, 1, kSignal,
@@ -319,19 +294,9 @@ class SpecClient final : public Client {
     }
   }
 
-  const ClientStats& stats() const noexcept override { return stats_; }
-  const std::string& error() const noexcept override { return error_; }
-
- private:
   Status repost(unsigned k) noexcept {
     return t_->post_recv(server_, mr_->data() + kSpecLanding + 8 * k, 8, mr_->desc(), k);
   }
-  Status fail(const std::string& why) noexcept {
-    if (error_.empty()) error_ = "seq: " + why;
-    return Status::failed;
-  }
-
-  Options o_;
   int me_, server_;
   unsigned mine_;
   std::vector<std::unique_ptr<Transport>> lanes_;
@@ -341,20 +306,10 @@ class SpecClient final : public Client {
   unsigned in_flight_ = 0;
   std::uint16_t guess_ = 0, next_guess_ = 0;
   bool changing_ = false;  // a full answer changed the guess: send again once drained
-  Tally tally_;
-  ClientStats stats_;
-  std::string error_;
 };
 
 }  // namespace
 
-std::unique_ptr<Server> make_spec_server(const TransportOptions& to, Bootstrap& boot,
-                                         const Options& o) {
-  return std::make_unique<SpecServer>(to, boot, o);
-}
-std::unique_ptr<Client> make_spec_client(const TransportOptions& to, Bootstrap& boot,
-                                         const Options& o) {
-  return std::make_unique<SpecClient>(to, boot, o);
-}
+const Ends kSpecEnds = ends_of<SpecServer, SpecClient>();
 
 }  // namespace fabflow::seq::detail
