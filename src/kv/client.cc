@@ -668,12 +668,7 @@ void serve_stale_reads(Client& c) {
 
 std::unique_ptr<Client> make_table_client(const TransportOptions& to, Bootstrap& boot, int servers,
                                           const Options& o) {
-  if (boot.rank() >= boot.size() - servers)
-    throw UsageError("kv: rank " + std::to_string(boot.rank()) + " is a server");
-  TransportOptions probe = to;
-  probe.ops = required_ops(o.design);
-  if (std::string why = why_unsupported(probe_transport(probe), o); !why.empty())
-    throw UsageError("kv: " + why);
+  check_end(to, boot, servers, o, /*server=*/false);
   return std::make_unique<TableClient>(to, boot, servers, o);
 }
 

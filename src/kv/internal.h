@@ -133,6 +133,11 @@ struct AutoNote {
   }
 };
 
+// Throws UsageError unless this rank of `boot` is a server (`server`) or a client as asked, the
+// last `servers` ranks being the servers, and the provider of `to` can run design o.
+void check_end(const TransportOptions& to, Bootstrap& boot, int servers, const Options& o,
+               bool server);
+
 std::unique_ptr<Server> make_table_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                           const Options& o);
 std::unique_ptr<Client> make_table_client(const TransportOptions& to, Bootstrap& boot, int servers,

@@ -159,12 +159,7 @@ class TableServer final : public Server {
 
 std::unique_ptr<Server> make_table_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                           const Options& o) {
-  if (boot.rank() < boot.size() - servers)
-    throw UsageError("kv: rank " + std::to_string(boot.rank()) + " is a client");
-  TransportOptions probe = to;
-  probe.ops = required_ops(o.design);
-  if (std::string why = why_unsupported(probe_transport(probe), o); !why.empty())
-    throw UsageError("kv: " + why);
+  check_end(to, boot, servers, o, /*server=*/true);
   return std::make_unique<TableServer>(to, boot, servers, o);
 }
 

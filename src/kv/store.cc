@@ -49,6 +49,18 @@ void validate(const Options& o, int clients, int servers) {
                      std::string(to_string(o.design)) + "'s");
 }
 
+void detail::check_end(const TransportOptions& to, Bootstrap& boot, int servers, const Options& o,
+                       bool server) {
+  const bool is_server = boot.rank() >= boot.size() - servers;
+  if (is_server != server)
+    throw UsageError("kv: rank " + std::to_string(boot.rank()) +
+                     (is_server ? " is a server" : " is a client"));
+  TransportOptions probe = to;
+  probe.ops = required_ops(o.design);
+  if (std::string why = why_unsupported(probe_transport(probe), o); !why.empty())
+    throw UsageError("kv: " + why);
+}
+
 std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                     const Options& o) {
   std::string why;
