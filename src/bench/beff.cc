@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/engine.h"
 #include "bench/mapped_buffer.h"
 
 namespace fabflow {
@@ -230,37 +231,18 @@ BeffResult run_beff(const BeffParams& given, Bootstrap& boot,
     throw UsageError("bench beff: bad iteration bounds");
 
   Clock clock;
-  BeffResult result;
-  result.env = machine_environment();
-  result.env.clock = clock.name();
-  result.params = params;
+  BeffResult result = bench::start_result<BeffResult>(params, boot, clock);
   result.ranks = n;
   result.patterns = beff_patterns(n, params.random_patterns, params.seed);
-  gather_pinning(result.env, boot, params.target.cpu);
-
-  TransportOptions to =
-      params.target.transport({Op::send, Op::write, Op::read}, boot.local_address());
-  auto t = open_transport(to);
-  t->connect(boot);
-  result.env.caps = t->caps();
   bulk::ChannelOptions co;
   co.pin = params.pin;
   // More ranks than this host has CPUs: idle waits give the CPU to the ranks with work.
   co.yield_when_idle = static_cast<unsigned>(boot.size()) > std::thread::hardware_concurrency();
-  co.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
-  auto ch = bulk::open_channel(*t, boot, co);
-  result.options = ch->options();
-  {
-    const bulk::Stats& st = ch->stats();
-    result.rendezvous_path = st.rendezvous_path;
-    result.cache_state = st.cache_state;
-  }
+  const bench::BulkEnds ends = bench::open_bulk(params.target, boot, co, result);
+  Transport* t = ends.transport.get();
+  bulk::Channel* ch = ends.channel.get();
   const int rank = boot.rank();
-  auto emit = [&](BeffRow row) {
-    if (rank != 0) return;
-    result.rows.push_back(std::move(row));
-    if (on_row) on_row(result, result.rows.back());
-  };
+  auto emit = [&](BeffRow row) { bench::publish_row(boot, result, std::move(row), on_row); };
 
   for (Protocol proto : params.protocols) {
     const std::size_t first_row = result.rows.size();

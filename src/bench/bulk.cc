@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bench/engine.h"
 #include "bench/mapped_buffer.h"
 #include "common/affinity.h"
 #include "common/bounded_wait.h"
@@ -236,32 +237,17 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
     if (s > (std::size_t{1} << 30))
       throw UsageError("bench bulk: size " + std::to_string(s) + " is above 1 GiB");
   Clock clock;
-  BulkResult result;
-  result.env = machine_environment();
-  result.env.clock = clock.name();
-  result.params = params;
-  gather_pinning(result.env, boot, params.target.cpu);
-
-  TransportOptions to =
-      params.target.transport({Op::send, Op::write, Op::read}, boot.local_address());
-  auto t = open_transport(to);
-  t->connect(boot);
-  result.env.caps = t->caps();
+  BulkResult result = bench::start_result<BulkResult>(params, boot, clock);
   bulk::ChannelOptions co;
   co.eager_limit = params.eager_limit;
   co.frag_size = params.frag_size;
   co.depth = params.depth;
   co.frag_growth = params.frag_growth;
   co.pin = params.pin;
-  co.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
-  auto ch = bulk::open_channel(*t, boot, co);
-  result.options = ch->options();
+  const bench::BulkEnds ends = bench::open_bulk(params.target, boot, co, result);
+  Transport* t = ends.transport.get();
+  bulk::Channel* ch = ends.channel.get();
   result.costs = ch->costs();
-  {
-    const bulk::Stats& st = ch->stats();
-    result.rendezvous_path = st.rendezvous_path;
-    result.cache_state = st.cache_state;
-  }
   const int rank = boot.rank();
   for (std::size_t size : params.sizes) {
     std::optional<double> memcpy_mb_s, raw_mb_s;
@@ -321,9 +307,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
           }
         }
       }
-      if (rank != 0) continue;
-      result.rows.push_back(row);
-      if (on_row) on_row(result, row);
+      bench::publish_row(boot, result, std::move(row), on_row);
     }
   }
   boot.barrier([&] { t->progress(); });

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "bench/engine.h"
 #include "common/affinity.h"
 #include "common/bounded_wait.h"
 
@@ -362,12 +363,8 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
       params.value_bytes >= kv::kMinValueBytes &&
       (params.requests + params.warmup) * static_cast<std::uint64_t>(clients) <= kMaxHistory;
   Clock clock;
-  KvResult result;
-  result.env = machine_environment();
-  result.env.clock = clock.name();
-  result.params = params;
+  KvResult result = bench::start_result<KvResult>(params, boot, clock);
   result.clients = static_cast<unsigned>(clients);
-  gather_pinning(result.env, boot, params.target.cpu);
   for (kv::Design design : params.designs) {
     kv::Options o;
     o.design = design;
@@ -392,14 +389,10 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
     row.batch = params.batch;
     row.keys = params.keys;
     TransportOptions to = params.target.transport(kv::required_ops(design), boot.local_address());
-    const std::size_t in_flight = static_cast<std::size_t>(clients) * params.outstanding;
-    to.rx_depth = std::max<std::size_t>(256, 2 * in_flight);
-    to.tx_depth = std::max<std::size_t>(256, 2 * in_flight);
-    const bench::ProbedPoint probed =
-        bench::probe_point(to, [&](const Capabilities& c) { return kv::why_unsupported(c, o); });
-    const Capabilities& caps = probed.caps;
+    bench::size_queues(to, static_cast<std::size_t>(clients) * params.outstanding);
+    const bench::ProbedPoint probed = bench::probe_row(
+        result.env, to, [&](const Capabilities& c) { return kv::why_unsupported(c, o); });
     row.unsupported = probed.unsupported;
-    bench::note_caps(result.env, caps);
     if (row.unsupported.empty()) {
       ClientRun mine;
       if (server)
@@ -408,9 +401,7 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
         mine = run_client(params, o, to, boot, clock, keep_history);
       collect(boot, mine, params, row);
     }
-    if (boot.rank() != 0) continue;
-    result.rows.push_back(row);
-    if (on_row) on_row(result, row);
+    bench::publish_row(boot, result, std::move(row), on_row);
   }
   return result;
 }

@@ -20,6 +20,7 @@
 #include <ostream>
 #include <type_traits>
 
+#include "bench/engine.h"
 #include "bench/item_payload.h"
 #include "bench/mapped_buffer.h"
 #include "bench/queue_internal.h"
@@ -335,22 +336,14 @@ std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) no
 
 QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
                       const std::function<void(const QueueResult&, const QueueRow&)>& on_row) {
-  QueueResult result;
-  auto add = [&](const QueueRow& row) {
-    if (boot.rank() != 0) return;
-    result.rows.push_back(row);
-    if (on_row) on_row(result, result.rows.back());
-  };
   if (boot.size() != 2)
     throw UsageError("queue bench needs exactly 2 processes, got " + std::to_string(boot.size()));
   if (params.designs.empty() || params.sizes.empty()) throw UsageError("no design or size given");
   if (params.items < 2 || params.round_trips == 0)
     throw UsageError("queue bench: --items must be at least 2 and round trips at least 1");
   Clock clock;
-  result.env = machine_environment();
-  result.params = params;
-  result.env.clock = clock.name();
-  gather_pinning(result.env, boot, params.target.cpu);
+  QueueResult result = bench::start_result<QueueResult>(params, boot, clock);
+  auto add = [&](const QueueRow& row) { bench::publish_row(boot, result, row, on_row); };
 
   // Ping-pong with --reference: the references run beside each row, in rounds (below);
   // otherwise once per size, before the rows.
@@ -383,18 +376,18 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
       row.design = d;
       row.item_bytes = size;
       row.capacity = o.capacity;
-      const bench::ProbedPoint probed = bench::probe_point(to, [&](const Capabilities& c) {
-        std::string why = separate ? flow::why_unsupported(c, probe_transport(nto), o)
-                                   : flow::why_unsupported(c, o);
-        if (why.empty() && size > c.max_msg_size && !o.socket)
-          why = "item size " + std::to_string(size) + " is above " + c.provider +
-                "'s max_msg_size " + std::to_string(c.max_msg_size);
-        return why;
-      });
+      const bench::ProbedPoint probed =
+          bench::probe_row(result.env, to, [&](const Capabilities& c) {
+            std::string why = separate ? flow::why_unsupported(c, probe_transport(nto), o)
+                                       : flow::why_unsupported(c, o);
+            if (why.empty() && size > c.max_msg_size && !o.socket)
+              why = "item size " + std::to_string(size) + " is above " + c.provider +
+                    "'s max_msg_size " + std::to_string(c.max_msg_size);
+            return why;
+          });
       const Capabilities& caps = probed.caps;
       const std::string& why = probed.unsupported;
       if (why.empty() && !o.socket) row.slot_format = flow::to_string(flow::slot_format(caps, o));
-      bench::note_caps(result.env, caps);
       row.provider = caps.provider.empty() ? params.target.provider : caps.provider;
       if (!why.empty()) {
         row.unsupported = why;

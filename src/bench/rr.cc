@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/engine.h"
 #include "bench/rr_config.h"
 #include "common/affinity.h"
 
@@ -268,11 +269,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
   // A thread's own affinity, once pinned, is one CPU: the host's set must come from before.
   if (params.target.cpus.empty()) params.target.cpus = allowed_cpus();
   Clock clock;
-  RrResult result;
-  result.env = machine_environment();
-  result.params = params;
-  result.env.clock = clock.name();
-  gather_pinning(result.env, boot, params.target.cpu);
+  RrResult result = bench::start_result<RrResult>(params, boot, clock);
   const unsigned slots_per_requester =
       params.depth * params.threads;  // both models: the same outstanding requests per process
   for (rr::Pattern pattern : params.patterns)
@@ -296,14 +293,11 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
         row.response_bytes = size;
         row.empty_mailboxes = rr::request_by_write(pattern) ? o.empty_mailboxes : 0;
         TransportOptions to = params.target.transport(rr::required_ops(o), boot.local_address());
-        to.rx_depth = std::max<std::size_t>(256, 2 * active);
-        to.tx_depth = std::max<std::size_t>(256, 2 * active);
-        const bench::ProbedPoint probed = bench::probe_point(
-            to, [&](const Capabilities& c) { return rr::why_unsupported(c, o); });
-        const Capabilities& caps = probed.caps;
+        bench::size_queues(to, active);
+        const bench::ProbedPoint probed = bench::probe_row(
+            result.env, to, [&](const Capabilities& c) { return rr::why_unsupported(c, o); });
         row.unsupported = probed.unsupported;
-        bench::note_caps(result.env, caps);
-        row.receive_queue = std::string(rr::receive_queue_kind(caps));
+        row.receive_queue = std::string(rr::receive_queue_kind(probed.caps));
         if (row.unsupported.empty() && !params.reference) {
           bench_rr::Config config(params, boot, clock, o, model);
           bench_rr::RankSummary mine = config.run(to);
@@ -315,9 +309,7 @@ RrResult run_rr(const RrParams& given, Bootstrap& boot,
           // Collective: every rank takes part in every round.
           interleave(params, boot, clock, o, model, to, row);
         }
-        if (boot.rank() != 0) continue;
-        result.rows.push_back(row);
-        if (on_row) on_row(result, row);
+        bench::publish_row(boot, result, std::move(row), on_row);
       }
   return result;
 }

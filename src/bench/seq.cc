@@ -13,6 +13,7 @@
 #include <deque>
 #include <thread>
 
+#include "bench/engine.h"
 #include "common/affinity.h"
 #include "common/bounded_wait.h"
 
@@ -213,12 +214,8 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
   const int clients = boot.size() - 1;
   const bool server = boot.rank() == clients;
   Clock clock;
-  SeqResult result;
-  result.env = machine_environment();
-  result.env.clock = clock.name();
-  result.params = params;
+  SeqResult result = bench::start_result<SeqResult>(params, boot, clock);
   result.clients = static_cast<unsigned>(clients);
-  gather_pinning(result.env, boot, params.target.cpu);
   // First, so that every row can carry it: rank 0 alone measures while the others wait.
   if (params.reference) {
     if (boot.rank() == 0)
@@ -250,14 +247,11 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
     row.batching =
         design == seq::Design::rpc_batch || (design == seq::Design::spec && params.batch_responses);
     TransportOptions to = params.target.transport(seq::required_ops(design), boot.local_address());
-    const std::size_t in_flight = static_cast<std::size_t>(clients) * params.outstanding;
-    to.rx_depth = std::max<std::size_t>(256, 2 * in_flight);
-    to.tx_depth = std::max<std::size_t>(256, 2 * in_flight);
-    const bench::ProbedPoint probed =
-        bench::probe_point(to, [&](const Capabilities& c) { return seq::why_unsupported(c, o); });
+    bench::size_queues(to, static_cast<std::size_t>(clients) * params.outstanding);
+    const bench::ProbedPoint probed = bench::probe_row(
+        result.env, to, [&](const Capabilities& c) { return seq::why_unsupported(c, o); });
     const Capabilities& caps = probed.caps;
     row.unsupported = probed.unsupported;
-    bench::note_caps(result.env, caps);
     if (!caps.provider.empty()) row.more_hint = more_hint(caps, result.env.libfabric_version);
     if (row.unsupported.empty()) {
       ClientRun mine;
@@ -267,9 +261,7 @@ SeqResult run_seq(const SeqParams& given, Bootstrap& boot,
         mine = run_client(params, o, to, boot, clock);
       collect(boot, mine, o, row);
     }
-    if (boot.rank() != 0) continue;
-    result.rows.push_back(row);
-    if (on_row) on_row(result, row);
+    bench::publish_row(boot, result, std::move(row), on_row);
   }
   return result;
 }
