@@ -83,9 +83,8 @@ void print_beff_row(std::ostream& out, const BeffResult&, const BeffRow& row) {
     out << line << std::flush;
     return;
   }
-  const std::string cache = std::to_string(row.cache_hits) + "/" +
-                            std::to_string(row.cache_misses) + "/" +
-                            std::to_string(row.cache_invalidations);
+  const std::string cache =
+      report::cache_counts(row.cache_hits, row.cache_misses, row.cache_invalidations);
   std::snprintf(line, sizeof line, "  %-16s  %-9s %9s %6llu %10.3f %11.1f %14.1f %9.2f %16s\n",
                 proto.c_str(), row.pattern.c_str(), report::size_text(row.size).c_str(),
                 static_cast<unsigned long long>(row.iterations), row.seconds * 1e3,
@@ -132,11 +131,7 @@ void print_beff_json(std::ostream& out, const BeffResult& r, const BeffRow& row)
   j["protocol"] = std::string(bulk::to_string(row.protocol));
   j["pattern"] = row.pattern;
   j["size"] = row.size;
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
+  if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["pattern_kind"] = kind_text(row.kind);
   j["ring_size"] =
       row.kind == BeffPatternKind::ring ? nlohmann::json(row.ring_size) : nlohmann::json(nullptr);
@@ -148,7 +143,7 @@ void print_beff_json(std::ostream& out, const BeffResult& r, const BeffRow& row)
   j["cache"] = {{"hits", row.cache_hits},
                 {"misses", row.cache_misses},
                 {"invalidations", row.cache_invalidations}};
-  out << j.dump() << "\n" << std::flush;
+  report::print_json_line(out, j);
 }
 
 void print_beff_summary_json(std::ostream& out, const BeffResult& r, const BeffSummary& s) {

@@ -103,9 +103,8 @@ void print_bulk_row(std::ostream& out, const BulkResult& r, const BulkRow& row) 
     out << line << std::flush;
     return;
   }
-  const std::string cache = std::to_string(row.cache_hits) + "/" +
-                            std::to_string(row.cache_misses) + "/" +
-                            std::to_string(row.cache_invalidations);
+  const std::string cache =
+      report::cache_counts(row.cache_hits, row.cache_misses, row.cache_invalidations);
   std::snprintf(line, sizeof line, "  %-16s %9s %8.0f %13.1f %12.0f %9.2f %11.1f %16s %7.3f/%.3f",
                 proto.c_str(), report::size_text(row.size).c_str(), row.pingpong_mb_s,
                 row.half_rtt_us, row.stream_mb_s, row.registrations_per_message,
@@ -148,11 +147,7 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
                 {"registration_free", r.costs.registration_free}};
   j["auto_choice"] = std::string(bulk::to_string(
       r.costs.measured ? bulk::cheapest(r.costs, r.options, row.size) : bulk::Protocol::automatic));
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
+  if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["messages"] = row.messages;
   j["pingpong_mb_s"] = row.pingpong_mb_s;
   j["half_rtt_us"] = row.half_rtt_us;
@@ -170,7 +165,7 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["memcpy_mb_s"] = report::optional_json(row.memcpy_mb_s);
   j["raw_write_mb_s"] = report::optional_json(row.raw_write_mb_s);
   if (!row.raw_write_unsupported.empty()) j["raw_write_unsupported"] = row.raw_write_unsupported;
-  out << j.dump() << "\n" << std::flush;
+  report::print_json_line(out, j);
 }
 
 }  // namespace fabflow

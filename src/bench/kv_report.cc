@@ -13,9 +13,6 @@
 namespace fabflow {
 namespace {
 
-std::string na(const std::optional<double>& v, const char* format) {
-  return v ? report::fmt(format, *v) : "n/a";
-}
 // Fig. 9's series names: HERD with and without batching, the READ-based store (its GETs never
 // touch the server's CPU; "unbatched" when its PUT RPCs are answered one by one), the atomic one.
 std::string variant_of(const KvRow& row) {
@@ -64,35 +61,24 @@ void print_kv_header(std::ostream& out, const KvResult& r) {
 }
 
 void print_kv_row(std::ostream& out, const KvResult&, const KvRow& row) {
+  if (report::print_if_unsupported_design(out, variant_of(row), row.unsupported)) return;
   char line[512];
-  if (!row.unsupported.empty()) {
-    std::snprintf(line, sizeof line, "  %-14s unsupported: %s\n", variant_of(row).c_str(),
-                  row.unsupported.c_str());
-    out << line << std::flush;
-    return;
-  }
   std::snprintf(line, sizeof line,
                 "  %-14s %10.0f %8s %8s %8s %8s      %12.0f  %12.0f  %9s  %7llu  %5s  %s\n",
                 variant_of(row).c_str(), row.requests_per_s,
                 us(row.get, &LatencyStats::p50).c_str(), us(row.get, &LatencyStats::p99).c_str(),
                 us(row.put, &LatencyStats::p50).c_str(), us(row.put, &LatencyStats::p99).c_str(),
                 row.client_cpu_ns_per_op, row.server_cpu_ns_per_op,
-                na(row.reads_per_get, "%.2f").c_str(), static_cast<unsigned long long>(row.retries),
-                na(row.mean_batch, "%.1f").c_str(), row.check.c_str());
+                report::fmt_or_na(row.reads_per_get, "%.2f").c_str(),
+                static_cast<unsigned long long>(row.retries),
+                report::fmt_or_na(row.mean_batch, "%.1f").c_str(), row.check.c_str());
   out << line << std::flush;
 }
 
 void print_kv_json(std::ostream& out, const KvResult& r, const KvRow& row) {
   const auto& p = r.params;
-  nlohmann::json j = report::base_row(r.env, "kv");
-  j["type"] = "kv";
-  j["design"] = std::string(kv::to_string(row.design));
-  j["variant"] = variant_of(row);
+  nlohmann::json j = report::design_row(r.env, "kv", "kv", row, variant_of(row));
   j["servers"] = row.servers;
-  j["workers"] = row.workers;
-  j["clients"] = row.clients;
-  j["outstanding"] = row.outstanding;
-  j["batch"] = row.batch;
   j["keys"] = row.keys;
   j["value_size"] = p.value_bytes;
   j["put_fraction"] = p.put_fraction;
@@ -101,11 +87,7 @@ void print_kv_json(std::ostream& out, const KvResult& r, const KvRow& row) {
   j["put_emulation"] = row.design == kv::Design::atomic
                            ? nlohmann::json(std::string(kv::to_string(p.put_emulation)))
                            : nlohmann::json(nullptr);
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
+  if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["requests"] = row.requests;
   j["warmup"] = p.warmup;
   j["requests_per_s"] = row.requests_per_s;
@@ -124,7 +106,7 @@ void print_kv_json(std::ostream& out, const KvResult& r, const KvRow& row) {
   j["history_check"] = std::string(to_string(p.check));
   j["verified"] = row.verified;
   j["check"] = row.check;
-  out << j.dump() << "\n" << std::flush;
+  report::print_json_line(out, j);
 }
 
 }  // namespace fabflow

@@ -177,11 +177,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
   j["lazy_refresh"] = socket ? nlohmann::json(nullptr) : nlohmann::json(r.params.lazy_refresh);
   j["recv_pool"] = socket ? nlohmann::json(nullptr) : nlohmann::json(r.params.recv_pool);
   j["one_notification_in_flight"] = !socket && r.params.one_notification_in_flight;
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
+  if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["items"] = row.items;
   j["items_per_s"] = r.params.pingpong ? nlohmann::json(nullptr) : nlohmann::json(row.items_per_s);
   j["MBps"] = r.params.pingpong || r.params.api == QueueApi::seq_only ? nlohmann::json(nullptr)
@@ -227,7 +223,7 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
   j["cpus"] = {{"producer", e.cpu_initiator}, {"consumer", e.cpu_target}};
   j["instructions_per_item"] = nullptr;
   j["cycles_per_item"] = nullptr;
-  out << j.dump() << "\n" << std::flush;
+  report::print_json_line(out, j);
 }
 
 }  // namespace fabflow

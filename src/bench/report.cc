@@ -13,6 +13,34 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
+std::string fmt_or_na(const std::optional<double>& v, const char* format) {
+  return v ? fmt(format, *v) : "n/a";
+}
+
+std::string cache_counts(std::uint64_t hits, std::uint64_t misses, std::uint64_t invalidations) {
+  return std::to_string(hits) + "/" + std::to_string(misses) + "/" + std::to_string(invalidations);
+}
+
+void print_json_line(std::ostream& out, const nlohmann::json& j) {
+  out << j.dump() << "\n" << std::flush;
+}
+
+bool print_if_unsupported(std::ostream& out, nlohmann::json& j, const std::string& why) {
+  if (why.empty()) return false;
+  j["unsupported"] = why;
+  print_json_line(out, j);
+  return true;
+}
+
+bool print_if_unsupported_design(std::ostream& out, const std::string& design,
+                                 const std::string& why) {
+  if (why.empty()) return false;
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-14s unsupported: %s\n", design.c_str(), why.c_str());
+  out << line << std::flush;
+  return true;
+}
+
 nlohmann::json optional_json(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }

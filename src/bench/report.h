@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -41,6 +42,41 @@ std::string size_text(std::size_t bytes);
 
 // printf-style formatting of one number.
 std::string fmt(const char* format, double v);
+
+// fmt of the value, or "n/a" where the run did not measure it.
+std::string fmt_or_na(const std::optional<double>& v, const char* format);
+
+// Hits, misses and invalidations of a registration cache: "12/3/0".
+std::string cache_counts(std::uint64_t hits, std::uint64_t misses, std::uint64_t invalidations);
+
+// Writes `j` as one line and flushes.
+void print_json_line(std::ostream& out, const nlohmann::json& j);
+
+// For a row that did not run (`why` not empty): writes `j` with "unsupported": why as its line
+// and returns true. Returns false for a row that ran.
+bool print_if_unsupported(std::ostream& out, nlohmann::json& j, const std::string& why);
+
+// For a design that did not run (`why` not empty): writes its table line,
+// "  <design, 14 wide> unsupported: <why>", and returns true. Returns false for one that ran.
+bool print_if_unsupported_design(std::ostream& out, const std::string& design,
+                                 const std::string& why);
+
+// The JSON line of a design's row of the client-server families (kv, seq) as it starts:
+// base_row of `family`, the line's `type`, the design, its series name (`variant`), the workers,
+// the clients, what each keeps in flight, the batch.
+template <class Row>
+nlohmann::json design_row(const RunEnvironment& env, std::string_view family, std::string_view type,
+                          const Row& row, const std::string& variant) {
+  nlohmann::json j = base_row(env, family);
+  j["type"] = type;
+  j["design"] = std::string(to_string(row.design));
+  j["variant"] = variant;
+  j["workers"] = row.workers;
+  j["clients"] = row.clients;
+  j["outstanding"] = row.outstanding;
+  j["batch"] = row.batch;
+  return j;
+}
 
 // Warns on stderr (JSON mode, where stdout holds only rows) about each environment_warnings().
 void warn_stderr(const RunEnvironment& env);

@@ -21,12 +21,7 @@ nlohmann::json cpu_json(const RrCpu& c) {
           {"callgrind_ir_per_msg", report::optional_json(c.callgrind_ir_per_msg)}};
 }
 
-std::string na(const std::optional<double>& v) {
-  if (!v) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.0f", *v);
-  return b;
-}
+std::string na(const std::optional<double>& v) { return report::fmt_or_na(v, "%.0f"); }
 
 }  // namespace
 
@@ -114,11 +109,7 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
   j["empty_mailboxes"] = row.empty_mailboxes;
   j["request_bytes"] = p.request_bytes;
   j["response_bytes"] = row.response_bytes;
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
+  if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["receive_queue"] = row.receive_queue;
   j["signal_every"] = p.signal_every;
   j["requests"] = row.requests;
@@ -151,7 +142,7 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
     j["round_p50_vs_raw_write_p50"] = row.round_ratios;
   }
   j["verified"] = p.verify;
-  out << j.dump() << "\n" << std::flush;
+  report::print_json_line(out, j);
 }
 
 }  // namespace fabflow

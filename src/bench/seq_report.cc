@@ -14,10 +14,6 @@
 namespace fabflow {
 namespace {
 
-std::string na(const std::optional<double>& v, const char* format) {
-  return v ? report::fmt(format, *v) : "n/a";
-}
-
 // Fig. 7's series names: the design, multi-queue marked.
 std::string variant_of(const SeqRow& row) {
   std::string v(seq::to_string(row.design));
@@ -47,18 +43,14 @@ void print_seq_header(std::ostream& out, const SeqResult& r) {
 }
 
 void print_seq_row(std::ostream& out, const SeqResult&, const SeqRow& row) {
+  if (report::print_if_unsupported_design(out, variant_of(row), row.unsupported)) return;
   char line[512];
-  if (!row.unsupported.empty()) {
-    std::snprintf(line, sizeof line, "  %-14s unsupported: %s\n", variant_of(row).c_str(),
-                  row.unsupported.c_str());
-    out << line << std::flush;
-    return;
-  }
   std::snprintf(line, sizeof line, "  %-14s %10.0f %8.2f %8.2f %11s %14.0f %14s %10s  %s\n",
                 variant_of(row).c_str(), row.requests_per_s, row.latency.p50 / 1e3,
-                row.latency.p99 / 1e3, na(row.responses_per_batch, "%.2f").c_str(),
-                row.client_cpu_ns_per_request, na(row.server_cpu_ns_per_request, "%.0f").c_str(),
-                na(row.spec_miss_fraction, "%.2g").c_str(), row.check.c_str());
+                row.latency.p99 / 1e3, report::fmt_or_na(row.responses_per_batch, "%.2f").c_str(),
+                row.client_cpu_ns_per_request,
+                report::fmt_or_na(row.server_cpu_ns_per_request, "%.0f").c_str(),
+                report::fmt_or_na(row.spec_miss_fraction, "%.2g").c_str(), row.check.c_str());
   out << line << std::flush;
 }
 
@@ -77,22 +69,11 @@ void print_seq_reference(std::ostream& out, const SeqResult& r) {
 
 void print_seq_json(std::ostream& out, const SeqResult& r, const SeqRow& row) {
   const auto& p = r.params;
-  nlohmann::json j = report::base_row(r.env, "seq");
-  j["type"] = "sequencer";
-  j["design"] = std::string(seq::to_string(row.design));
-  j["variant"] = variant_of(row);
-  j["workers"] = row.workers;
+  nlohmann::json j = report::design_row(r.env, "seq", "sequencer", row, variant_of(row));
   j["queues"] = row.queues;
-  j["clients"] = row.clients;
-  j["outstanding"] = row.outstanding;
-  j["batch"] = row.batch;
   j["batching"] = row.batching;
   j["more_hint"] = row.more_hint;
-  if (!row.unsupported.empty()) {
-    j["unsupported"] = row.unsupported;
-    out << j.dump() << "\n" << std::flush;
-    return;
-  }
+  if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["requests"] = row.requests;
   j["warmup"] = p.warmup;
   j["requests_per_s"] = row.requests_per_s;
@@ -108,7 +89,7 @@ void print_seq_json(std::ostream& out, const SeqResult& r, const SeqRow& row) {
   j["exactly_once"] = row.exactly_once;
   j["check"] = row.check;
   j["reference_ops_per_s"] = r.reference ? nlohmann::json(r.reference->ops_per_s) : nullptr;
-  out << j.dump() << "\n" << std::flush;
+  report::print_json_line(out, j);
 }
 
 void print_seq_reference_json(std::ostream& out, const SeqResult& r) {
@@ -117,7 +98,7 @@ void print_seq_reference_json(std::ostream& out, const SeqResult& r) {
   j["type"] = "sequencer_reference";
   j["threads"] = r.reference->threads;
   j["ops_per_s"] = r.reference->ops_per_s;
-  out << j.dump() << "\n" << std::flush;
+  report::print_json_line(out, j);
 }
 
 }  // namespace fabflow
