@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -26,10 +27,7 @@ struct BeffFlags : CommonFlags {
   bool no_pingpong = false;
 };
 
-struct BeffValidated {
-  BeffParams params;
-  std::vector<std::string> providers;
-};
+using BeffValidated = Checked<BeffParams>;
 
 BeffValidated validate(const BeffFlags& f) {
   BeffValidated v;
@@ -52,16 +50,13 @@ BeffValidated validate(const BeffFlags& f) {
   p.random_patterns = f.random;
   p.seed = f.seed;
   p.pingpong = !f.no_pingpong;
-  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
-  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
-  if (v.providers.empty()) throw UsageError("no provider given");
+  p.target = flags_target(f);
+  v.providers = providers_to_run(f);
   return v;
 }
 
 int run_beff_rank(const BeffFlags& flags, const BeffValidated& v) {
-  return run_rank(flags, [&](Rank& rank) {
-    BeffParams params = v.params;
-    params.target = rank.target;
+  return run_family_rank(flags, v.params, [&](Rank& rank, const BeffParams& params) {
     bool header = false;
     auto head = [&](const BeffResult& partial) {
       if (header) return;
@@ -105,17 +100,12 @@ Runner add_bench_beff(CLI::App& bench, const Invocation& self) {
   add_common_flags(*app, *f, "message sizes, e.g. 1K,64K or 1:4M (default 1 doubling to --lmax)",
                    "not used: the channel drives its own progress");
   add_number<int>(*app, "-n,--ranks", f->ranks, 2, kBeffMaxRanks, "processes (default 4)");
-  add_choice<bulk::Protocol>(*app, "--protocol", f->protocols,
-                             "protocol(s), comma-separated, or all (auto not included)",
-                             /*list=*/true, {"all"});
+  add_choice_list<bulk::Protocol>(*app, "--protocol", f->protocols,
+                                  "protocol(s), comma-separated, or all (auto not included)");
   app->add_option("--lmax", f->lmax,
                   "largest message, sizes 1 doubling to it (default 4M; b_eff's own rule is "
                   "memory per process / 128)");
-  add_number<std::uint64_t>(*app, "--reuse", f->reuse, 0, kMaxCount,
-                            "iterations a buffer serves before a freshly mapped one replaces it "
-                            "(1: no reuse; 0: never replaced)");
-  app->add_flag("--mr-pin", f->mr_pin,
-                "pin the pages of every registration (mlock), as verbs registration does");
+  add_buffer_flags(*app, f->reuse, f->mr_pin, "iterations");
   app->add_option("--bytes", f->bytes,
                   "bytes each rank sends per protocol, pattern and size, which sets the "
                   "iterations (default 16M; at least 2 iterations)");
@@ -127,12 +117,10 @@ Runner add_bench_beff(CLI::App& bench, const Invocation& self) {
   app->add_flag("--no-pingpong", f->no_pingpong,
                 "skip the ping-pong bandwidth of ranks 0 and 1 at Lmax");
 
-  return [f, self]() -> int {
-    BeffValidated v = validate(*f);
-    if (started_by_launcher()) return run_beff_rank(*f, v);
-    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
-                                [&](LaunchConfig& lc) { lc.nprocs = f->ranks; });
-  };
+  return rank_or_launch(f, self, run_beff_rank,
+                        [](LaunchConfig& lc, const BeffFlags& flags, const BeffValidated&) {
+                          lc.nprocs = flags.ranks;
+                        });
 }
 
 }  // namespace fabflow::cli

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -65,10 +66,7 @@ std::string raise_memlock(const BulkParams& p) {
          bytes_text(need) + ")";
 }
 
-struct BulkValidated {
-  BulkParams params;
-  std::vector<std::string> providers;
-};
+using BulkValidated = Checked<BulkParams>;
 
 BulkValidated validate(const BulkFlags& f) {
   BulkValidated v;
@@ -88,7 +86,7 @@ BulkValidated validate(const BulkFlags& f) {
   p.bytes_per_point = parse_one_size("--bytes", f.bytes);
   if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
   p.reference = f.reference;
-  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.target = flags_target(f);
   // The channel's own checks of the shapes, before anything starts (the largest message any
   // provider here takes: the local transport's 1 MiB bounds the bounce size alone).
   bulk::ChannelOptions co;
@@ -100,15 +98,12 @@ BulkValidated validate(const BulkFlags& f) {
   any.provider = "any";
   any.max_msg_size = std::size_t{1} << 20;
   bulk::resolve(co, any);
-  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
-  if (v.providers.empty()) throw UsageError("no provider given");
+  v.providers = providers_to_run(f);
   return v;
 }
 
 int run_bulk_rank(const BulkFlags& flags, const BulkValidated& v) {
-  return run_rank(flags, [&](Rank& rank) {
-    BulkParams params = v.params;
-    params.target = rank.target;
+  return run_family_rank(flags, v.params, [&](Rank& rank, BulkParams& params) {
     if (params.pin) {
       rlimit now{};
       ::getrlimit(RLIMIT_MEMLOCK, &now);
@@ -134,14 +129,9 @@ Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
   auto f = std::make_shared<BulkFlags>();
   add_common_flags(*app, *f, "message sizes, e.g. 64K:64M (default), up to 1G",
                    "not used: the channel drives its own progress");
-  add_choice<bulk::Protocol>(*app, "--protocol", f->protocols,
-                             "protocol(s), comma-separated, or all (auto not included)",
-                             /*list=*/true, {"all"});
-  add_number<std::uint64_t>(*app, "--reuse", f->reuse, 0, kMaxCount,
-                            "messages a buffer serves before a freshly mapped one replaces it "
-                            "(1: no reuse; 0: never replaced)");
-  app->add_flag("--mr-pin", f->mr_pin,
-                "pin the pages of every registration (mlock), as verbs registration does");
+  add_choice_list<bulk::Protocol>(*app, "--protocol", f->protocols,
+                                  "protocol(s), comma-separated, or all (auto not included)");
+  add_buffer_flags(*app, f->reuse, f->mr_pin, "messages");
   app->add_option("--eager-limit", f->eager_limit, "largest eager message (default 16K)");
   app->add_option("--frag-size", f->frag_size, "first pipeline fragment (default 1M)");
   add_number<unsigned>(*app, "--depth", f->depth, 1, 64,
@@ -158,11 +148,7 @@ Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
   app->add_flag("--reference", f->reference,
                 "also measure memcpy and the raw streaming RMA write of each size");
 
-  return [f, self]() -> int {
-    BulkValidated v = validate(*f);
-    if (started_by_launcher()) return run_bulk_rank(*f, v);
-    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint);
-  };
+  return rank_or_launch(f, self, run_bulk_rank);
 }
 
 }  // namespace fabflow::cli

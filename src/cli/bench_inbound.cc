@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -30,11 +31,7 @@ struct InboundFlags : CommonFlags {
   std::string launched_ops;  // internal: the operations the provider supports
 };
 
-struct InboundValidated {
-  InboundParams params;
-  EndpointType endpoint = EndpointType::automatic;
-  std::vector<std::string> providers;
-};
+using InboundValidated = Checked<InboundParams>;
 
 InboundValidated validate(const InboundFlags& f) {
   InboundValidated v;
@@ -83,37 +80,18 @@ InboundValidated validate(const InboundFlags& f) {
   p.window = f.window;
   p.seed = f.seed;
   p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
-  p.target.timeout_ms = f.timeout_ms;
-  v.endpoint = parse_name<EndpointType>(f.endpoint).value();
-  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
-  if (v.providers.empty()) throw UsageError("no provider given");
+  p.target = flags_target(f);
+  v.providers = providers_to_run(f);
   return v;
 }
 
-TransportOptions transport_options(const InboundValidated& v, const std::string& provider,
-                                   std::vector<Op> ops) {
-  TransportOptions o;
-  o.provider = provider;
-  o.endpoint = v.endpoint;
-  o.ops = std::move(ops);
-  return o;
-}
-
 int run_inbound_rank(const InboundFlags& flags, const InboundValidated& v) {
-  return run_rank(flags, [&](Rank& rank) {
-    InboundParams params = v.params;
-    params.target = rank.target;
+  return run_family_rank(flags, v.params, [&](Rank& rank, InboundParams& params) {
     params.yield = rank.boot.size() > static_cast<int>(rank.target.cpus.size());
     InboundResult result = run_inbound(params, rank.boot);
     if (rank.boot.rank() != rank.boot.size() - 1) return;
     finish_environment(result.env);
-    if (flags.json) {
-      print_inbound_json(std::cout, result);
-      report::warn_stderr(result.env);
-    } else {
-      print_inbound_header(std::cout, result);
-      print_inbound_table(std::cout, result);
-    }
+    print_result(flags.json, result, print_inbound_json, print_inbound_header, print_inbound_table);
   });
 }
 
@@ -128,8 +106,7 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
   add_common_flags(*app, *f, "read/write payload size(s): 64 | 32,256 | 8:4K; default 64",
                    "server progress: auto (a thread where the provider needs one), on, off (the "
                    "server's one thread drives progress inline)");
-  add_choice<Op>(*app, "-o,--op", f->ops, "read, write, fadd, cswap, comma-separated, or all",
-                 /*list=*/true, {"all"});
+  add_choice_list<Op>(*app, "-o,--op", f->ops, "read, write, fadd, cswap, comma-separated, or all");
   add_number<int>(*app, "--clients", f->clients, 1, 63,
                   "client processes (the server is one more)");
   add_number<std::uint64_t>(*app, "-I,--iterations", f->iterations, 1, kMaxCount,
@@ -144,8 +121,7 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
   app->add_flag("--probe-aliasing", f->probe_aliasing,
                 "atomics: also two counters whose addresses share their 12 low bits, and two "
                 "that do not");
-  add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),
-                            "seed of the clients' counter choice");
+  add_seed(*app, f->seed, "seed of the clients' counter choice");
   app->add_option("--launched-ops", f->launched_ops)->group("");
 
   return [f, self]() -> int {
@@ -154,18 +130,20 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
     std::string why;
     if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
     // Every provider is known before anything runs (an unknown one is a usage error).
-    for (const auto& p : v.providers) probe_transport(transport_options(v, p, {Op::read}));
+    for (const auto& p : v.providers)
+      probe_transport(provider_options(p, v.params.target.endpoint, {Op::read}));
     int status = 0;
     for (std::size_t i = 0; i < v.providers.size() && status == 0; ++i) {
       const std::string& provider = v.providers[i];
       std::vector<Op> supported;
       for (Op op : v.params.ops) {
         try {
-          probe_transport(transport_options(v, provider, {op}));
+          probe_transport(provider_options(provider, v.params.target.endpoint, {op}));
           supported.push_back(op);
         } catch (const UsageError& e) {  // the provider lacks it: Capabilities::why_not
           RunEnvironment env = machine_environment();
-          env.caps = probe_transport(transport_options(v, provider, {Op::read}));
+          env.caps =
+              probe_transport(provider_options(provider, v.params.target.endpoint, {Op::read}));
           print_inbound_unsupported(std::cout, env, op, e.what(), f->json);
         }
       }

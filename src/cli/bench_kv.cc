@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/subprocess.h"
@@ -46,10 +47,8 @@ struct KvFlags : CommonFlags {
   std::string reference_result;  // internal: the launcher's memcached figures, as JSON
 };
 
-struct KvValidated {
-  KvParams params;
+struct KvValidated : Checked<KvParams> {
   int clients = 1;
-  std::vector<std::string> providers;
 };
 
 KvValidated validate(const KvFlags& f) {
@@ -79,7 +78,7 @@ KvValidated validate(const KvFlags& f) {
             "--put-emulation two-atomics is the atomic design's PUT (the seed's DrTM-KV "
             "emulation): run it with --design atomic, not " +
             std::string(kv::to_string(d)));
-  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.target = flags_target(f);
   v.clients = f.clients;
   kv::Options o;
   o.workers = p.workers;
@@ -90,8 +89,7 @@ KvValidated validate(const KvFlags& f) {
   kv::validate(o, v.clients, p.servers);
   kv::validate(kv::WorkloadOptions{p.keys * static_cast<std::uint64_t>(p.servers), p.put_fraction,
                                    p.zipf, p.seed});
-  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
-  if (v.providers.empty()) throw UsageError("no provider given");
+  v.providers = providers_to_run(f);
   return v;
 }
 
@@ -161,11 +159,9 @@ void print_reference(const KvFlags& f, const KvResult& r) {
 }
 
 int run_kv_rank(const KvFlags& flags, const KvValidated& v) {
-  return run_rank(
-      flags,
-      [&](Rank& rank) {
-        KvParams params = v.params;
-        params.target = rank.target;
+  return run_family_rank(
+      flags, v.params,
+      [&](Rank& rank, const KvParams& params) {
         KvResult last = run_kv(
             params, rank.boot,
             RowPrinter<KvResult, KvRow>(flags.json, print_kv_header, print_kv_json, print_kv_row));
@@ -186,8 +182,7 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
   auto f = std::make_shared<KvFlags>();
   add_common_flags(*app, *f, "not used: values are sized with --value-size",
                    "not used: the store's ends drive their own progress");
-  add_choice<kv::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all",
-                         /*list=*/true, {"all"});
+  add_choice_list<kv::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all");
   add_number<int>(*app, "--servers", f->servers, 1, static_cast<int>(kv::kMaxServers),
                   "server processes, each holding a partition");
   add_number<unsigned>(*app, "--workers", f->workers, 1, kv::kMaxWorkers,
@@ -205,12 +200,8 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
                        "operations each client keeps in flight (closed loop)");
   add_real(*app, "--rate", f->rate, 0, 1e9,
            "open loop: operations per second per client (0: closed loop)");
-  add_number<std::uint64_t>(*app, "-I,--requests", f->requests, 1, kMaxCount,
-                            "measured operations per client");
-  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
-                            "operations per client not measured");
-  add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),
-                            "workload seed");
+  add_measured_counts(*app, "-I,--requests", f->requests, f->warmup, "operations per client");
+  add_seed(*app, f->seed, "workload seed");
   add_choice<kv::PutEmulation>(
       *app, "--put-emulation", f->put_emulation,
       "atomic design's PUT: lock-write-unlock (default: CAS lock, WRITE the item, CAS unlock) or "

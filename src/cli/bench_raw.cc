@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "references/fi_pingpong.h"
@@ -56,11 +57,8 @@ std::vector<std::size_t> parse_sizes_or_zero(const std::string& text) {
 }
 
 // Everything that can be checked without a peer; throws UsageError.
-struct RawValidated {
-  RawParams params;
+struct RawValidated : Checked<RawParams> {
   std::vector<Op> ops;
-  EndpointType endpoint = EndpointType::automatic;
-  std::vector<std::string> providers;
 };
 
 RawValidated validate(const RawFlags& f) {
@@ -94,20 +92,10 @@ RawValidated validate(const RawFlags& f) {
   p.batch = f.batch;
   p.queues = f.queues;
   p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
-  p.target.timeout_ms = f.timeout_ms;
+  p.target = flags_target(f);
   p.test = parse_name<RawTest>(f.test).value();
-  v.endpoint = parse_name<EndpointType>(f.endpoint).value();
-  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
-  if (v.providers.empty()) throw UsageError("no provider given");
+  v.providers = providers_to_run(f);
   return v;
-}
-
-TransportOptions transport_options(const RawValidated& v, const std::string& provider, Op op) {
-  TransportOptions o;
-  o.provider = provider;
-  o.endpoint = v.endpoint;
-  o.ops = {op};
-  return o;
 }
 
 // Atomics always move one 8-byte word; an explicit other size is a mistake.
@@ -127,7 +115,7 @@ std::vector<std::size_t> sizes_for(const RawFlags& f, const RawParams& p, Op op)
 
 // Checks provider, operation and sizes against the provider's limits.
 void check_provider(const RawFlags& f, const RawValidated& v, const std::string& provider, Op op) {
-  Capabilities caps = probe_transport(transport_options(v, provider, op));
+  Capabilities caps = probe_transport(provider_options(provider, v.params.target.endpoint, {op}));
   const auto sizes = sizes_for(f, v.params, op);
   for (std::size_t s : sizes)
     if (s > caps.max_msg_size)
@@ -137,11 +125,9 @@ void check_provider(const RawFlags& f, const RawValidated& v, const std::string&
 
 // One rank of a launched run; rank 0 reports (and leaves a JSON copy for --reference).
 int run_raw_rank(const RawFlags& flags, const RawValidated& v, const std::string& result_path) {
-  return run_rank(flags, [&](Rank& rank) {
-    RawParams params = v.params;
+  return run_family_rank(flags, v.params, [&](Rank& rank, RawParams& params) {
     params.op = v.ops.front();
     params.sizes = sizes_for(flags, v.params, params.op);
-    params.target = rank.target;
     RawResult result = run_raw(params, rank.boot);
     if (rank.boot.rank() != 0) return;
     finish_environment(result.env);
@@ -149,13 +135,7 @@ int run_raw_rank(const RawFlags& flags, const RawValidated& v, const std::string
       std::ofstream copy(result_path, std::ios::trunc);
       print_raw_json(copy, result);
     }
-    if (flags.json) {
-      print_raw_json(std::cout, result);
-      report::warn_stderr(result.env);
-    } else {
-      print_raw_header(std::cout, result);
-      print_raw_table(std::cout, result);
-    }
+    print_result(flags.json, result, print_raw_json, print_raw_header, print_raw_table);
   });
 }
 

@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -52,10 +53,8 @@ unsigned parse_pct(const std::string& s) {
   return static_cast<unsigned>(v);
 }
 
-struct RrValidated {
-  RrParams params;
+struct RrValidated : Checked<RrParams> {
   std::vector<unsigned> empty_pcts;
-  std::vector<std::string> providers;
 };
 
 RrValidated validate(const RrFlags& f) {
@@ -100,12 +99,11 @@ RrValidated validate(const RrFlags& f) {
   p.callgrind = f.callgrind;
   p.callgrind_dir = f.callgrind_dir;
   p.seed = f.seed;
-  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.target = flags_target(f);
   p.progress = parse_name<ProgressMode>(f.progress).value();
   for (const auto& s : split(f.empty_mailboxes, ',')) v.empty_pcts.push_back(parse_pct(s));
   if (v.empty_pcts.empty()) throw UsageError("--empty-mailboxes: no percentage given");
-  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
-  if (v.providers.empty()) throw UsageError("no provider given");
+  v.providers = providers_to_run(f);
   return v;
 }
 
@@ -113,11 +111,9 @@ int run_rr_rank(const RrFlags& flags, const RrValidated& v) {
   // Ranks under callgrind start slowly: give the bootstrap time to meet them all.
   const auto min_timeout =
       v.params.callgrind ? std::chrono::milliseconds(120000) : std::chrono::milliseconds(0);
-  return run_rank(
-      flags,
-      [&](Rank& rank) {
-        RrParams params = v.params;
-        params.target = rank.target;
+  return run_family_rank(
+      flags, v.params,
+      [&](Rank& rank, RrParams& params) {
         bool header = false;
         RunEnvironment last;
         for (unsigned pct : v.empty_pcts) {
@@ -182,10 +178,9 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
   f->timeout_ms = 2000;  // a vanished peer is reported within this bound
   add_common_flags(*app, *f, "response size(s): 64 | 64,4K | 64:16K (default) | up to 4M",
                    "progress thread of the raw write reference: auto, on, off");
-  add_choice<rr::Pattern>(*app, "--pattern", f->patterns, "pattern(s), comma-separated, or all",
-                          /*list=*/true, {"all"});
-  add_choice<rr::Model>(*app, "--model", f->models, "model(s), comma-separated, or all",
-                        /*list=*/true, {"all"});
+  add_choice_list<rr::Pattern>(*app, "--pattern", f->patterns,
+                               "pattern(s), comma-separated, or all");
+  add_choice_list<rr::Model>(*app, "--model", f->models, "model(s), comma-separated, or all");
   add_choice<rr::Topology>(*app, "--topology", f->topology,
                            "1:1, N:1 or N:M (random responder per request)");
   add_number<int>(*app, "--requesters", f->requesters, 1, 63, "requester processes (N)");
@@ -194,10 +189,8 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
                        "requester threads per requester process");
   add_number<std::size_t>(*app, "--request-bytes", f->request_bytes, 1, rr::kMaxPayload,
                           "request payload bytes (default 64)");
-  add_number<std::uint64_t>(*app, "-I,--requests", f->requests, 1, kMaxCount,
-                            "measured requests per requester thread");
-  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
-                            "requests per requester thread not measured");
+  add_measured_counts(*app, "-I,--requests", f->requests, f->warmup,
+                      "requests per requester thread");
   app->add_option("--empty-mailboxes", f->empty_mailboxes,
                   "percent of the responder's mailboxes left empty, e.g. 0,10,...,90 (Fig 9b)");
   add_number<unsigned>(*app, "--depth", f->depth, 1, 64,
@@ -216,8 +209,7 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
                        "the ratio is the median of the rounds' (default 5)");
   app->add_flag("--verify", f->verify, "checksum every response against its own request");
   app->add_flag("--callgrind", f->callgrind, "run the ranks under callgrind: Ir per message");
-  add_number<std::uint64_t>(*app, "--seed", f->seed, 0, std::numeric_limits<std::int64_t>::max(),
-                            "seed of the random responder choice (N:M)");
+  add_seed(*app, f->seed, "seed of the random responder choice (N:M)");
   app->add_option("--callgrind-dir", f->callgrind_dir)->group("");
 
   return [f, self]() -> int {

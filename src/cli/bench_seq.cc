@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -32,10 +33,8 @@ inline constexpr NameTable<Respond, 2> kRespondNames{
     {{{"batched", Respond::batched}, {"single", Respond::single}}}};
 constexpr const auto& name_table(Respond) noexcept { return kRespondNames; }
 
-struct SeqValidated {
-  SeqParams params;
+struct SeqValidated : Checked<SeqParams> {
   int clients = 1;
-  std::vector<std::string> providers;
 };
 
 SeqValidated validate(const SeqFlags& f) {
@@ -51,7 +50,7 @@ SeqValidated validate(const SeqFlags& f) {
   p.requests = f.requests;
   p.warmup = f.warmup;
   p.reference = f.reference;
-  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();
+  p.target = flags_target(f);
   v.clients = f.clients;
   seq::Options o;
   o.workers = p.workers;
@@ -59,15 +58,12 @@ SeqValidated validate(const SeqFlags& f) {
   o.outstanding = p.outstanding;
   o.batch = p.batch;
   seq::validate(o, v.clients);
-  v.providers = split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
-  if (v.providers.empty()) throw UsageError("no provider given");
+  v.providers = providers_to_run(f);
   return v;
 }
 
 int run_seq_rank(const SeqFlags& flags, const SeqValidated& v) {
-  return run_rank(flags, [&](Rank& rank) {
-    SeqParams params = v.params;
-    params.target = rank.target;
+  return run_family_rank(flags, v.params, [&](Rank& rank, const SeqParams& params) {
     RowPrinter<SeqResult, SeqRow> print(flags.json, print_seq_header, print_seq_json,
                                         print_seq_row);
     SeqResult last = run_seq(params, rank.boot, [&](const SeqResult& partial, const SeqRow& row) {
@@ -93,8 +89,7 @@ Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
   auto f = std::make_shared<SeqFlags>();
   add_common_flags(*app, *f, "not used: the sequencer hands out 8-byte values",
                    "not used: the sequencer's ends drive their own progress");
-  add_choice<seq::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all",
-                          /*list=*/true, {"all"});
+  add_choice_list<seq::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all");
   add_number<unsigned>(*app, "--workers", f->workers, 1, seq::kMaxWorkers,
                        "server worker threads (cores)");
   add_number<int>(*app, "--clients", f->clients, 1, 63, "client processes");
@@ -106,19 +101,13 @@ Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
                        "endpoints per worker (multi-queue)");
   add_choice<Respond>(*app, "--respond", f->respond,
                       "spec's responses: batched (FI_MORE) or single (one by one)");
-  add_number<std::uint64_t>(*app, "-I,--requests", f->requests, 1, kMaxCount,
-                            "measured requests per client");
-  add_number<std::uint64_t>(*app, "-w,--warmup", f->warmup, 0, kMaxCount,
-                            "requests per client not measured");
+  add_measured_counts(*app, "-I,--requests", f->requests, f->warmup, "requests per client");
   app->add_flag("--reference", f->reference,
                 "also measure a bare shared-memory fetch-add loop by as many threads as clients");
 
-  return [f, self]() -> int {
-    SeqValidated v = validate(*f);
-    if (started_by_launcher()) return run_seq_rank(*f, v);
-    return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
-                                [&](LaunchConfig& lc) { lc.nprocs = v.clients + 1; });
-  };
+  return rank_or_launch(
+      f, self, run_seq_rank,
+      [](LaunchConfig& lc, const SeqFlags&, const SeqValidated& v) { lc.nprocs = v.clients + 1; });
 }
 
 }  // namespace fabflow::cli

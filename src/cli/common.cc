@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/affinity.h"
@@ -71,6 +72,47 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_hel
   app.add_option("--launched-provider", f.launched_provider)->group("");
 }
 
+namespace {
+// The one provider a launched rank runs, else -p's list.
+std::vector<std::string> named_providers(const CommonFlags& f) {
+  return split(f.launched_provider.empty() ? f.providers : f.launched_provider, ',');
+}
+}  // namespace
+
+std::vector<std::string> providers_to_run(const CommonFlags& f) {
+  auto providers = named_providers(f);
+  if (providers.empty()) throw UsageError("no provider given");
+  return providers;
+}
+
+bench::Target flags_target(const CommonFlags& f) {
+  bench::Target t;
+  const auto providers = named_providers(f);
+  if (!providers.empty()) t.provider = providers.front();
+  t.endpoint = parse_name<EndpointType>(f.endpoint).value();  // checked by the parser
+  t.timeout_ms = f.timeout_ms;
+  t.profile = f.profile;
+  return t;
+}
+
+void add_buffer_flags(CLI::App& app, std::uint64_t& reuse, bool& mr_pin, const std::string& unit) {
+  add_number<std::uint64_t>(app, "--reuse", reuse, 0, kMaxCount,
+                            unit +
+                                " a buffer serves before a freshly mapped one replaces it "
+                                "(1: no reuse; 0: never replaced)");
+  app.add_flag("--mr-pin", mr_pin,
+               "pin the pages of every registration (mlock), as verbs registration does");
+}
+
+TransportOptions provider_options(const std::string& provider, EndpointType endpoint,
+                                  std::vector<Op> ops) {
+  TransportOptions o;
+  o.provider = provider;
+  o.endpoint = endpoint;
+  o.ops = std::move(ops);
+  return o;
+}
+
 int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
              std::chrono::milliseconds min_timeout) {
   BootstrapConfig cfg;
@@ -83,14 +125,8 @@ int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
   if (cfg.silence.count() == 0) cfg.silence = silence_bound(flags);
   auto boot = make_tcp_bootstrap(cfg);
   try {
-    Rank rank{*boot, {}};
+    Rank rank{*boot, flags_target(flags)};
     bench::Target& t = rank.target;
-    const auto providers =
-        split(flags.launched_provider.empty() ? flags.providers : flags.launched_provider, ',');
-    if (!providers.empty()) t.provider = providers.front();
-    t.endpoint = parse_name<EndpointType>(flags.endpoint).value();  // checked by the parser
-    t.timeout_ms = flags.timeout_ms;
-    t.profile = flags.profile;
     t.same_host = ranks_share_this_host(*boot);  // under mpirun and srun too
     t.cpus = allowed_cpus();  // the host's CPUs, read before pinning narrows the view
     t.pin = !flags.no_pin;
@@ -144,12 +180,8 @@ LaunchConfig self_launch(const Invocation& self, const CommonFlags& f,
 int launch_each_provider(const Invocation& self, const CommonFlags& f,
                          const std::vector<std::string>& providers, EndpointType endpoint,
                          const std::function<void(LaunchConfig&)>& prepare) {
-  for (const auto& p : providers) {
-    TransportOptions o;
-    o.provider = p;
-    o.endpoint = endpoint;
-    probe_transport(o);  // an unknown provider is a usage error before anything starts
-  }
+  for (const auto& p : providers)  // an unknown provider is a usage error before anything starts
+    probe_transport(provider_options(p, endpoint, {}));
   std::string why;
   if (f.netns && !netns_available(&why)) throw UsageError("--netns: " + why);
   int status = 0;

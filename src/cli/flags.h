@@ -85,6 +85,27 @@ CLI::Option* add_choice(CLI::App& app, const std::string& names, std::string& va
   return opt;
 }
 
+// add_choice for a comma-separated list of E's names, or "all".
+template <class E>
+CLI::Option* add_choice_list(CLI::App& app, const std::string& names, std::string& var,
+                             const std::string& help) {
+  return add_choice<E>(app, names, var, help, /*list=*/true, {"all"});
+}
+
+// A family's measured count (`names`, e.g. "-I,--requests") and its warm-up count (-w,--warmup)
+// of `what` ("requests per client"): "measured <what>" and "<what> not measured".
+inline void add_measured_counts(CLI::App& app, const std::string& names, std::uint64_t& measured,
+                                std::uint64_t& warmup, const std::string& what) {
+  add_number<std::uint64_t>(app, names, measured, 1, kMaxCount, "measured " + what);
+  add_number<std::uint64_t>(app, "-w,--warmup", warmup, 0, kMaxCount, what + " not measured");
+}
+
+// --seed: a seed in 0..INT64_MAX.
+inline CLI::Option* add_seed(CLI::App& app, std::uint64_t& seed, const std::string& help) {
+  return add_number<std::uint64_t>(app, "--seed", seed, 0, std::numeric_limits<std::int64_t>::max(),
+                                   help);
+}
+
 // One size ("64K", "1M") for `flag`; throws UsageError for a list, a sweep or malformed text.
 inline std::size_t parse_one_size(const std::string& flag, const std::string& text) {
   auto v = parse_sizes(text);

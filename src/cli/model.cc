@@ -313,13 +313,10 @@ void add_model(CLI::App& app, Runner& run) {
       "what each RDMA operation costs on the PCIe link, the rate it allows, what binds "
       "(seed 001; docs/pcie-model.md)");
   auto f = std::make_shared<PcieFlags>();
-  add_choice<PcieGen>(*pcie, "--gen", f->gens, "PCIe generation(s), comma-separated, or all",
-                      /*list=*/true, {"all"});
+  add_choice_list<PcieGen>(*pcie, "--gen", f->gens, "PCIe generation(s), comma-separated, or all");
   add_number<unsigned>(*pcie, "--lanes", f->lanes, 1, 32, "link width");
-  add_choice<Verb>(*pcie, "-o,--op", f->verbs, "operation(s), comma-separated, or all",
-                   /*list=*/true, {"all"});
-  add_choice<QpType>(*pcie, "--transport", f->qps, "transport(s), comma-separated, or all",
-                     /*list=*/true, {"all"});
+  add_choice_list<Verb>(*pcie, "-o,--op", f->verbs, "operation(s), comma-separated, or all");
+  add_choice_list<QpType>(*pcie, "--transport", f->qps, "transport(s), comma-separated, or all");
   pcie->add_option("-S,--size", f->sizes,
                    "payload size(s): 0 (header-only) | 60 | 0,60,4K | 8:4K (default 64)");
   add_choice<Switch>(*pcie, "--inline", f->inline_payload,
