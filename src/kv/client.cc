@@ -10,6 +10,7 @@
 
 #include "common/bounded_wait.h"
 #include "kv/internal.h"
+#include "rr/lane.h"
 
 namespace fabflow::kv::detail {
 namespace {
@@ -55,11 +56,6 @@ struct Remote {
   std::vector<std::uint8_t> spills;
 };
 
-struct Lane {
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<rr::Requester> requester;
-};
-
 class TableClient final : public Client {
  public:
   TableClient(const TransportOptions& given, Bootstrap& boot, int servers, const Options& o)
@@ -69,14 +65,12 @@ class TableClient final : public Client {
     TransportOptions to = given;
     to.ops = required_ops(o.design);
     for (unsigned w = 0; w < o.workers; ++w) {
-      Lane lane;
-      lane.transport = open_transport(to);
-      lane.transport->connect(boot);
-      lane.requester =
-          rr::make_requester(*lane.transport, boot, channel_options(o), clients, o.outstanding);
-      lanes_.push_back(std::move(lane));
+      auto t = open_transport(to);
+      t->connect(boot);
+      lanes_.push_back(
+          rr::requester_lane(std::move(t), boot, channel_options(o), clients, o.outstanding));
     }
-    rpc_ = lanes_[static_cast<unsigned>(me_) % o.workers].requester.get();
+    rpc_ = lanes_[static_cast<unsigned>(me_) % o.workers].end.get();
     if (o.design != Design::herd) {
       data_ = open_transport(to);
       data_->connect(boot);
@@ -158,15 +152,7 @@ class TableClient final : public Client {
       else
         watch.idle("kv client", "draining before close");
     }
-    for (Lane& l : lanes_) {
-      watch.reset();
-      for (;;) {
-        Status s = l.requester->close();
-        if (s == Status::ok) break;
-        if (s == Status::failed) throw Error("kv: " + l.requester->error());
-        watch.idle("kv client", "closing");
-      }
-    }
+    rr::close_requesters(lanes_, watch, "kv");
   }
 
   const ClientStats& stats() const noexcept override { return stats_; }
@@ -635,7 +621,7 @@ class TableClient final : public Client {
   std::map<Key, std::vector<std::byte>> stale_cache_;  // stale_reads_: each key's first value
 
  private:
-  std::vector<Lane> lanes_;
+  std::vector<rr::Lane<rr::Requester>> lanes_;
   rr::Requester* rpc_ = nullptr;
   std::unique_ptr<Transport> data_;
   std::unique_ptr<MemoryRegion> mr_;

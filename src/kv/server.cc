@@ -12,14 +12,10 @@
 #include "common/workers.h"
 #include "kv/internal.h"
 #include "kv/table.h"
+#include "rr/lane.h"
 
 namespace fabflow::kv::detail {
 namespace {
-
-struct ServerLane {
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<rr::Responder> responder;
-};
 
 class TableServer final : public Server {
  public:
@@ -33,11 +29,9 @@ class TableServer final : public Server {
     TransportOptions to = given;
     to.ops = required_ops(o.design);
     for (unsigned w = 0; w < o.workers; ++w) {
-      ServerLane lane;
-      lane.transport = open_transport(to);
-      lane.transport->connect(boot);
-      lane.responder = rr::make_responder(*lane.transport, boot, channel_options(o), clients);
-      lanes_.push_back(std::move(lane));
+      auto t = open_transport(to);
+      t->connect(boot);
+      lanes_.push_back(rr::responder_lane(std::move(t), boot, channel_options(o), clients));
     }
     std::byte* base = nullptr;
     if (o.design == Design::herd) {
@@ -113,7 +107,7 @@ class TableServer final : public Server {
     BoundedWait watch(std::chrono::hours(24 * 365), w == 0 ? &boot_ : nullptr, {}, 256);
     watch.yield_when_idle(o_.yield_when_idle);
     Transport* data = w == 0 ? data_.get() : nullptr;
-    rr::Responder& r = *lanes_[w].responder;
+    rr::Responder& r = *lanes_[w].end;
     for (;;) {
       if (data) data->progress();
       if (stop.load(std::memory_order_relaxed))
@@ -146,7 +140,7 @@ class TableServer final : public Server {
   int servers_;
   int me_;
   Layout layout_;
-  std::vector<ServerLane> lanes_;
+  std::vector<rr::Lane<rr::Responder>> lanes_;
   std::unique_ptr<Transport> data_;
   std::unique_ptr<MemoryRegion> region_;
   std::unique_ptr<std::byte[]> plain_;

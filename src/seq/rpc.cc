@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/bounded_wait.h"
+#include "rr/lane.h"
 #include "seq/internal.h"
 
 namespace fabflow::seq::detail {
@@ -20,21 +21,14 @@ rr::ChannelOptions channel_options(const Options& o) {
   return c;
 }
 
-struct RpcLane {
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<rr::Responder> responder;
-};
-
 class RpcServer final : public CrewServer {
  public:
   RpcServer(const TransportOptions& to, Bootstrap& boot, const Options& o)
       : CrewServer(o), boot_(boot) {
     const int clients = client_count(boot);
     for (unsigned l = 0; l < lane_count(o); ++l) {
-      RpcLane lane;
-      lane.transport = open_lane(to, boot, o.design);
-      lane.responder = rr::make_responder(*lane.transport, boot, channel_options(o), clients);
-      lanes_.push_back(std::move(lane));
+      lanes_.push_back(
+          rr::responder_lane(open_lane(to, boot, o.design), boot, channel_options(o), clients));
     }
   }
 
@@ -63,7 +57,7 @@ class RpcServer final : public CrewServer {
     for (;;) {
       bool all_done = true, moved = false;
       for (unsigned q = 0; q < o_.queues; ++q) {
-        rr::Responder& r = *lanes_[first + q].responder;
+        rr::Responder& r = *lanes_[first + q].end;
         if (r.done()) continue;
         all_done = false;
         unsigned n = 0;
@@ -80,12 +74,7 @@ class RpcServer final : public CrewServer {
   }
 
   Bootstrap& boot_;
-  std::vector<RpcLane> lanes_;
-};
-
-struct ClientLane {
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<rr::Requester> requester;
+  std::vector<rr::Lane<rr::Responder>> lanes_;
 };
 
 class RpcClient final : public SlotClient {
@@ -94,17 +83,14 @@ class RpcClient final : public SlotClient {
       : SlotClient(o), mine_(lane_of(boot.rank(), o)) {
     const int clients = client_count(boot);
     for (unsigned l = 0; l < lane_count(o); ++l) {
-      ClientLane lane;
-      lane.transport = open_lane(to, boot, o.design);
-      lane.requester =
-          rr::make_requester(*lane.transport, boot, channel_options(o), clients, o.outstanding);
-      lanes_.push_back(std::move(lane));
+      lanes_.push_back(rr::requester_lane(open_lane(to, boot, o.design), boot, channel_options(o),
+                                          clients, o.outstanding));
     }
   }
 
   Status issue() noexcept override {
     if (free_.empty()) return Status::again;
-    Status s = lanes_[mine_].requester->submit(free_.back(), 0, 0);
+    Status s = lanes_[mine_].end->submit(free_.back(), 0, 0);
     if (s != Status::ok) return s == Status::again ? s : fail();
     free_.pop_back();
     tally_.issued();
@@ -112,7 +98,7 @@ class RpcClient final : public SlotClient {
   }
 
   Status poll(std::uint64_t* value) noexcept override {
-    rr::Requester& q = *lanes_[mine_].requester;
+    rr::Requester& q = *lanes_[mine_].end;
     rr::Response r;
     Status s = q.poll(&r);
     if (s == Status::empty) return s;
@@ -130,22 +116,12 @@ class RpcClient final : public SlotClient {
   }
 
  private:
-  void say_goodbye(BoundedWait& watch) override {
-    for (ClientLane& l : lanes_) {
-      watch.reset();
-      for (;;) {
-        Status s = l.requester->close();
-        if (s == Status::ok) break;
-        if (s == Status::failed) throw Error("seq: " + l.requester->error());
-        watch.idle("seq client", "closing");
-      }
-    }
-  }
+  void say_goodbye(BoundedWait& watch) override { rr::close_requesters(lanes_, watch, "seq"); }
 
-  Status fail() noexcept { return SlotClient::fail(lanes_[mine_].requester->error()); }
+  Status fail() noexcept { return SlotClient::fail(lanes_[mine_].end->error()); }
 
   unsigned mine_;
-  std::vector<ClientLane> lanes_;
+  std::vector<rr::Lane<rr::Requester>> lanes_;
 };
 
 }  // namespace
