@@ -127,11 +127,17 @@ inline bool read_received(const std::byte* frame, std::size_t length, std::size_
 // Requester: [request frames: slots][dense flag sources: slots][response mailboxes or receive
 // buffers]. Responder: [dense flags: rx][request mailboxes or receive buffers: rx][response
 // frames: one per requester slot].
-struct RequesterLayout {
-  std::size_t req_slot, resp_slot, tx_off, flag_off, rx_off, bytes;
-  RequesterLayout(const ChannelOptions& o, std::size_t slots, std::size_t rx_buffers) {
-    req_slot = slot_bytes(o.request_bytes);
-    resp_slot = slot_bytes(o.response_bytes);
+// The frame slots of the channel's requests and responses, which both layouts are made of.
+struct SlotSizes {
+  std::size_t req_slot, resp_slot;
+  explicit SlotSizes(const ChannelOptions& o)
+      : req_slot(slot_bytes(o.request_bytes)), resp_slot(slot_bytes(o.response_bytes)) {}
+};
+
+struct RequesterLayout : SlotSizes {
+  std::size_t tx_off, flag_off, rx_off, bytes;
+  RequesterLayout(const ChannelOptions& o, std::size_t slots, std::size_t rx_buffers)
+      : SlotSizes(o) {
     tx_off = 0;
     flag_off = tx_off + slots * req_slot;
     rx_off = flag_off + round_up(std::max<std::size_t>(slots, 1), kAlign);
@@ -139,11 +145,10 @@ struct RequesterLayout {
   }
 };
 
-struct ResponderLayout {
-  std::size_t req_slot, resp_slot, flag_off, mailbox_off, tx_off, bytes;
-  ResponderLayout(const ChannelOptions& o, std::size_t rx_buffers, std::size_t tx_buffers) {
-    req_slot = slot_bytes(o.request_bytes);
-    resp_slot = slot_bytes(o.response_bytes);
+struct ResponderLayout : SlotSizes {
+  std::size_t flag_off, mailbox_off, tx_off, bytes;
+  ResponderLayout(const ChannelOptions& o, std::size_t rx_buffers, std::size_t tx_buffers)
+      : SlotSizes(o) {
     flag_off = 0;
     mailbox_off = round_up(std::max<std::size_t>(rx_buffers, 1), kAlign);
     tx_off = mailbox_off + rx_buffers * req_slot;
