@@ -37,15 +37,12 @@ BeffValidated validate(const BeffFlags& f) {
     throw UsageError("give -S or --lmax, not both (-S's largest size is Lmax)");
   if (!f.lmax.empty()) p.lmax = parse_one_size("--lmax", f.lmax);
   if (!f.sizes.empty()) p.sizes = parse_sizes(f.sizes);
-  for (std::size_t s : p.sizes)
-    if (s > (std::size_t{1} << 30))
-      throw UsageError("-S: size " + std::to_string(s) + " is above 1 GiB");
+  check_buffer_sizes(p.sizes);
   if (p.lmax > (std::size_t{1} << 30))
     throw UsageError("--lmax " + std::to_string(p.lmax) + " is above 1 GiB");
   p.reuse = f.reuse;
   p.pin = f.mr_pin;
-  p.bytes_per_point = parse_one_size("--bytes", f.bytes);
-  if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
+  p.bytes_per_point = bytes_per_point(f.bytes);
   p.max_iterations = f.max_iterations;
   p.random_patterns = f.random;
   p.seed = f.seed;

@@ -73,9 +73,7 @@ BulkValidated validate(const BulkFlags& f) {
   BulkParams& p = v.params;
   p.protocols = parse_choice_set(f.protocols, bulk::kAllProtocols);
   p.sizes = parse_sizes(f.sizes.empty() ? "64K:64M" : f.sizes);
-  for (std::size_t s : p.sizes)
-    if (s > (std::size_t{1} << 30))
-      throw UsageError("-S: size " + std::to_string(s) + " is above 1 GiB");
+  check_buffer_sizes(p.sizes);
   p.reuse = f.reuse;
   p.pin = f.mr_pin;
   if (!f.eager_limit.empty()) p.eager_limit = parse_one_size("--eager-limit", f.eager_limit);
@@ -83,8 +81,7 @@ BulkValidated validate(const BulkFlags& f) {
   p.depth = f.depth;
   p.frag_growth = f.growth;
   p.window = f.window;
-  p.bytes_per_point = parse_one_size("--bytes", f.bytes);
-  if (p.bytes_per_point == 0) throw UsageError("--bytes must be above 0");
+  p.bytes_per_point = bytes_per_point(f.bytes);
   p.reference = f.reference;
   p.target = flags_target(f);
   // The channel's own checks of the shapes, before anything starts (the largest message any

@@ -41,6 +41,12 @@ TransportOptions provider_options(const std::string& provider, EndpointType endp
 // ("messages", "iterations"), and --mr-pin.
 void add_buffer_flags(CLI::App& app, std::uint64_t& reuse, bool& mr_pin, const std::string& unit);
 
+// Throws UsageError for a size of -S above 1 GiB (the bulk-channel families' buffers).
+void check_buffer_sizes(const std::vector<std::size_t>& sizes);
+
+// --bytes of the bulk-channel families: one size above 0; throws UsageError.
+std::size_t bytes_per_point(const std::string& text);
+
 // A result printed whole once its run ended (raw, inbound): as JSON lines, with the
 // environment's warnings on stderr, or as the header and the table.
 template <class Result>

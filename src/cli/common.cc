@@ -104,6 +104,18 @@ void add_buffer_flags(CLI::App& app, std::uint64_t& reuse, bool& mr_pin, const s
                "pin the pages of every registration (mlock), as verbs registration does");
 }
 
+void check_buffer_sizes(const std::vector<std::size_t>& sizes) {
+  for (std::size_t s : sizes)
+    if (s > (std::size_t{1} << 30))
+      throw UsageError("-S: size " + std::to_string(s) + " is above 1 GiB");
+}
+
+std::size_t bytes_per_point(const std::string& text) {
+  const std::size_t bytes = parse_one_size("--bytes", text);
+  if (bytes == 0) throw UsageError("--bytes must be above 0");
+  return bytes;
+}
+
 TransportOptions provider_options(const std::string& provider, EndpointType endpoint,
                                   std::vector<Op> ops) {
   TransportOptions o;
