@@ -93,9 +93,9 @@ int run_beff_rank(const BeffFlags& flags, const BeffValidated& v) {
 Runner add_bench_beff(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand(
       "beff", "effective bandwidth (b_eff) of the bulk protocols over ring and random patterns");
-  auto f = std::make_shared<BeffFlags>();
-  add_common_flags(*app, *f, "message sizes, e.g. 1K,64K or 1:4M (default 1 doubling to --lmax)",
-                   "not used: the channel drives its own progress");
+  auto f = add_bench_flags<BeffFlags>(
+      *app, "message sizes, e.g. 1K,64K or 1:4M (default 1 doubling to --lmax)",
+      "not used: the channel drives its own progress");
   add_number<int>(*app, "-n,--ranks", f->ranks, 2, kBeffMaxRanks, "processes (default 4)");
   add_choice_list<bulk::Protocol>(*app, "--protocol", f->protocols,
                                   "protocol(s), comma-separated, or all (auto not included)");

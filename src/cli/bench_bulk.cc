@@ -123,9 +123,8 @@ int run_bulk_rank(const BulkFlags& flags, const BulkValidated& v) {
 Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand(
       "bulk", "large-message transfer (seed 004): copy, eager, rendezvous, pipeline, caching");
-  auto f = std::make_shared<BulkFlags>();
-  add_common_flags(*app, *f, "message sizes, e.g. 64K:64M (default), up to 1G",
-                   "not used: the channel drives its own progress");
+  auto f = add_bench_flags<BulkFlags>(*app, "message sizes, e.g. 64K:64M (default), up to 1G",
+                                      "not used: the channel drives its own progress");
   add_choice_list<bulk::Protocol>(*app, "--protocol", f->protocols,
                                   "protocol(s), comma-separated, or all (auto not included)");
   add_buffer_flags(*app, f->reuse, f->mr_pin, "messages");

@@ -102,10 +102,10 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
       "inbound",
       "one-sided operations from many clients to one server: inbound read/write rate by size, "
       "atomics by number of counters");
-  auto f = std::make_shared<InboundFlags>();
-  add_common_flags(*app, *f, "read/write payload size(s): 64 | 32,256 | 8:4K; default 64",
-                   "server progress: auto (a thread where the provider needs one), on, off (the "
-                   "server's one thread drives progress inline)");
+  auto f = add_bench_flags<InboundFlags>(
+      *app, "read/write payload size(s): 64 | 32,256 | 8:4K; default 64",
+      "server progress: auto (a thread where the provider needs one), on, off (the "
+      "server's one thread drives progress inline)");
   add_choice_list<Op>(*app, "-o,--op", f->ops, "read, write, fadd, cswap, comma-separated, or all");
   add_number<int>(*app, "--clients", f->clients, 1, 63,
                   "client processes (the server is one more)");

@@ -179,9 +179,8 @@ int run_kv_rank(const KvFlags& flags, const KvValidated& v) {
 Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand(
       "kv", "the key-value store (seed 001): herd, read and atomic designs under a workload");
-  auto f = std::make_shared<KvFlags>();
-  add_common_flags(*app, *f, "not used: values are sized with --value-size",
-                   "not used: the store's ends drive their own progress");
+  auto f = add_bench_flags<KvFlags>(*app, "not used: values are sized with --value-size",
+                                    "not used: the store's ends drive their own progress");
   add_choice_list<kv::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all");
   add_number<int>(*app, "--servers", f->servers, 1, static_cast<int>(kv::kMaxServers),
                   "server processes, each holding a partition");

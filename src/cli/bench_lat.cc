@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "bench/report.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/subprocess.h"
@@ -204,9 +205,9 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand(
       "lat",
       "latency toolkit: every transfer mode, inline on and off, against UDP and TCP sockets");
-  auto f = std::make_shared<LatFlags>();
-  add_common_flags(*app, *f, "message size(s): 64 | 64,4K | 8:8K (powers of two); default 8:8K",
-                   "progress thread: auto (where a passive peer needs one), on, off");
+  auto f = add_bench_flags<LatFlags>(
+      *app, "message size(s): 64 | 64,4K | 8:8K (powers of two); default 8:8K",
+      "progress thread: auto (where a passive peer needs one), on, off");
   add_choice<LatMode>(*app, "-m,--mode", f->modes, "fabric transfer mode(s)", /*list=*/true);
   add_choice<Switch>(*app, "--inject", f->inject_modes,
                      "inject (inline) off, on, or both: off,on (on: sizes up to the inject size)",

@@ -197,10 +197,9 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand("raw",
                                    "raw fabric microbenchmarks: ping-pong latency and "
                                    "streaming bandwidth of one operation");
-  auto f = std::make_shared<RawFlags>();
-  add_common_flags(*app, *f,
-                   "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)",
-                   "progress thread: auto (where a passive peer needs one), on, off");
+  auto f = add_bench_flags<RawFlags>(
+      *app, "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)",
+      "progress thread: auto (where a passive peer needs one), on, off");
   add_choice<Op>(*app, "-o,--op", f->op, "operation(s), comma-separated", /*list=*/true);
   add_number<std::uint64_t>(*app, "-I,--iterations", f->iterations, 1, kMaxCount,
                             "measured iterations per size");

@@ -174,10 +174,10 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand("rr",
                                    "request-response patterns (WriteWrite, SendSend, WriteSend, "
                                    "SendWrite) over private connections or a dispatcher");
-  auto f = std::make_shared<RrFlags>();
+  auto f =
+      add_bench_flags<RrFlags>(*app, "response size(s): 64 | 64,4K | 64:16K (default) | up to 4M",
+                               "progress thread of the raw write reference: auto, on, off");
   f->timeout_ms = 2000;  // a vanished peer is reported within this bound
-  add_common_flags(*app, *f, "response size(s): 64 | 64,4K | 64:16K (default) | up to 4M",
-                   "progress thread of the raw write reference: auto, on, off");
   add_choice_list<rr::Pattern>(*app, "--pattern", f->patterns,
                                "pattern(s), comma-separated, or all");
   add_choice_list<rr::Model>(*app, "--model", f->models, "model(s), comma-separated, or all");

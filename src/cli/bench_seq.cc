@@ -86,9 +86,8 @@ int run_seq_rank(const SeqFlags& flags, const SeqValidated& v) {
 Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
   auto* app = bench.add_subcommand(
       "seq", "the networked sequencer (seed 001): rpc, rpc-batch, spec and atomic designs");
-  auto f = std::make_shared<SeqFlags>();
-  add_common_flags(*app, *f, "not used: the sequencer hands out 8-byte values",
-                   "not used: the sequencer's ends drive their own progress");
+  auto f = add_bench_flags<SeqFlags>(*app, "not used: the sequencer hands out 8-byte values",
+                                     "not used: the sequencer's ends drive their own progress");
   add_choice_list<seq::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all");
   add_number<unsigned>(*app, "--workers", f->workers, 1, seq::kMaxWorkers,
                        "server worker threads (cores)");

@@ -25,6 +25,16 @@
 
 namespace fabflow::cli {
 
+// The flags of a bench subcommand: a fresh Flags with the CommonFlags options registered on
+// `app` (add_common_flags).
+template <class Flags>
+std::shared_ptr<Flags> add_bench_flags(CLI::App& app, const std::string& size_help,
+                                       const std::string& progress_help) {
+  auto f = std::make_shared<Flags>();
+  add_common_flags(app, *f, size_help, progress_help);
+  return f;
+}
+
 // The providers to run: the one a launched rank runs, else -p's list. Throws UsageError when
 // none is given.
 std::vector<std::string> providers_to_run(const CommonFlags& f);
