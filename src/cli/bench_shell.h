@@ -1,7 +1,8 @@
-// What the bench subcommands' shells share beyond the common flags: the target and providers
-// the flags name, the checked request each builds from its flags, the rank's copy of a family's
-// params aimed at its target, and the callback that runs a launched rank or launches the ranks
-// once per provider.
+// What the bench subcommands' shells share: their flags object, the target and providers the
+// flags name, the flags and checks of the bulk-channel families, the printing of a whole
+// result, the checked request each builds from its flags, the rank's copy of a family's params
+// aimed at its target, and the callback that runs a launched rank or launches the ranks once per
+// provider.
 #pragma once
 
 #include <fabflow/bench/common.h>
@@ -11,9 +12,10 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <iostream>
-#include <cstddef>
 #include <memory>
 #include <string>
 #include <type_traits>

@@ -1,6 +1,6 @@
 // What the sequencer's designs share: lanes (one transport per worker queue), the client's
-// real-time-order and fingerprint tally, the server's worker crew, and the factories of each
-// design (rpc.cc, spec.cc, atomic.cc).
+// real-time-order and fingerprint tally, the base classes of the clients and of the servers
+// whose workers serve lanes, and the table of each design's ends (rpc.cc, spec.cc, atomic.cc).
 #pragma once
 
 #include <fabflow/bootstrap.h>
