@@ -67,10 +67,10 @@ void print_beff_header(std::ostream& out, const BeffResult& r) {
   lines.push_back(
       "MB/s = 10^6 bytes/s; accumulated: bytes all ranks sent over the slowest rank's time; per "
       "process: accumulated / ranks");
-  report::print_header(out, r.env, "beff", lines);
-  out << "\n  protocol          pattern       size  iters   time(ms)  accum MB/s  per-proc MB/s  "
-         "regs/msg  hits/miss/inval\n";
-  out.flush();
+  report::print_table_header(
+      out, r.env, "beff", lines,
+      "  protocol          pattern       size  iters   time(ms)  accum MB/s  per-proc MB/s  "
+      "regs/msg  hits/miss/inval");
 }
 
 void print_beff_row(std::ostream& out, const BeffResult&, const BeffRow& row) {

@@ -36,7 +36,7 @@ void print_kv_header(std::ostream& out, const KvResult& r) {
   std::snprintf(mix, sizeof mix, "%.0f%% GET / %.0f%% PUT, keys %s, %zu-byte values",
                 100 * (1 - p.put_fraction), 100 * p.put_fraction,
                 p.zipf > 0 ? report::fmt("Zipf(%.2f)", p.zipf).c_str() : "uniform", p.value_bytes);
-  report::print_header(
+  report::print_table_header(
       out, r.env, "kv",
       {"servers " + std::to_string(p.servers) + " x " + std::to_string(p.workers) + " workers, " +
            std::to_string(p.keys) + " keys each; clients " + std::to_string(r.clients) + " x " +
@@ -54,10 +54,9 @@ void print_kv_header(std::ostream& out, const KvResult& r) {
        "of its key, and the history of every operation " +
            (p.check == KvCheck::linearizable
                 ? std::string("linearizable (one order of all operations, real time kept)")
-                : std::string("per GET (each GET against the PUTs to its key)"))});
-  out << "\n  design              ops/s  get p50  get p99  put p50  put p99 (us)  client ns/op  "
-         "server ns/op  reads/get  retries  batch  check\n";
-  out.flush();
+                : std::string("per GET (each GET against the PUTs to its key)"))},
+      "  design              ops/s  get p50  get p99  put p50  put p99 (us)  client ns/op  "
+      "server ns/op  reads/get  retries  batch  check");
 }
 
 void print_kv_row(std::ostream& out, const KvResult&, const KvRow& row) {

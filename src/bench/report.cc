@@ -82,6 +82,13 @@ void print_header(std::ostream& out, const RunEnvironment& e, std::string_view f
   for (const auto& w : environment_warnings(e)) out << "# WARNING: " << w << "\n";
 }
 
+void print_table_header(std::ostream& out, const RunEnvironment& env, std::string_view family,
+                        const std::vector<std::string>& config, const std::string& columns) {
+  print_header(out, env, family, config);
+  out << "\n" << columns << "\n";
+  out.flush();
+}
+
 nlohmann::json environment_json(const RunEnvironment& e) {
   return {{"cpu_model", e.cpu_model},
           {"cores", e.cores},

@@ -22,6 +22,11 @@ namespace fabflow::report {
 void print_header(std::ostream& out, const RunEnvironment& env, std::string_view family,
                   const std::vector<std::string>& config);
 
+// print_header, then after a blank line the table's `columns` line, flushed: the header of the
+// families whose rows come one at a time.
+void print_table_header(std::ostream& out, const RunEnvironment& env, std::string_view family,
+                        const std::vector<std::string>& config, const std::string& columns);
+
 // The "environment" object of every JSON line (docs/bench-output.md).
 nlohmann::json environment_json(const RunEnvironment& env);
 

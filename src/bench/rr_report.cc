@@ -27,7 +27,7 @@ std::string na(const std::optional<double>& v) { return report::fmt_or_na(v, "%.
 
 void print_rr_header(std::ostream& out, const RrResult& r) {
   const auto& p = r.params;
-  report::print_header(
+  report::print_table_header(
       out, r.env, "rr",
       {"SEND receive queue " + std::string(rr::receive_queue_kind(r.env.caps)),
        "topology " + std::string(rr::to_string(p.topology)) + "  requesters " +
@@ -38,11 +38,10 @@ void print_rr_header(std::ostream& out, const RrResult& r) {
        "request " + std::to_string(p.request_bytes) + " B  requests " + std::to_string(p.requests) +
            " per thread, warm-up " + std::to_string(p.warmup),
        "latency: full round trip per request; MB/s: response bytes, sum of requester threads' "
-       "rates; CPU per message per side (all its threads; busy polling included)"});
-  out << "\n  pattern     model       bytes   requests     req/s      MB/s  p50(us)  p99(us)"
-         "  max(us)  req cpu ns/msg  rsp cpu ns/msg  req instr  rsp instr  req cycles  rsp "
-         "cycles\n";
-  out.flush();
+       "rates; CPU per message per side (all its threads; busy polling included)"},
+      "  pattern     model       bytes   requests     req/s      MB/s  p50(us)  p99(us)"
+      "  max(us)  req cpu ns/msg  rsp cpu ns/msg  req instr  rsp instr  req cycles  rsp "
+      "cycles");
 }
 
 void print_rr_row(std::ostream& out, const RrResult&, const RrRow& row) {

@@ -25,7 +25,7 @@ std::string variant_of(const SeqRow& row) {
 
 void print_seq_header(std::ostream& out, const SeqResult& r) {
   const auto& p = r.params;
-  report::print_header(
+  report::print_table_header(
       out, r.env, "seq",
       {"clients " + std::to_string(r.clients) + " x " + std::to_string(p.outstanding) +
            " in flight  server workers " + std::to_string(p.workers) + " x " +
@@ -36,10 +36,9 @@ void print_seq_header(std::ostream& out, const SeqResult& r) {
        "requests " + std::to_string(p.requests) + " per client, warm-up " +
            std::to_string(p.warmup),
        "req/s: sum of the clients' rates; latency: issue to answer; CPU per request: clients "
-       "over the measured requests, server over all it served (busy polling included)"});
-  out << "\n  design            req/s  p50(us)  p99(us)  resp/batch  client ns/req  server "
-         "ns/req  spec miss  exactly-once\n";
-  out.flush();
+       "over the measured requests, server over all it served (busy polling included)"},
+      "  design            req/s  p50(us)  p99(us)  resp/batch  client ns/req  server "
+      "ns/req  spec miss  exactly-once");
 }
 
 void print_seq_row(std::ostream& out, const SeqResult&, const SeqRow& row) {
