@@ -22,66 +22,68 @@ inline void check(long rc, const char* call, const std::string& provider) {
   if (rc < 0) throw Error(call_error(call, provider, rc));
 }
 
-// Owns one fid_* object and closes it (fi_close) on destruction. Move-only; not thread-safe.
-template <class T>
-class Fid {
+// Owns a pointer that Free{}(p) releases on destruction. Move-only; not thread-safe.
+template <class T, class Free>
+class Owner {
  public:
-  Fid() = default;
-  explicit Fid(T* p) noexcept : p_(p) {}
-  Fid(Fid&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
-  Fid& operator=(Fid&& o) noexcept {
+  Owner() = default;
+  explicit Owner(T* p) noexcept : p_(p) {}
+  Owner(Owner&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Owner& operator=(Owner&& o) noexcept {
     if (this != &o) {
       reset();
       p_ = std::exchange(o.p_, nullptr);
     }
     return *this;
   }
-  Fid(const Fid&) = delete;
-  Fid& operator=(const Fid&) = delete;
-  ~Fid() { reset(); }
+  Owner(const Owner&) = delete;
+  Owner& operator=(const Owner&) = delete;
+  ~Owner() { reset(); }
 
   void reset() noexcept {
-    if (p_) fi_close(&p_->fid);
+    if (p_) Free{}(p_);
     p_ = nullptr;
   }
   T* get() const noexcept { return p_; }
-  T** out() noexcept {
-    reset();
-    return &p_;
-  }
-  fid_t fid() const noexcept { return &p_->fid; }
   explicit operator bool() const noexcept { return p_ != nullptr; }
 
- private:
+ protected:
   T* p_ = nullptr;
 };
 
-// Owns an fi_info list (fi_freeinfo). Move-only.
-class InfoPtr {
+struct CloseFid {
+  template <class T>
+  void operator()(T* p) const noexcept {
+    fi_close(&p->fid);
+  }
+};
+
+// Owns one fid_* object and closes it (fi_close) on destruction.
+template <class T>
+class Fid : public Owner<T, CloseFid> {
  public:
-  InfoPtr() = default;
-  explicit InfoPtr(fi_info* p) noexcept : p_(p) {}
-  InfoPtr(InfoPtr&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
-  InfoPtr& operator=(InfoPtr&& o) noexcept {
-    if (this != &o) {
-      if (p_) lib::freeinfo(p_);
-      p_ = std::exchange(o.p_, nullptr);
-    }
-    return *this;
+  using Owner<T, CloseFid>::Owner;
+
+  // Where a call writes a new object, the one held closed first.
+  T** out() noexcept {
+    this->reset();
+    return &this->p_;
   }
-  InfoPtr(const InfoPtr&) = delete;
-  InfoPtr& operator=(const InfoPtr&) = delete;
-  ~InfoPtr() {
-    if (p_) lib::freeinfo(p_);
-  }
-  fi_info* get() const noexcept { return p_; }
+  fid_t fid() const noexcept { return &this->p_->fid; }
+};
+
+struct FreeInfo {
+  void operator()(fi_info* p) const noexcept { lib::freeinfo(p); }
+};
+
+// Owns an fi_info list (fi_freeinfo).
+class InfoPtr : public Owner<fi_info, FreeInfo> {
+ public:
+  using Owner::Owner;
+
   fi_info* operator->() const noexcept { return p_; }
   fi_info** out() noexcept { return &p_; }
   fi_info* release() noexcept { return std::exchange(p_, nullptr); }
-  explicit operator bool() const noexcept { return p_ != nullptr; }
-
- private:
-  fi_info* p_ = nullptr;
 };
 
 }  // namespace fabflow::ofi
