@@ -107,6 +107,42 @@ bool manual_of(const json& v, const std::string& origin, std::string_view field)
   refuse(origin, field, "must be \"auto\" or \"manual\"");
 }
 
+// The capabilities that are one number, with the least each may be.
+struct NumberField {
+  std::string_view name;
+  std::size_t ProviderProfile::*member;
+  std::size_t min;
+};
+constexpr NumberField kNumberFields[] = {{"cq_data_size", &ProviderProfile::cq_data_size, 0},
+                                         {"inject_size", &ProviderProfile::inject_size, 0},
+                                         {"max_msg_size", &ProviderProfile::max_msg_size, 1},
+                                         {"tx_depth", &ProviderProfile::tx_depth, 1},
+                                         {"rx_depth", &ProviderProfile::rx_depth, 1},
+                                         {"rma_iov_limit", &ProviderProfile::rma_iov_limit, 0}};
+
+// The capabilities that are one flag: true or false, or a progress mode ("manual" true).
+struct FlagField {
+  std::string_view name;
+  bool ProviderProfile::*member;
+  bool (*read)(const json& v, const std::string& origin, std::string_view field);
+};
+constexpr FlagField kFlagFields[] = {
+    {"data_order", &ProviderProfile::data_order, flag_of},
+    {"rma_event", &ProviderProfile::rma_event, flag_of},
+    {"shared_rx", &ProviderProfile::shared_rx, flag_of},
+    {"multi_recv", &ProviderProfile::multi_recv, flag_of},
+    {"uses_fi_more", &ProviderProfile::uses_fi_more, flag_of},
+    {"data_progress", &ProviderProfile::data_progress_manual, manual_of},
+    {"control_progress", &ProviderProfile::control_progress_manual, manual_of}};
+
+// The entry of `fields` named `name`, or null.
+template <class Field, std::size_t N>
+const Field* find_field(const Field (&fields)[N], std::string_view name) {
+  for (const Field& f : fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
 const std::string& text_of(const json& obj, std::string_view key, const std::string& origin,
                            std::string_view field) {
   auto it = obj.find(std::string(key));
@@ -185,26 +221,19 @@ ProviderProfile parse_profile(std::string_view text, const std::string& origin) 
     }
     p.entries.push_back(std::move(shown));
 
-    if (field == "endpoint_types") {
+    if (const NumberField* n = find_field(kNumberFields, field)) {
+      p.*(n->member) = number_of(v, origin, where, n->min);
+      if (field == "cq_data_size" && p.cq_data_size > 8)
+        refuse(origin, where, "must be at most 8 (bytes)");
+    } else if (const FlagField* f = find_field(kFlagFields, field)) {
+      p.*(f->member) = f->read(v, origin, where);
+    } else if (field == "endpoint_types") {
       constexpr std::string_view kTypes[] = {"msg", "rdm"};
       for (const auto& s : names_of(v, origin, where, kTypes))
         p.endpoint_types.push_back(*parse_endpoint_type(s));
       if (p.endpoint_types.empty()) refuse(origin, where, "names no endpoint type");
     } else if (field == "mr_mode") {
       p.mr_mode = names_of(v, origin, where, kMrBits);
-    } else if (field == "cq_data_size") {
-      p.cq_data_size = number_of(v, origin, where, 0);
-      if (p.cq_data_size > 8) refuse(origin, where, "must be at most 8 (bytes)");
-    } else if (field == "inject_size") {
-      p.inject_size = number_of(v, origin, where, 0);
-    } else if (field == "max_msg_size") {
-      p.max_msg_size = number_of(v, origin, where, 1);
-    } else if (field == "tx_depth") {
-      p.tx_depth = number_of(v, origin, where, 1);
-    } else if (field == "rx_depth") {
-      p.rx_depth = number_of(v, origin, where, 1);
-    } else if (field == "rma_iov_limit") {
-      p.rma_iov_limit = number_of(v, origin, where, 0);
     } else if (field == "ops") {
       constexpr std::string_view kOps[] = {"send", "write", "read", "writedata"};
       for (const auto& s : names_of(v, origin, where, kOps)) p.ops.push_back(*parse_op(s));
@@ -213,22 +242,8 @@ ProviderProfile parse_profile(std::string_view text, const std::string& origin) 
       for (const auto& s : names_of(v, origin, where, kAtomics)) p.ops.push_back(*parse_op(s));
     } else if (field == "msg_order") {
       p.msg_order = names_of(v, origin, where, kOrderBits);
-    } else if (field == "data_order") {
-      p.data_order = flag_of(v, origin, where);
-    } else if (field == "rma_event") {
-      p.rma_event = flag_of(v, origin, where);
-    } else if (field == "shared_rx") {
-      p.shared_rx = flag_of(v, origin, where);
-    } else if (field == "multi_recv") {
-      p.multi_recv = flag_of(v, origin, where);
     } else if (field == "modes") {
       p.modes = names_of(v, origin, where, kModes);
-    } else if (field == "uses_fi_more") {
-      p.uses_fi_more = flag_of(v, origin, where);
-    } else if (field == "data_progress") {
-      p.data_progress_manual = manual_of(v, origin, where);
-    } else if (field == "control_progress") {
-      p.control_progress_manual = manual_of(v, origin, where);
     }
   }
   if (p.has(Op::writedata) && p.cq_data_size == 0)
