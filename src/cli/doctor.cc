@@ -174,6 +174,12 @@ Check check_shm_leftovers() {
           "`fabflow clean` removes them (only those whose owner is gone)"};
 }
 
+// A warning that the kernel refused `call` with `err`, saying what fabflow falls back to.
+Check refused(const std::string& name, const std::string& call, int err,
+              const std::string& fallback, const std::string& fix) {
+  return {name, "warn", call + " refused: " + std::strerror(err) + " (" + fallback + ")", fix};
+}
+
 Check check_userfaultfd() {
   int fd = static_cast<int>(
       ::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* UFFD_USER_MODE_ONLY */));
@@ -182,10 +188,10 @@ Check check_userfaultfd() {
     ::close(fd);
     return {"userfaultfd", "ok", "a userfaultfd opened (the registration cache sees unmaps)", ""};
   }
-  return {"userfaultfd", "warn",
-          std::string("userfaultfd refused: ") + std::strerror(errno) +
-              " (the registration cache falls back to checking ranges at each hit)",
-          "sysctl vm.unprivileged_userfaultfd=1, or run with CAP_SYS_PTRACE"};
+  const int err = errno;
+  return refused("userfaultfd", "userfaultfd", err,
+                 "the registration cache falls back to checking ranges at each hit",
+                 "sysctl vm.unprivileged_userfaultfd=1, or run with CAP_SYS_PTRACE");
 }
 
 // Reads a child's memory as the local transport's bulk path does (process_vm_readv).
@@ -217,10 +223,10 @@ Check check_cross_memory_attach() {
   }
   if (n == static_cast<ssize_t>(sizeof got) && got == marker)
     return {"cross-memory attach", "ok", "process_vm_readv of another process works", ""};
-  return {"cross-memory attach", "warn",
-          std::string("process_vm_readv refused: ") + std::strerror(err) +
-              " (local's bulk transfers fall back to copies through the ring)",
-          "sysctl kernel.yama.ptrace_scope=0, or run the ranks as one user with CAP_SYS_PTRACE"};
+  return refused("cross-memory attach", "process_vm_readv", err,
+                 "local's bulk transfers fall back to copies through the ring",
+                 "sysctl kernel.yama.ptrace_scope=0, or run the ranks as one user with "
+                 "CAP_SYS_PTRACE");
 }
 
 Check check_huge_pages() {
