@@ -3,9 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -13,9 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +19,7 @@
 #include <string_view>
 
 #include "fabflow/status.h"
-#include "common/shm_regions.h"
+#include "launcher/child.h"
 #include "launcher/fd.h"
 #include "launcher/netns.h"
 #include "launcher/relay.h"
@@ -34,89 +29,20 @@ extern char** environ;
 namespace fabflow {
 namespace {
 
+using launcher::Child;
+using launcher::ChildPlan;
 using launcher::ErrorRelay;
 using launcher::Fd;
-using SteadyClock = std::chrono::steady_clock;
+using launcher::kReapBound;
+using launcher::run_child;
+using launcher::SignalGuard;
+using launcher::Stage;
+using launcher::stage_text;
+using launcher::SteadyClock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kKillDelay{1000};   // SIGTERM -> SIGKILL
-constexpr milliseconds kReapBound{5000};   // SIGKILL -> giving up on a child
 constexpr milliseconds kDrainBound{1000};  // last children gone -> giving up on their pipes
-
-std::atomic<bool> g_launch_active{false};
-std::atomic<int> g_signal_pipe{-1};
-std::atomic<int> g_first_signal{0};
-
-extern "C" void on_launcher_signal(int sig) {
-  const int saved = errno;
-  int none = 0;
-  g_first_signal.compare_exchange_strong(none, sig);
-  if (const int fd = g_signal_pipe.load(); fd >= 0) {
-    const char byte = static_cast<char>(sig);
-    [[maybe_unused]] const ssize_t n = ::write(fd, &byte, 1);
-  }
-  errno = saved;
-}
-
-// Routes SIGINT/SIGTERM/SIGHUP to a self-pipe, ignores SIGPIPE and defaults SIGCHLD (so that no
-// handler of the caller reaps our children) for one launch, restoring the previous dispositions
-// on destruction; at most one per process (a second one throws).
-class SignalGuard {
- public:
-  SignalGuard() {
-    if (g_launch_active.exchange(true)) {
-      throw Error("launcher: another launch is already running in this process");
-    }
-    try {
-      launcher::Pipe p = launcher::make_pipe();
-      for (int fd : {p.read.get(), p.write.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
-      read_ = std::move(p.read);
-      write_ = std::move(p.write);
-    } catch (...) {
-      g_launch_active = false;
-      throw;
-    }
-    g_first_signal = 0;
-    g_signal_pipe = write_.get();
-    for (std::size_t i = 0; i < kSignals.size(); ++i) {
-      struct sigaction sa {};
-      sigemptyset(&sa.sa_mask);
-      switch (kSignals[i]) {
-        case SIGPIPE: sa.sa_handler = SIG_IGN; break;
-        case SIGCHLD: sa.sa_handler = SIG_DFL; break;
-        default: sa.sa_handler = on_launcher_signal; break;
-      }
-      ::sigaction(kSignals[i], &sa, &previous_[i]);
-    }
-  }
-  ~SignalGuard() {
-    restore();
-    g_signal_pipe = -1;
-    g_launch_active = false;
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-
-  int fd() const noexcept { return read_.get(); }
-  // The first signal received during the launch, or 0.
-  int received() const noexcept { return g_first_signal.load(); }
-  // Puts the caller's dispositions back; async-signal-safe (a forked child calls it).
-  void restore() const noexcept {
-    for (std::size_t i = 0; i < kSignals.size(); ++i) {
-      ::sigaction(kSignals[i], &previous_[i], nullptr);
-    }
-  }
-  void drain() const noexcept {
-    char buf[64];
-    while (::read(read_.get(), buf, sizeof buf) > 0) {
-    }
-  }
-
- private:
-  static constexpr std::array kSignals{SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD};
-  Fd read_, write_;
-  std::array<struct sigaction, kSignals.size()> previous_{};
-};
 
 std::string make_secret() {
   unsigned char bytes[16];
@@ -184,147 +110,6 @@ std::string resolved_program(const std::string& argv0) {
 }
 
 namespace {
-
-// What a forked child needs, all prepared before fork (the child only makes
-// async-signal-safe calls).
-struct ChildPlan {
-  std::string program;  // argv[0], /proc/self/exe resolved (see resolved_program)
-  std::vector<std::string> env_text;
-  std::vector<char*> envp;
-  std::vector<char*> argv;
-  int netns_fd = -1;
-  int coord_fd = -1;
-  int stdin_fd = -1;
-  int stderr_fd = -1;
-  int report_fd = -1;  // the child writes {stage, errno} here when it cannot exec
-};
-
-enum class Stage : int { pdeathsig, setns, dup2, coord_fd, exec };
-
-constexpr const char* stage_text(Stage s) {
-  switch (s) {
-    case Stage::pdeathsig: return "prctl(PR_SET_PDEATHSIG)";
-    case Stage::setns: return "setns into its network namespace";
-    case Stage::dup2: return "dup2";
-    case Stage::coord_fd: return "fcntl on the coordinator socket";
-    case Stage::exec: return "execv";
-  }
-  return "?";
-}
-
-[[noreturn]] void fail_in_child(int report_fd, Stage stage) {
-  const int report[2] = {static_cast<int>(stage), errno};
-  [[maybe_unused]] const ssize_t n = ::write(report_fd, report, sizeof report);
-  ::_exit(127);
-}
-
-[[noreturn]] void run_child(const ChildPlan& plan, pid_t launcher_pid, const SignalGuard& signals) {
-  ::setpgid(0, 0);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_in_child(plan.report_fd, Stage::pdeathsig);
-  if (::getppid() != launcher_pid) ::_exit(127);
-  signals.restore();
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (plan.netns_fd >= 0 && ::setns(plan.netns_fd, CLONE_NEWNET) != 0) {
-    fail_in_child(plan.report_fd, Stage::setns);
-  }
-  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stderr_fd, 2) < 0) {
-    fail_in_child(plan.report_fd, Stage::dup2);
-  }
-  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-  if (plan.coord_fd >= 0 && ::fcntl(plan.coord_fd, F_SETFD, 0) != 0) {
-    fail_in_child(plan.report_fd, Stage::coord_fd);
-  }
-  ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
-  fail_in_child(plan.report_fd, Stage::exec);
-}
-
-// One running rank: owns its process group (killed and reaped on destruction if still
-// running), a pidfd and the read end of its stderr pipe. Move-only, not thread-safe.
-class Child {
- public:
-  Child(int rank, pid_t pid, Fd pidfd, Fd err)
-      : rank_(rank), pid_(pid), pidfd_(std::move(pidfd)), err_(std::move(err)) {}
-  Child(Child&& o) noexcept
-      : rank_(o.rank_),
-        pid_(std::exchange(o.pid_, -1)),
-        pidfd_(std::move(o.pidfd_)),
-        err_(std::move(o.err_)),
-        status_(o.status_),
-        wrote_stderr_(o.wrote_stderr_) {}
-  Child& operator=(Child&&) = delete;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() {
-    if (!running()) return;
-    signal(SIGKILL);
-    pollfd p{pidfd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(kReapBound.count())) > 0) reap();
-  }
-
-  int rank() const noexcept { return rank_; }
-  pid_t pid() const noexcept { return pid_; }
-  bool running() const noexcept { return pid_ > 0 && pidfd_; }
-  int pidfd() const noexcept { return pidfd_.get(); }
-  int err() const noexcept { return err_.get(); }
-  int status() const noexcept { return status_; }
-  bool wrote_stderr() const noexcept { return wrote_stderr_; }
-
-  // True while the child is stopped (SIGSTOP, SIGTSTP, a debugger): it cannot exit by itself,
-  // not even on SIGTERM, until something continues it.
-  bool stopped() const {
-    if (!running()) return false;
-    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) return false;
-    const auto comm_end = line.rfind(')');  // the command name may hold spaces and parentheses
-    return comm_end != std::string::npos && comm_end + 2 < line.size() &&
-           (line[comm_end + 2] == 'T' || line[comm_end + 2] == 't');
-  }
-  // Signals the child's whole process group (it and whatever it started).
-  void signal(int sig) const noexcept {
-    if (running()) ::kill(-pid_, sig);
-  }
-  // Called once the pidfd is readable: the child is a zombie, so its group id cannot be
-  // reused yet; stragglers in the group are killed, then the child is reaped.
-  void reap() {
-    ::kill(-pid_, SIGKILL);
-    remove_shm_regions_of(pid_);  // a zombie still: its pid cannot have been reused
-    while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
-    }
-    pidfd_.reset();
-  }
-  // Relays what is readable on the stderr pipe; closes it at end of file.
-  void read_stderr(ErrorRelay& relay) {
-    char buf[16 * 1024];
-    while (err_) {
-      const ssize_t n = ::read(err_.get(), buf, sizeof buf);
-      if (n > 0) {
-        wrote_stderr_ = true;
-        relay.feed(rank_, std::string_view(buf, static_cast<std::size_t>(n)));
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && errno == EAGAIN) {
-        return;
-      } else {
-        relay.finish(rank_);
-        err_.reset();
-      }
-    }
-  }
-
- private:
-  int rank_;
-  pid_t pid_;
-  Fd pidfd_;
-  Fd err_;
-  int status_ = 0;
-  bool wrote_stderr_ = false;
-
- public:
-  std::optional<SteadyClock::time_point> stopped_since;  // Launch's bookkeeping
-};
 
 // One launch from spawning to the last child reaped; not thread-safe.
 class Launch {
