@@ -91,6 +91,12 @@ for bin in "$work/cmake/flow_pipeline" "$work/pc/flow_pipeline-static"; do
       fail "flow_pipeline $args: the checksums differ: $out"
   done
 done
+# Started by `fabflow launch`, the example acts as one rank of two, its lines labelled
+# (examples/README.md).
+out=$(timeout 60 "$prefix/bin/fabflow" launch -n 2 -- "$work/cmake/flow_pipeline" "$text") ||
+  fail "fabflow launch -n 2 -- flow_pipeline exited $?"
+grep -q "^\[1\] consumer: $((lines + 1)) items, $words words, $bytes bytes" <<<"$out" ||
+  fail "fabflow launch -n 2 -- flow_pipeline: no labelled consumer line: $out"
 for bin in "$work/cmake/rpc_echo" "$work/pc/rpc_echo"; do
   for args in "-n 20000" "--pattern SendSend -p shm -n 2000" "--pattern WriteSend -p tcp -n 2000"; do
     # shellcheck disable=SC2086

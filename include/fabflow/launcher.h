@@ -25,6 +25,14 @@ struct LaunchConfig {
   // bootstrap's liveness; this is for a peer trapped where it cannot (libfabric's shm provider
   // spins on a lock in shared memory that the stopped rank holds).
   std::chrono::milliseconds stopped_bound{0};
+  // Relays every line of each rank's stdout and stderr under a "[rank] " prefix, stdout to
+  // stdout and stderr to stderr, each line whole, and shows every error line rather than only
+  // the run's first (`fabflow launch`, whose ranks may be any program). Off: stdout is passed
+  // through as it is and stderr relayed unlabelled.
+  bool label_output = false;
+  // The CPUs to pin the ranks to, round robin: rank r runs on cpus[r % cpus.size()] only, set
+  // before its program starts (values 0..CPU_SETSIZE-1). Empty: not pinned.
+  std::vector<int> cpus;
 };
 
 // The program a launch execs for argv[0]: "/proc/self/exe" becomes the path it links to, so
@@ -37,8 +45,8 @@ std::string resolved_program(const std::string& argv0);
 // FABFLOW_RANK, FABFLOW_SIZE, FABFLOW_LOCAL_RANK, FABFLOW_COORD, FABFLOW_SECRET (random per
 // launch) and, for rank 0 outside namespaces, FABFLOW_COORD_FD (a listening socket the launcher
 // bound, so there is no port race). Children's stdout is passed through; of their error lines
-// only the first is shown. Throws Error when namespaces cannot be created (the message says
-// why, e.g. not root).
+// only the first is shown (unless label_output). Throws Error when namespaces cannot be created
+// (the message says why, e.g. not root) or a rank's program cannot be started.
 int launch_local(const LaunchConfig& config);
 
 // True when this process was started by a launcher (fabflow's own, Slurm, mpirun, PMI/PMIx)

@@ -156,7 +156,8 @@ void add_plot(CLI::App& app, Runner& run);
 void add_model(CLI::App& app, Runner& run);
 // `fabflow doctor`: this host's checks, ok / warn / fail with a fix each (doctor.cc).
 void add_doctor(CLI::App& app, Runner& run);
-void add_clean(CLI::App& app, Runner& run);  // in doctor.cc
+void add_clean(CLI::App& app, Runner& run);                           // in doctor.cc
+void add_launch(CLI::App& app, const Invocation& self, Runner& run);  // launch.cc
 // `bulk plan` (auto's plan of the bulk channel); its callback sets `run`.
 void add_bulk(CLI::App& app, const Invocation& self, Runner& run);
 

@@ -1,5 +1,5 @@
 // fabflow: a thin shell over the library. Subcommands: info, bench <family> (one per
-// bench::kFamilies), experiment list|run|judge, report, plot, model pcie, bulk plan.
+// bench::kFamilies), experiment list|run|judge, report, plot, model pcie, bulk plan, launch.
 #include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 #include <fabflow/version.h>
@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   cli::add_model(app, run);
   cli::add_doctor(app, run);
   cli::add_clean(app, run);
+  cli::add_launch(app, self, run);
   cli::add_bulk(app, self, run);
 
   try {

@@ -91,6 +91,7 @@ const char* stage_text(Stage s) {
   switch (s) {
     case Stage::pdeathsig: return "prctl(PR_SET_PDEATHSIG)";
     case Stage::setns: return "setns into its network namespace";
+    case Stage::affinity: return "sched_setaffinity to its CPU";
     case Stage::dup2: return "dup2";
     case Stage::coord_fd: return "fcntl on the coordinator socket";
     case Stage::exec: return "execv";
@@ -109,7 +110,16 @@ void run_child(const ChildPlan& plan, pid_t launcher_pid, const SignalGuard& sig
   if (plan.netns_fd >= 0 && ::setns(plan.netns_fd, CLONE_NEWNET) != 0) {
     fail_in_child(plan.report_fd, Stage::setns);
   }
-  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stderr_fd, 2) < 0) {
+  if (plan.cpu >= 0) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    CPU_SET(plan.cpu, &cpus);
+    if (::sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
+      fail_in_child(plan.report_fd, Stage::affinity);
+    }
+  }
+  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stderr_fd, 2) < 0 ||
+      (plan.stdout_fd >= 0 && ::dup2(plan.stdout_fd, 1) < 0)) {
     fail_in_child(plan.report_fd, Stage::dup2);
   }
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -145,12 +155,20 @@ void Child::reap() {
   pidfd_.reset();
 }
 
-void Child::read_stderr(ErrorRelay& relay) {
+void Child::read_stderr(LineRelay& relay) {
+  if (err_) read_pipe(err_, relay);
+}
+
+void Child::read_stdout(LineRelay& relay) {
+  if (out_) read_pipe(out_, relay);
+}
+
+void Child::read_pipe(Fd& pipe, LineRelay& relay) {
   char buf[16 * 1024];
-  while (err_) {
-    const ssize_t n = ::read(err_.get(), buf, sizeof buf);
+  while (pipe) {
+    const ssize_t n = ::read(pipe.get(), buf, sizeof buf);
     if (n > 0) {
-      wrote_stderr_ = true;
+      if (&pipe == &err_) wrote_stderr_ = true;
       relay.feed(rank_, std::string_view(buf, static_cast<std::size_t>(n)));
     } else if (n < 0 && errno == EINTR) {
       continue;
@@ -158,7 +176,7 @@ void Child::read_stderr(ErrorRelay& relay) {
       return;
     } else {
       relay.finish(rank_);
-      err_.reset();
+      pipe.reset();
     }
   }
 }

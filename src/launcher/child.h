@@ -54,11 +54,13 @@ struct ChildPlan {
   int netns_fd = -1;
   int coord_fd = -1;
   int stdin_fd = -1;
+  int stdout_fd = -1;  // -1: the launcher's own stdout
   int stderr_fd = -1;
+  int cpu = -1;        // the one CPU the child runs on (sched_setaffinity); -1: not pinned
   int report_fd = -1;  // the child writes {stage, errno} here when it cannot exec
 };
 
-enum class Stage : int { pdeathsig, setns, dup2, coord_fd, exec };
+enum class Stage : int { pdeathsig, setns, affinity, dup2, coord_fd, exec };
 
 const char* stage_text(Stage s);
 
@@ -67,16 +69,22 @@ const char* stage_text(Stage s);
 [[noreturn]] void run_child(const ChildPlan& plan, pid_t launcher_pid, const SignalGuard& signals);
 
 // One running rank: owns its process group (killed and reaped on destruction if still
-// running), a pidfd and the read end of its stderr pipe. Move-only, not thread-safe.
+// running), a pidfd and the read ends of its stderr pipe and, when its output is labelled, of
+// its stdout pipe. Move-only, not thread-safe.
 class Child {
  public:
-  Child(int rank, pid_t pid, Fd pidfd, Fd err)
-      : rank_(rank), pid_(pid), pidfd_(std::move(pidfd)), err_(std::move(err)) {}
+  Child(int rank, pid_t pid, Fd pidfd, Fd err, Fd out)
+      : rank_(rank),
+        pid_(pid),
+        pidfd_(std::move(pidfd)),
+        err_(std::move(err)),
+        out_(std::move(out)) {}
   Child(Child&& o) noexcept
       : rank_(o.rank_),
         pid_(std::exchange(o.pid_, -1)),
         pidfd_(std::move(o.pidfd_)),
         err_(std::move(o.err_)),
+        out_(std::move(o.out_)),
         status_(o.status_),
         wrote_stderr_(o.wrote_stderr_) {}
   Child& operator=(Child&&) = delete;
@@ -89,6 +97,7 @@ class Child {
   bool running() const noexcept { return pid_ > 0 && pidfd_; }
   int pidfd() const noexcept { return pidfd_.get(); }
   int err() const noexcept { return err_.get(); }
+  int out() const noexcept { return out_.get(); }  // -1 when stdout is not piped
   int status() const noexcept { return status_; }
   bool wrote_stderr() const noexcept { return wrote_stderr_; }
 
@@ -102,14 +111,19 @@ class Child {
   // Called once the pidfd is readable: the child is a zombie, so its group id cannot be
   // reused yet; stragglers in the group are killed, then the child is reaped.
   void reap();
-  // Relays what is readable on the stderr pipe; closes it at end of file.
-  void read_stderr(ErrorRelay& relay);
+  // Relay what is readable on the stderr / stdout pipe; each closes its pipe at end of file.
+  void read_stderr(LineRelay& relay);
+  void read_stdout(LineRelay& relay);
 
  private:
+  // Reads `pipe` until it would block, feeding the relay; closes it at end of file.
+  void read_pipe(Fd& pipe, LineRelay& relay);
+
   int rank_;
   pid_t pid_;
   Fd pidfd_;
   Fd err_;
+  Fd out_;
   int status_ = 0;
   bool wrote_stderr_ = false;
 

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -31,7 +32,8 @@ namespace {
 
 using launcher::Child;
 using launcher::ChildPlan;
-using launcher::ErrorRelay;
+using launcher::ErrorLines;
+using launcher::LineRelay;
 using launcher::Fd;
 using launcher::kReapBound;
 using launcher::run_child;
@@ -115,9 +117,19 @@ namespace {
 class Launch {
  public:
   Launch(const LaunchConfig& config, SignalGuard& signals, SteadyClock::time_point start)
-      : config_(config), signals_(signals), relay_(STDERR_FILENO, config.nprocs) {
+      : config_(config),
+        signals_(signals),
+        relay_(STDERR_FILENO, config.nprocs,
+               config.label_output ? ErrorLines::every : ErrorLines::first_of_run),
+        out_relay_(STDOUT_FILENO, config.nprocs, ErrorLines::every) {
     if (config.deadline.count() > 0) deadline_at_ = start + config.deadline;
     children_.reserve(static_cast<std::size_t>(config.nprocs));
+    for (int rank = 0; config.label_output && rank < config.nprocs; ++rank) {
+      std::string label(1, '[');  // "[3] "
+      label.append(std::to_string(rank)).append("] ");
+      relay_.set_label(rank, label);
+      out_relay_.set_label(rank, label);
+    }
   }
 
   void spawn(int rank, const std::vector<std::string>& extra_env, int netns_fd, int coord_fd);
@@ -137,7 +149,8 @@ class Launch {
 
   const LaunchConfig& config_;
   SignalGuard& signals_;
-  ErrorRelay relay_;
+  LineRelay relay_;      // the children's stderr
+  LineRelay out_relay_;  // their stdout, when label_output pipes it
   std::vector<Child> children_;
   std::optional<int> result_;
   std::optional<SteadyClock::time_point> deadline_at_, term_at_, kill_at_, give_up_at_;
@@ -173,9 +186,15 @@ void Launch::spawn(int rank, const std::vector<std::string>& extra_env, int netn
   null = launcher::above_stdio(std::move(null));
   launcher::Pipe err = launcher::make_pipe();
   launcher::Pipe report = launcher::make_pipe();
+  launcher::Pipe out;
+  if (config_.label_output) out = launcher::make_pipe();
   plan.stdin_fd = null.get();
+  plan.stdout_fd = out.write.get();
   plan.stderr_fd = err.write.get();
   plan.report_fd = report.write.get();
+  if (!config_.cpus.empty()) {
+    plan.cpu = config_.cpus[static_cast<std::size_t>(rank) % config_.cpus.size()];
+  }
 
   std::fflush(nullptr);
   const pid_t self = ::getpid();
@@ -199,13 +218,20 @@ void Launch::spawn(int rank, const std::vector<std::string>& extra_env, int netn
     throw Error(launcher::errno_text("launcher: pidfd_open", e));
   }
   ::fcntl(err.read.get(), F_SETFL, O_NONBLOCK);
-  children_.emplace_back(rank, pid, std::move(pidfd), std::move(err.read));
+  if (out.read) ::fcntl(out.read.get(), F_SETFL, O_NONBLOCK);
+  children_.emplace_back(rank, pid, std::move(pidfd), std::move(err.read), std::move(out.read));
 
   err.write.reset();
+  out.write.reset();
   report.write.reset();
   int failure[2];
   ssize_t n;
   while ((n = ::read(report.read.get(), failure, sizeof failure)) < 0 && errno == EINTR) {
+  }
+  if (n == static_cast<ssize_t>(sizeof failure) &&
+      failure[0] == static_cast<int>(Stage::affinity)) {
+    throw Error("launcher: rank " + std::to_string(rank) + ": cannot pin to CPU " +
+                std::to_string(plan.cpu) + ": " + std::strerror(failure[1]));
   }
   if (n == static_cast<ssize_t>(sizeof failure)) {
     throw Error("launcher: rank " + std::to_string(rank) + ": " +
@@ -231,15 +257,20 @@ void Launch::escalate(SteadyClock::time_point now) {
 void Launch::on_exit(Child& child) {
   child.reap();
   child.read_stderr(relay_);
+  child.read_stdout(out_relay_);
   const int status = child.status();
   if (exit_code(status) == 0 || result_) return;
   result_ = exit_code(status);
-  if (WIFSIGNALED(status) && !child.wrote_stderr()) {
+  // A rank killed in silence is named; with labelled output (any program) every first failure.
+  const std::string who = "fabflow: error: rank " + std::to_string(child.rank()) + " (pid " +
+                          std::to_string(child.pid());
+  if (WIFSIGNALED(status) && (config_.label_output || !child.wrote_stderr())) {
     const int sig = WTERMSIG(status);
     const char* desc = ::sigdescr_np(sig);
-    relay_.emit("fabflow: error: rank " + std::to_string(child.rank()) + " (pid " +
-                std::to_string(child.pid()) + ") killed by signal " + std::to_string(sig) + " (" +
+    relay_.emit(who + ") killed by signal " + std::to_string(sig) + " (" +
                 (desc ? desc : "unknown") + ")");
+  } else if (config_.label_output) {
+    relay_.emit(who + ") exited with status " + std::to_string(*result_));
   }
   // A stopped rank would hold the run for the whole grace and SIGTERM delay, and its peers
   // have already said that it stopped answering: it is killed now.
@@ -325,9 +356,11 @@ int Launch::supervise() {
         fds.push_back({c.pidfd(), POLLIN, 0});
         owners.push_back(&c);
       }
-      if (c.err() >= 0) {
-        fds.push_back({c.err(), POLLIN, 0});
-        owners.push_back(&c);
+      for (const int pipe : {c.err(), c.out()}) {
+        if (pipe >= 0) {
+          fds.push_back({pipe, POLLIN, 0});
+          owners.push_back(&c);
+        }
       }
     }
     int timeout = wait_ms(now);
@@ -358,6 +391,8 @@ int Launch::supervise() {
         on_exit(c);
       } else if (fds[i].fd == c.err()) {
         c.read_stderr(relay_);
+      } else if (fds[i].fd == c.out()) {
+        c.read_stdout(out_relay_);
       }
     }
   }
@@ -373,9 +408,11 @@ void Launch::final_drain() {
     std::vector<pollfd> fds;
     std::vector<Child*> owners;
     for (auto& c : children_) {
-      if (c.err() >= 0) {
-        fds.push_back({c.err(), POLLIN, 0});
-        owners.push_back(&c);
+      for (const int pipe : {c.err(), c.out()}) {
+        if (pipe >= 0) {
+          fds.push_back({pipe, POLLIN, 0});
+          owners.push_back(&c);
+        }
       }
     }
     const auto left = std::chrono::ceil<milliseconds>(give_up - SteadyClock::now()).count();
@@ -383,11 +420,15 @@ void Launch::final_drain() {
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left));
     if (ready < 0 && errno != EINTR) break;
     for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
-      if (fds[i].revents != 0) owners[i]->read_stderr(relay_);
+      if (fds[i].revents == 0) continue;
+      Child& c = *owners[i];
+      if (fds[i].fd == c.err()) c.read_stderr(relay_);
+      if (fds[i].fd == c.out()) c.read_stdout(out_relay_);
     }
   }
   for (auto& c : children_) {
     if (c.err() >= 0) relay_.finish(c.rank());
+    if (c.out() >= 0) out_relay_.finish(c.rank());
   }
 }
 
@@ -398,6 +439,12 @@ int launch_local(const LaunchConfig& config) {
   if (config.nprocs < 1) throw Error("launcher: nprocs must be at least 1");
   if (config.argv.empty() || config.argv[0].empty()) {
     throw Error("launcher: no program to run");
+  }
+  for (const int cpu : config.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      throw Error("launcher: CPU " + std::to_string(cpu) + " is out of range 0.." +
+                  std::to_string(CPU_SETSIZE - 1));
+    }
   }
   if (config.netns && config.nprocs > launcher::VirtualNetwork::kMaxRanks) {
     throw Error("launcher: at most " + std::to_string(launcher::VirtualNetwork::kMaxRanks) +

@@ -4,12 +4,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace fabflow::launcher {
 
-ErrorRelay::ErrorRelay(int out_fd, int streams) : out_fd_(out_fd), streams_(streams) {}
+LineRelay::LineRelay(int out_fd, int streams, ErrorLines errors)
+    : out_fd_(out_fd), errors_(errors), streams_(streams) {}
 
-void ErrorRelay::feed(int stream, std::string_view bytes) {
+void LineRelay::set_label(int stream, std::string label) {
+  streams_.at(stream).label = std::move(label);
+}
+
+void LineRelay::feed(int stream, std::string_view bytes) {
   Stream& s = streams_.at(stream);
   s.pending.append(bytes);
   std::size_t start = 0;
@@ -23,7 +29,7 @@ void ErrorRelay::feed(int stream, std::string_view bytes) {
   }
 }
 
-void ErrorRelay::finish(int stream) {
+void LineRelay::finish(int stream) {
   Stream& s = streams_.at(stream);
   if (!s.pending.empty()) {
     s.pending.push_back('\n');
@@ -31,27 +37,37 @@ void ErrorRelay::finish(int stream) {
   } else if (s.mid_line) {
     relay_piece(s, "\n", true);
   }
-  s = Stream{};
+  s.pending.clear();
+  s.mid_line = false;
+  s.suppress = false;
 }
 
-void ErrorRelay::emit(std::string_view line) {
+void LineRelay::emit(std::string_view line) {
   Stream own;
   std::string text(line);
   text.push_back('\n');
   relay_piece(own, text, true);
 }
 
-void ErrorRelay::relay_piece(Stream& s, std::string_view piece, bool ends_line) {
-  if (!s.mid_line) {
+void LineRelay::relay_piece(Stream& s, std::string_view piece, bool ends_line) {
+  const bool line_start = !s.mid_line;
+  if (line_start) {
     const bool is_error = piece.starts_with(kErrorPrefix);
-    s.suppress = is_error && error_shown_;
+    s.suppress = is_error && error_shown_ && errors_ == ErrorLines::first_of_run;
     error_shown_ = error_shown_ || is_error;
   }
-  if (!s.suppress) write_out(piece);
   s.mid_line = !ends_line;
+  if (s.suppress) return;
+  if (line_start && !s.label.empty()) {
+    std::string labelled = s.label;  // one write: the label never parts from its line
+    labelled.append(piece);
+    write_out(labelled);
+  } else {
+    write_out(piece);
+  }
 }
 
-void ErrorRelay::write_out(std::string_view bytes) {
+void LineRelay::write_out(std::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(out_fd_, bytes.data(), bytes.size());
     if (n > 0) {

@@ -30,7 +30,7 @@ class Sink {
 
 TEST(LauncherRelay, PassesOrdinaryLinesThroughWhole) {
   Sink sink;
-  ErrorRelay relay(sink.fd(), 2);
+  LineRelay relay(sink.fd(), 2);
   relay.feed(0, "hel");
   relay.feed(1, "other\n");
   relay.feed(0, "lo\nwor");
@@ -42,7 +42,7 @@ TEST(LauncherRelay, PassesOrdinaryLinesThroughWhole) {
 
 TEST(LauncherRelay, ShowsOnlyTheFirstErrorLineOfTheRun) {
   Sink sink;
-  ErrorRelay relay(sink.fd(), 3);
+  LineRelay relay(sink.fd(), 3);
   relay.feed(1, "fabflow: error: rank 1 failed\n");
   relay.feed(0, "fabflow: error: peer 1 vanished\nstill here\n");
   relay.feed(1, "fabflow: error: again\n");
@@ -55,7 +55,7 @@ TEST(LauncherRelay, ShowsOnlyTheFirstErrorLineOfTheRun) {
 
 TEST(LauncherRelay, ClassifiesALineSplitAcrossReads) {
   Sink sink;
-  ErrorRelay relay(sink.fd(), 2);
+  LineRelay relay(sink.fd(), 2);
   relay.feed(0, "fabflow: error: first\n");
   relay.feed(1, "fabflow: err");
   relay.feed(1, "or: second\nok\n");
@@ -64,7 +64,7 @@ TEST(LauncherRelay, ClassifiesALineSplitAcrossReads) {
 
 TEST(LauncherRelay, FinishTerminatesTheLastLine) {
   Sink sink;
-  ErrorRelay relay(sink.fd(), 2);
+  LineRelay relay(sink.fd(), 2);
   relay.feed(0, "no newline");
   relay.finish(0);
   relay.finish(1);
@@ -73,7 +73,7 @@ TEST(LauncherRelay, FinishTerminatesTheLastLine) {
 
 TEST(LauncherRelay, OwnLinesFollowTheSameRule) {
   Sink sink;
-  ErrorRelay relay(sink.fd(), 1);
+  LineRelay relay(sink.fd(), 1);
   relay.emit("fabflow: error: run exceeded its deadline of 1 s");
   relay.feed(0, "fabflow: error: interrupted\n");
   relay.emit("fabflow: error: another");
@@ -82,14 +82,67 @@ TEST(LauncherRelay, OwnLinesFollowTheSameRule) {
 
 TEST(LauncherRelay, LongLinesAreRelayedInPiecesAndKeepTheirClass) {
   Sink sink;
-  ErrorRelay relay(sink.fd(), 2);
-  const std::string long_text(ErrorRelay::kMaxLine + 10, 'x');
+  LineRelay relay(sink.fd(), 2);
+  const std::string long_text(LineRelay::kMaxLine + 10, 'x');
   relay.feed(0, "fabflow: error: first\n");
   relay.feed(1, "fabflow: error: " + long_text);
   relay.feed(1, "tail\n");
   relay.feed(1, long_text);
   relay.feed(1, "!\n");
   EXPECT_EQ(sink.text(), "fabflow: error: first\n" + long_text + "!\n");
+}
+
+TEST(LauncherRelay, LabelsEveryLineOfItsStream) {
+  Sink sink;
+  LineRelay relay(sink.fd(), 2);
+  relay.set_label(0, "[0] ");
+  relay.set_label(1, "[1] ");
+  relay.feed(0, "hel");
+  relay.feed(1, "a\nb\n");
+  relay.feed(0, "lo\nworld\n");
+  relay.emit("fabflow: error: the launcher's own");
+  relay.feed(1, "tail");
+  relay.finish(1);
+  relay.feed(1, "after finish\n");
+  EXPECT_EQ(sink.text(),
+            "[1] a\n[1] b\n[0] hello\n[0] world\nfabflow: error: the launcher's own\n"
+            "[1] tail\n[1] after finish\n");
+}
+
+TEST(LauncherRelay, ALabelledLongLineCarriesItsLabelOnce) {
+  Sink sink;
+  LineRelay relay(sink.fd(), 1);
+  relay.set_label(0, "[7] ");
+  const std::string long_text(LineRelay::kMaxLine + 10, 'x');
+  relay.feed(0, long_text);
+  relay.feed(0, "!\nnext\n");
+  EXPECT_EQ(sink.text(), "[7] " + long_text + "!\n[7] next\n");
+}
+
+TEST(LauncherRelay, EveryErrorModeShowsEveryErrorLine) {
+  Sink sink;
+  LineRelay relay(sink.fd(), 2, ErrorLines::every);
+  relay.set_label(0, "[0] ");
+  relay.set_label(1, "[1] ");
+  relay.feed(1, "fabflow: error: rank 1 failed\n");
+  relay.feed(0, "fabflow: err");
+  relay.feed(0, "or: peer 1 vanished\n");
+  relay.emit("fabflow: error: rank 1 exited with 3");
+  relay.feed(1, "fabflow: error: again\n");
+  EXPECT_EQ(sink.text(),
+            "[1] fabflow: error: rank 1 failed\n[0] fabflow: error: peer 1 vanished\n"
+            "fabflow: error: rank 1 exited with 3\n[1] fabflow: error: again\n");
+  EXPECT_TRUE(relay.error_shown());
+}
+
+TEST(LauncherRelay, TheFirstErrorRuleLooksPastTheLabel) {
+  Sink sink;
+  LineRelay relay(sink.fd(), 2);
+  relay.set_label(0, "[0] ");
+  relay.set_label(1, "[1] ");
+  relay.feed(0, "fabflow: error: first\n");
+  relay.feed(1, "fabflow: error: second\nok\n");
+  EXPECT_EQ(sink.text(), "[0] fabflow: error: first\n[1] ok\n");
 }
 
 }  // namespace
