@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -116,6 +117,9 @@ int run_launch(const Invocation& self, const LaunchFlags& f) {
   lc.deadline = std::chrono::milliseconds(static_cast<long long>(f.timeout_s * 1000.0));
   lc.label_output = true;
   if (f.pin) lc.cpus = allowed_cpus();
+  // The ranks get SIGPIPE's default, as from a shell (main ignores it for the CLI's sockets):
+  // a rank writing to a reader that exited (`fabflow launch ... | head`) ends as it would there.
+  std::signal(SIGPIPE, SIG_DFL);
   return launch_local(lc);
 }
 

@@ -170,6 +170,12 @@ void Child::read_pipe(Fd& pipe, LineRelay& relay) {
     if (n > 0) {
       if (&pipe == &err_) wrote_stderr_ = true;
       relay.feed(rank_, std::string_view(buf, static_cast<std::size_t>(n)));
+      // The launcher's stdout is gone (its reader exited): the rank's next writes fail as they
+      // would into that pipe itself (SIGPIPE, or EPIPE where it ignores the signal).
+      if (&pipe == &out_ && relay.output_gone()) {
+        pipe.reset();
+        return;
+      }
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && errno == EAGAIN) {

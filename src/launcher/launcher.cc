@@ -261,15 +261,18 @@ void Launch::on_exit(Child& child) {
   const int status = child.status();
   if (exit_code(status) == 0 || result_) return;
   result_ = exit_code(status);
-  // A rank killed in silence is named; with labelled output (any program) every first failure.
+  // A rank killed in silence is named; with labelled output (any program) every first failure,
+  // but for SIGPIPE once the launcher's stdout is gone, which a shell pipeline shows quietly.
+  const bool killed = WIFSIGNALED(status);
+  const bool reader_gone = killed && WTERMSIG(status) == SIGPIPE && out_relay_.output_gone();
   const std::string who = "fabflow: error: rank " + std::to_string(child.rank()) + " (pid " +
                           std::to_string(child.pid());
-  if (WIFSIGNALED(status) && (config_.label_output || !child.wrote_stderr())) {
+  if (killed && !reader_gone && (config_.label_output || !child.wrote_stderr())) {
     const int sig = WTERMSIG(status);
     const char* desc = ::sigdescr_np(sig);
     relay_.emit(who + ") killed by signal " + std::to_string(sig) + " (" +
                 (desc ? desc : "unknown") + ")");
-  } else if (config_.label_output) {
+  } else if (!killed && config_.label_output) {
     relay_.emit(who + ") exited with status " + std::to_string(*result_));
   }
   // A stopped rank would hold the run for the whole grace and SIGTERM delay, and its peers

@@ -68,7 +68,7 @@ void LineRelay::relay_piece(Stream& s, std::string_view piece, bool ends_line) {
 }
 
 void LineRelay::write_out(std::string_view bytes) {
-  while (!bytes.empty()) {
+  while (!bytes.empty() && !output_gone_) {
     const ssize_t n = ::write(out_fd_, bytes.data(), bytes.size());
     if (n > 0) {
       bytes.remove_prefix(static_cast<std::size_t>(n));
@@ -78,7 +78,7 @@ void LineRelay::write_out(std::string_view bytes) {
       pollfd p{out_fd_, POLLOUT, 0};
       if (::poll(&p, 1, 1000) <= 0) return;  // a stuck reader loses output, never the launcher
     } else {
-      return;
+      output_gone_ = true;
     }
   }
 }

@@ -33,6 +33,9 @@ class LineRelay {
   void emit(std::string_view line);
 
   bool error_shown() const noexcept { return error_shown_; }
+  // True once a write failed for good (EPIPE: the reader exited, as `head` does); nothing is
+  // written after that.
+  bool output_gone() const noexcept { return output_gone_; }
 
   // A line longer than this is relayed in pieces (classified by its first piece); another
   // stream's line may then land between two pieces.
@@ -51,6 +54,7 @@ class LineRelay {
   int out_fd_;
   ErrorLines errors_;
   bool error_shown_ = false;
+  bool output_gone_ = false;
   std::vector<Stream> streams_;
 };
 

@@ -130,6 +130,20 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRank) {
   }
 }
 
+// `fabflow launch ... | head`: once the reader exits, the ranks' writes fail as they would into
+// that pipe (SIGPIPE), and the launch ends with the status a shell shows, without a word.
+TEST(LaunchCli, AReaderThatExitsEndsRanksThatWriteForever) {
+  const CliResult r = run_cli({"/bin/bash", "-c",
+                               "\"$0\" launch -n 2 -- yes | head -c 100 >/dev/null; "
+                               "echo \"status ${PIPESTATUS[0]}\"",
+                               FABFLOW_BIN},
+                              30s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.out, "status " + std::to_string(128 + SIGPIPE) + "\n") << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_LT(r.seconds, 10.0);
+}
+
 TEST(LaunchCli, TimeoutStopsTheRunWith124) {
   TempDir dir;
   const CliResult r = launch_sh(2, "exec sleep 60", dir, {"--timeout", "0.5"});

@@ -1,6 +1,7 @@
 #include "launcher/relay.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -143,6 +144,24 @@ TEST(LauncherRelay, TheFirstErrorRuleLooksPastTheLabel) {
   relay.feed(0, "fabflow: error: first\n");
   relay.feed(1, "fabflow: error: second\nok\n");
   EXPECT_EQ(sink.text(), "[0] fabflow: error: first\n[1] ok\n");
+}
+
+TEST(LauncherRelay, AReaderThatExitedLeavesTheOutputGone) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old);
+  LineRelay relay(fds[1], 1);
+  relay.feed(0, "partial");
+  EXPECT_FALSE(relay.output_gone());
+  relay.feed(0, " line\n");
+  EXPECT_TRUE(relay.output_gone());
+  relay.feed(0, "more\n");  // written nowhere, and no error
+  ::sigaction(SIGPIPE, &old, nullptr);
+  ::close(fds[1]);
 }
 
 }  // namespace
