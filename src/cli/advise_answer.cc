@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli/advise_internal.h"
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -222,15 +223,37 @@ ojson read_profile(const std::string& path) {
 
 AutoChoice choose_design(const std::string& family, const std::string& provider,
                          const std::string& size, const std::string& objective,
-                         const std::string& fallback, const std::string& fallback_rule) {
+                         const std::string& fallback, const std::string& fallback_rule,
+                         const std::function<std::string(const std::string&)>& allowed) {
   advice::Query q;
   q.family = family;
   q.provider = provider;
-  q.size = parse_sizes(size).front();
+  q.size = size.empty() ? 0 : parse_sizes(size).front();
   q.objectives = split(objective, ',');
-  const advice::Choice c = advice::choose(advice::read_profile(q), {fallback}, fallback_rule,
-                                          [](const std::string&) { return std::string(); });
+  const advice::Choice c = advice::choose(
+      advice::read_profile(q), {fallback}, fallback_rule,
+      allowed ? allowed : [](const std::string&) { return std::string(); });
   return {c.design, c.why};
+}
+
+std::string replace_auto(const CommonFlags& f, const AutoInList& a) {
+  auto names = split(a.list, ',');
+  if (std::find(names.begin(), names.end(), "auto") == names.end()) return a.list;
+  if (a.size.find_first_of(",:") != std::string::npos)
+    throw UsageError(a.flag + " auto chooses for one " + a.size_what + " size: give one -S");
+  const bool launched = !f.launched_provider.empty();
+  std::string chosen;
+  for (const auto& provider : providers_to_run(f)) {
+    const AutoChoice c = choose_design(a.family, provider, a.size, a.objective, a.fallback,
+                                       a.fallback_rule, a.allowed);
+    const std::string name = a.to_name ? a.to_name(c.design) : c.design;
+    if (!launched)
+      std::cerr << "fabflow: auto on " << provider << ": " << name << " (" << c.why << ")\n";
+    if (chosen.empty()) chosen = name;
+  }
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + (n == "auto" ? chosen : n);
+  return out;
 }
 
 }  // namespace fabflow::cli

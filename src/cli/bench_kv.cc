@@ -56,7 +56,12 @@ KvValidated validate(const KvFlags& f) {
   KvParams& p = v.params;
   if (!f.sizes.empty())
     throw UsageError("bench kv sizes its values with --value-size: -S does not apply");
-  p.designs = parse_choice_list<kv::Design>(f.designs);
+  // --design auto: the kv advise profile's best design for this provider (or herd), named in
+  // place of "auto" (replace_auto).
+  p.designs = parse_choice_list<kv::Design>(replace_auto(
+      f, {"--design", "value", "kv", f.designs, "", "throughput,p50,p99", "herd",
+          "herd, as seed 001 finds RPCs over RDMA the best design for a networked store "
+          "(docs/advise.md)"}));
   p.servers = f.servers;
   p.workers = f.workers;
   p.keys = f.keys;
@@ -181,7 +186,9 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
       "kv", "the key-value store (seed 001): herd, read and atomic designs under a workload");
   auto f = add_bench_flags<KvFlags>(*app, "not used: values are sized with --value-size",
                                     "not used: the store's ends drive their own progress");
-  add_choice_list<kv::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all");
+  add_choice<kv::Design>(*app, "--design", f->designs,
+                         "design(s), comma-separated, all, or auto (the advise profile's)",
+                         /*list=*/true, {"all", "auto"});
   add_number<int>(*app, "--servers", f->servers, 1, static_cast<int>(kv::kMaxServers),
                   "server processes, each holding a partition");
   add_number<unsigned>(*app, "--workers", f->workers, 1, kv::kMaxWorkers,

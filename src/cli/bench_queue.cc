@@ -76,31 +76,11 @@ std::vector<QueueDesign> parse_designs(const std::string& text, const std::strin
 }
 
 // --design auto: the advise profile's best design for this provider and size (or the default
-// rule), named in place of "auto". The launching process says what it chose for each provider;
-// the ranks, started per provider on this host, read the same profile and choose the same.
+// rule), named in place of "auto" (replace_auto).
 std::string resolve_auto(const QueueFlags& f) {
-  auto names = split(f.designs, ',');
-  if (std::find(names.begin(), names.end(), "auto") == names.end()) return f.designs;
-  const std::string size = f.sizes.empty() ? "64" : f.sizes;
-  if (size.find_first_of(",:") != std::string::npos)
-    throw UsageError("--design auto chooses for one item size: give one -S");
-  const bool launched = !f.launched_provider.empty();
-  const auto providers = split(launched ? f.launched_provider : f.providers, ',');
-  if (providers.empty()) throw UsageError("no provider given");
-  std::string chosen;
-  for (const auto& provider : providers) {
-    const AutoChoice c = choose_design(
-        "queue", provider, size, f.pingpong ? "p50,p99" : "throughput", "push1-watermark-pull",
-        "push1-watermark-pull, the thesis' Design #1 (docs/advise.md)");
-    if (!launched)
-      std::cerr << "fabflow: auto on " << provider << ": " << c.design << " (" << c.why << ")\n";
-    if (chosen.empty()) chosen = c.design;
-  }
-  for (auto& n : names)
-    if (n == "auto") n = chosen;
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
-  return out;
+  return replace_auto(f, {"--design", "item", "queue", f.designs, f.sizes.empty() ? "64" : f.sizes,
+                          f.pingpong ? "p50,p99" : "throughput", "push1-watermark-pull",
+                          "push1-watermark-pull, the thesis' Design #1 (docs/advise.md)"});
 }
 
 struct QueueValidated {

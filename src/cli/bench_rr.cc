@@ -53,6 +53,22 @@ unsigned parse_pct(const std::string& s) {
   return static_cast<unsigned>(v);
 }
 
+// --pattern auto: the rr advise profile's best pattern of the run's model for this provider and
+// response size (or WriteWrite), named in place of "auto" (replace_auto).
+std::string resolve_auto(const RrFlags& f, const std::vector<rr::Model>& models) {
+  if (f.patterns.find("auto") == std::string::npos) return f.patterns;
+  if (models.size() != 1) throw UsageError("--pattern auto chooses for one --model");
+  const std::string model(to_string(models[0]));
+  return replace_auto(
+      f, {"--pattern", "response", "rr", f.patterns, f.sizes.empty() ? "64:16K" : f.sizes,
+          "throughput,p50,p99", "WriteWrite/" + model,
+          "WriteWrite, as seed 000 finds WRITE responses ahead of SEND ones (docs/advise.md)",
+          [model](const std::string& design) {
+            return design.ends_with("/" + model) ? "" : "measured with another model";
+          },
+          [](const std::string& design) { return design.substr(0, design.find('/')); }});
+}
+
 struct RrValidated : Checked<RrParams> {
   std::vector<unsigned> empty_pcts;
 };
@@ -60,8 +76,8 @@ struct RrValidated : Checked<RrParams> {
 RrValidated validate(const RrFlags& f) {
   RrValidated v;
   RrParams& p = v.params;
-  p.patterns = parse_choice_list<rr::Pattern>(f.patterns);
   p.models = parse_choice_list<rr::Model>(f.models);
+  p.patterns = parse_choice_list<rr::Pattern>(resolve_auto(f, p.models));
   p.topology = parse_name<rr::Topology>(f.topology).value();  // checked by the parser
   p.mailbox = parse_name<rr::Mailbox>(f.mailbox).value();
   const bool n_to_m = p.topology == rr::Topology::n_to_m;
@@ -178,8 +194,9 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
       add_bench_flags<RrFlags>(*app, "response size(s): 64 | 64,4K | 64:16K (default) | up to 4M",
                                "progress thread of the raw write reference: auto, on, off");
   f->timeout_ms = 2000;  // a vanished peer is reported within this bound
-  add_choice_list<rr::Pattern>(*app, "--pattern", f->patterns,
-                               "pattern(s), comma-separated, or all");
+  add_choice<rr::Pattern>(*app, "--pattern", f->patterns,
+                          "pattern(s), comma-separated, all, or auto (the advise profile's)",
+                          /*list=*/true, {"all", "auto"});
   add_choice_list<rr::Model>(*app, "--model", f->models, "model(s), comma-separated, or all");
   add_choice<rr::Topology>(*app, "--topology", f->topology,
                            "1:1, N:1 or N:M (random responder per request)");

@@ -147,9 +147,24 @@ struct AutoChoice {
   std::string design;
   std::string why;
 };
+// `allowed(design)`: "" when the run can take that profile design, else why not.
 AutoChoice choose_design(const std::string& family, const std::string& provider,
                          const std::string& size, const std::string& objective,
-                         const std::string& fallback, const std::string& fallback_rule);
+                         const std::string& fallback, const std::string& fallback_rule,
+                         const std::function<std::string(const std::string&)>& allowed = {});
+
+// A bench's `auto` among its designs: `list` (comma-separated) with "auto" replaced by the
+// design choose_design takes on the run's provider (the launching process names its choice for
+// each provider on stderr; a launched rank, which runs one provider, chooses silently and the
+// same). `to_name` turns a profile design into the bench's name for it.
+struct AutoInList {
+  std::string flag;       // "--design": named in the errors
+  std::string size_what;  // "item": what -S sizes, named in the errors
+  std::string family, list, size, objective, fallback, fallback_rule;
+  std::function<std::string(const std::string&)> allowed;
+  std::function<std::string(const std::string&)> to_name;
+};
+std::string replace_auto(const CommonFlags& f, const AutoInList& a);
 void add_report(CLI::App& app, Runner& run);
 void add_plot(CLI::App& app, Runner& run);
 // `model pcie` (the PCIe cost model); its callback sets `run`.

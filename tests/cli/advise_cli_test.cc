@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "support/advice_support.h"
 #include "support/launcher_test_util.h"
 #include "support/run_cli.h"
 
@@ -141,6 +142,56 @@ TEST(AdviseCli, DesignAutoUsesAFittingProfileOnly) {
   ASSERT_EQ(bad.status, 0) << bad.err;
   EXPECT_NE(bad.err.find("is not an advise profile: ignored"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("auto on local: push1-watermark-pull"), std::string::npos) << bad.err;
+}
+
+// `bench rr --pattern auto` and `bench kv --design auto`: the profile's design (a pattern of
+// the run's model for rr), else the rule, said on stderr and run.
+TEST(AdviseCli, PatternAndDesignAutoInTheRrAndKvBenches) {
+  TempDir dir;
+  const std::map<std::string, std::string> env = {{"XDG_CACHE_HOME", dir.path()}};
+  auto row_of = [](const CliResult& r) { return nlohmann::json::parse(lines(r.out).at(0)); };
+  CliResult rule = run_cli({"fabflow", "bench", "rr", "-p", "local", "--pattern", "auto", "-S",
+                            "64", "-I", "300", "-w", "30", "--json"},
+                           60s, env);
+  ASSERT_EQ(rule.status, 0) << rule.err;
+  EXPECT_NE(rule.err.find("fabflow: auto on local: WriteWrite (the rule: WriteWrite"),
+            std::string::npos)
+      << rule.err;
+  EXPECT_EQ(row_of(rule)["pattern"], "WriteWrite") << rule.out;
+
+  std::filesystem::create_directories(dir.file("fabflow"));
+  std::ofstream(dir.file("fabflow/advise-rr.json"))
+      << fabflow::testing::advice_profile(
+             {{"local", "SendSend/dispatcher", 9e5, "winner"}, {"local", "SendWrite/private", 8e5}},
+             "64", "rr")
+             .dump();
+  CliResult chosen = run_cli({"fabflow", "bench", "rr", "-p", "local", "--pattern", "auto", "-S",
+                              "64", "-I", "300", "-w", "30", "--json"},
+                             60s, env);
+  ASSERT_EQ(chosen.status, 0) << chosen.err;
+  EXPECT_NE(chosen.err.find("fabflow: auto on local: SendWrite (profile "), std::string::npos)
+      << chosen.err;
+  EXPECT_NE(chosen.err.find("SendSend/dispatcher cannot open here: measured with another model"),
+            std::string::npos)
+      << chosen.err;
+  EXPECT_EQ(row_of(chosen)["pattern"], "SendWrite") << chosen.out;
+
+  std::ofstream(dir.file("fabflow/advise-kv.json"))
+      << fabflow::testing::advice_profile({{"local", "read", 9e5, "winner"}}, "", "kv").dump();
+  CliResult kv = run_cli({"fabflow", "bench", "kv", "-p", "local", "--design", "auto", "-I", "300",
+                          "-w", "30", "--json"},
+                         60s, env);
+  ASSERT_EQ(kv.status, 0) << kv.err;
+  EXPECT_NE(kv.err.find("fabflow: auto on local: read (profile "), std::string::npos) << kv.err;
+  EXPECT_EQ(row_of(kv)["design"], "read") << kv.out;
+
+  expect_usage_line(run_cli({"fabflow", "bench", "rr", "-p", "local", "--pattern", "auto",
+                             "--model", "all", "-S", "64"},
+                            20s, env),
+                    "--pattern auto chooses for one --model");
+  expect_usage_line(
+      run_cli({"fabflow", "bench", "rr", "-p", "local", "--pattern", "auto"}, 20s, env),
+      "--pattern auto chooses for one response size: give one -S");
 }
 
 // --map: one search per size (and objective), kept in BASE.json and drawn in BASE.png.
