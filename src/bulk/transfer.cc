@@ -23,6 +23,20 @@ constexpr std::uint64_t kNotifyBit = 1;
 constexpr std::uint64_t kMaxSlots = 1u << 16;
 // A notification receive's context is its slot.
 
+// Reaps `t`'s completions with `poll` (poll_tx or poll_rx) until a poll finds fewer than a
+// batch, handing each to `each`, which returns false to stop. "" or the transport's error.
+template <class Each>
+std::string drain(Transport& t, int (Transport::*poll)(std::span<Completion>) noexcept, Each each) {
+  std::array<Completion, 32> c;
+  for (;;) {
+    const int n = (t.*poll)(c);
+    if (n < 0) return "transfer: " + t.last_error();
+    for (int i = 0; i < n; ++i)
+      if (!each(c[static_cast<std::size_t>(i)])) return "";
+    if (n < static_cast<int>(c.size())) return "";
+  }
+}
+
 std::string range_text(std::uint64_t offset, std::uint64_t len) {
   return "[" + std::to_string(offset) + ", +" + std::to_string(len) + ")";
 }
@@ -185,15 +199,7 @@ Status Engine::wait(Handle h) {
       watch.reset();
       continue;
     }
-    switch (watch.spin()) {
-      case BoundedWait::State::waiting: break;
-      case BoundedWait::State::peer_failed:
-        fail(peer_failure_error(&boot_, "transfer", "waiting for a batch").what());
-        break;
-      case BoundedWait::State::timed_out:
-        fail(no_progress_error(&boot_, o_.peer_timeout, "transfer", "waiting for a batch").what());
-        break;
-    }
+    if (auto ended = spin(watch, "waiting for a batch")) fail(ended->what());
   }
 }
 
@@ -228,14 +234,18 @@ Notification Engine::wait_notification() {
   for (Notification n;;) {
     if (poll_notification(&n)) return n;
     if (!failure_.empty()) throw Error(failure_);
-    switch (watch.spin()) {
-      case BoundedWait::State::waiting: break;
-      case BoundedWait::State::peer_failed:
-        throw peer_failure_error(&boot_, "transfer", "waiting for a notification");
-      case BoundedWait::State::timed_out:
-        throw no_progress_error(&boot_, o_.peer_timeout, "transfer", "waiting for a notification");
-    }
+    if (auto ended = spin(watch, "waiting for a notification")) throw *ended;
   }
+}
+
+std::optional<PeerError> Engine::spin(BoundedWait& watch, const char* what) {
+  switch (watch.spin()) {
+    case BoundedWait::State::waiting: return std::nullopt;
+    case BoundedWait::State::peer_failed: return peer_failure_error(&boot_, "transfer", what);
+    case BoundedWait::State::timed_out:
+      return no_progress_error(&boot_, o_.peer_timeout, "transfer", what);
+  }
+  return std::nullopt;
 }
 
 void Engine::progress() {
@@ -295,23 +305,19 @@ void Engine::post_notify(Handle h, Batch& b) {
 }
 
 void Engine::reap_tx() {
-  std::array<Completion, 32> c;
-  for (;;) {
-    const int n = t_.poll_tx(c);
-    if (n < 0) return fail("transfer: " + t_.last_error());
-    for (int i = 0; i < n; ++i) {
-      const std::uint64_t ctx = c[static_cast<std::size_t>(i)].context;
-      if (ctx & kNotifyBit) {
-        free_tx_.push_back(static_cast<std::uint32_t>(ctx >> 1 & (kMaxSlots - 1)));
-        if (auto it = batches_.find(ctx >> 17); it != batches_.end()) it->second.notify_done = true;
-        continue;
-      }
-      --outstanding_;
-      if (auto it = batches_.find(ctx >> 1); it != batches_.end() && it->second.in_flight > 0)
-        --it->second.in_flight;
+  const std::string error = drain(t_, &Transport::poll_tx, [this](const Completion& done) {
+    const std::uint64_t ctx = done.context;
+    if (ctx & kNotifyBit) {
+      free_tx_.push_back(static_cast<std::uint32_t>(ctx >> 1 & (kMaxSlots - 1)));
+      if (auto it = batches_.find(ctx >> 17); it != batches_.end()) it->second.notify_done = true;
+      return true;
     }
-    if (n < static_cast<int>(c.size())) return;
-  }
+    --outstanding_;
+    if (auto it = batches_.find(ctx >> 1); it != batches_.end() && it->second.in_flight > 0)
+      --it->second.in_flight;
+    return true;
+  });
+  if (!error.empty()) fail(error);
 }
 
 bool Engine::post_receive(std::size_t slot) {
@@ -322,27 +328,26 @@ bool Engine::post_receive(std::size_t slot) {
 }
 
 void Engine::reap_rx() {
-  std::array<Completion, 16> c;
-  for (;;) {
-    const int n = t_.poll_rx(c);
-    if (n < 0) return fail("transfer: " + t_.last_error());
-    for (int i = 0; i < n; ++i) {
-      const Completion& done = c[static_cast<std::size_t>(i)];
-      if (done.kind != CompletionKind::recv) continue;
-      if (done.context >= rx_slots_)
-        return fail("transfer: a receive completed with a context the engine never posted");
-      NotificationWire w;
-      std::memcpy(&w, rx_->data() + done.context * sizeof w, sizeof w);
-      if (done.length != sizeof w || w.magic != NotificationWire::kMagic || w.sender < 0 ||
-          w.sender >= boot_.size() || w.sender == boot_.rank())
-        return fail("transfer: a malformed notification arrived (" + std::to_string(done.length) +
-                    " bytes)");
-      arrived_.push_back({w.sender, w.tag});
-      if (!post_receive(done.context))
-        return fail("transfer: re-posting a notification receive: " + t_.last_error());
+  const std::string error = drain(t_, &Transport::poll_rx, [this](const Completion& done) {
+    if (done.kind != CompletionKind::recv) return true;
+    if (done.context >= rx_slots_) {
+      fail("transfer: a receive completed with a context the engine never posted");
+      return false;
     }
-    if (n < static_cast<int>(c.size())) return;
-  }
+    NotificationWire w;
+    std::memcpy(&w, rx_->data() + done.context * sizeof w, sizeof w);
+    if (done.length != sizeof w || w.magic != NotificationWire::kMagic || w.sender < 0 ||
+        w.sender >= boot_.size() || w.sender == boot_.rank()) {
+      fail("transfer: a malformed notification arrived (" + std::to_string(done.length) +
+           " bytes)");
+      return false;
+    }
+    arrived_.push_back({w.sender, w.tag});
+    if (post_receive(done.context)) return true;
+    fail("transfer: re-posting a notification receive: " + t_.last_error());
+    return false;
+  });
+  if (!error.empty()) fail(error);
 }
 
 void Engine::fail(const std::string& why) {

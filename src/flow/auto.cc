@@ -9,12 +9,8 @@ namespace fabflow::flow {
 
 AutoDesign choose_design(const Capabilities& data, const Capabilities& notify,
                          const QueueOptions& options) {
-  advice::Query q;
-  q.family = "queue";
-  q.provider = data.provider;
-  q.size = options.item_bytes;
-  q.objectives = {options.objective};
-  q.profile = options.profile;
+  const advice::Query q{
+      "queue", data.provider, options.item_bytes, {options.objective}, options.profile};
   std::vector<std::string> rule{"push1-watermark-pull"};
   for (const Design& d : Design::all())
     if (std::find(rule.begin(), rule.end(), d.name()) == rule.end()) rule.push_back(d.name());

@@ -46,20 +46,6 @@ void check_usage(Transport& data, Transport& notify, Bootstrap& boot, int peer,
     throw UsageError(why);
 }
 
-// auto: the options with the design chosen for these transports, and the line that says so.
-QueueOptions resolve_auto(const Capabilities& data, const Capabilities& notify,
-                          const QueueOptions& options, std::string* why) {
-  if (auto refused = why_unsupported(data, notify, options); !refused.empty())
-    throw UsageError(refused);
-  const AutoDesign c = choose_design(data, notify, options);
-  QueueOptions o = options;
-  o.automatic = false;
-  o.socket = c.name == "socket";
-  if (!o.socket) o.design = Design::parse(c.name).value();
-  *why = "auto on " + data.provider + ": " + c.name + " (" + c.why + ")";
-  return o;
-}
-
 }  // namespace
 
 namespace detail {
@@ -75,13 +61,32 @@ struct AutoNote {
 
 }  // namespace detail
 
+namespace {
+
+// auto: the end `make(options)` makes with the design chosen for these transports, its why()
+// the line that says which and why.
+template <class Make>
+auto open_auto(const Capabilities& data, const Capabilities& notify, const QueueOptions& options,
+               Make make) {
+  if (auto refused = why_unsupported(data, notify, options); !refused.empty())
+    throw UsageError(refused);
+  const AutoDesign c = choose_design(data, notify, options);
+  QueueOptions o = options;
+  o.automatic = false;
+  o.socket = c.name == "socket";
+  if (!o.socket) o.design = Design::parse(c.name).value();
+  return detail::AutoNote::note(make(o),
+                                "auto on " + data.provider + ": " + c.name + " (" + c.why + ")");
+}
+
+}  // namespace
+
 std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, int consumer_rank,
                                         const QueueOptions& options) {
-  if (options.automatic) {
-    std::string why;
-    const auto o = resolve_auto(transport.caps(), transport.caps(), options, &why);
-    return detail::AutoNote::note(make_producer(transport, boot, consumer_rank, o), why);
-  }
+  if (options.automatic)
+    return open_auto(transport.caps(), transport.caps(), options, [&](const QueueOptions& o) {
+      return make_producer(transport, boot, consumer_rank, o);
+    });
   if (options.socket && !options.separate_notify_endpoint)
     return make_socket_producer(transport, boot, consumer_rank, options);
   check_usage(transport, boot, consumer_rank, options);
@@ -90,11 +95,10 @@ std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, i
 
 std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, int producer_rank,
                                         const QueueOptions& options) {
-  if (options.automatic) {
-    std::string why;
-    const auto o = resolve_auto(transport.caps(), transport.caps(), options, &why);
-    return detail::AutoNote::note(make_consumer(transport, boot, producer_rank, o), why);
-  }
+  if (options.automatic)
+    return open_auto(transport.caps(), transport.caps(), options, [&](const QueueOptions& o) {
+      return make_consumer(transport, boot, producer_rank, o);
+    });
   if (options.socket && !options.separate_notify_endpoint)
     return make_socket_consumer(transport, boot, producer_rank, options);
   check_usage(transport, boot, producer_rank, options);
@@ -103,11 +107,10 @@ std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, i
 
 std::unique_ptr<Producer> make_producer(Transport& data, Transport& notify, Bootstrap& boot,
                                         int consumer_rank, const QueueOptions& options) {
-  if (options.automatic) {
-    std::string why;
-    const auto o = resolve_auto(data.caps(), notify.caps(), options, &why);
-    return detail::AutoNote::note(make_producer(data, notify, boot, consumer_rank, o), why);
-  }
+  if (options.automatic)
+    return open_auto(data.caps(), notify.caps(), options, [&](const QueueOptions& o) {
+      return make_producer(data, notify, boot, consumer_rank, o);
+    });
   if (options.socket)
     throw UsageError("flow: the socket baseline has no notification endpoint to separate");
   check_usage(data, notify, boot, consumer_rank, options);
@@ -116,11 +119,10 @@ std::unique_ptr<Producer> make_producer(Transport& data, Transport& notify, Boot
 
 std::unique_ptr<Consumer> make_consumer(Transport& data, Transport& notify, Bootstrap& boot,
                                         int producer_rank, const QueueOptions& options) {
-  if (options.automatic) {
-    std::string why;
-    const auto o = resolve_auto(data.caps(), notify.caps(), options, &why);
-    return detail::AutoNote::note(make_consumer(data, notify, boot, producer_rank, o), why);
-  }
+  if (options.automatic)
+    return open_auto(data.caps(), notify.caps(), options, [&](const QueueOptions& o) {
+      return make_consumer(data, notify, boot, producer_rank, o);
+    });
   if (options.socket)
     throw UsageError("flow: the socket baseline has no notification endpoint to separate");
   check_usage(data, notify, boot, producer_rank, options);

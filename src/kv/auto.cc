@@ -35,12 +35,8 @@ std::string why_not_on(const TransportOptions& to, const Options& o, Design desi
 AutoDesign choose_design(const TransportOptions& to, const Options& o) {
   TransportOptions probe = to;
   probe.ops = required_ops(Design::herd);  // every design's operations include herd's
-  advice::Query q;
-  q.family = "kv";
-  q.provider = probe_transport(probe).provider;
-  q.size = 0;  // bench kv takes no -S
-  q.objectives = {o.objective};
-  q.profile = o.profile;
+  // bench kv takes no -S: size 0.
+  const advice::Query q{"kv", probe_transport(probe).provider, 0, {o.objective}, o.profile};
   advice::ProfileAnswer profile = advice::read_profile(q);
   if (!profile.ranked.empty() && o.value_bytes != kProfiledValueBytes) {
     profile.ranked.clear();

@@ -61,22 +61,34 @@ void detail::check_end(const TransportOptions& to, Bootstrap& boot, int servers,
     throw UsageError("kv: " + why);
 }
 
-std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, int servers,
-                                    const Options& o) {
+namespace {
+
+// The steps every end's setup begins with: auto's choice (why() says it), the options' checks
+// and the ranks' agreement on the design; then `make(options)` makes the end.
+template <class Make>
+auto open_end(const TransportOptions& to, Bootstrap& boot, int servers, const Options& o,
+              Make make) {
   std::string why;
   const Options chosen = o.automatic ? detail::resolve_auto(to, o, &why) : o;
   validate(chosen, boot.size() - servers, servers);
   detail::agree_on_design(boot, chosen.design);
-  return detail::AutoNote::note(detail::make_table_server(to, boot, servers, chosen), why);
+  return detail::AutoNote::note(make(chosen), why);
+}
+
+}  // namespace
+
+std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, int servers,
+                                    const Options& o) {
+  return open_end(to, boot, servers, o, [&](const Options& chosen) {
+    return detail::make_table_server(to, boot, servers, chosen);
+  });
 }
 
 std::unique_ptr<Client> make_client(const TransportOptions& to, Bootstrap& boot, int servers,
                                     const Options& o) {
-  std::string why;
-  const Options chosen = o.automatic ? detail::resolve_auto(to, o, &why) : o;
-  validate(chosen, boot.size() - servers, servers);
-  detail::agree_on_design(boot, chosen.design);
-  return detail::AutoNote::note(detail::make_table_client(to, boot, servers, chosen), why);
+  return open_end(to, boot, servers, o, [&](const Options& chosen) {
+    return detail::make_table_client(to, boot, servers, chosen);
+  });
 }
 
 namespace {

@@ -15,12 +15,7 @@ constexpr std::size_t kProfiledRequestBytes = 64;
 }  // namespace
 
 AutoPattern choose_pattern(const Capabilities& caps, const ChannelOptions& o) {
-  advice::Query q;
-  q.family = "rr";
-  q.provider = caps.provider;
-  q.size = o.response_bytes;
-  q.objectives = {o.objective};
-  q.profile = o.profile;
+  const advice::Query q{"rr", caps.provider, o.response_bytes, {o.objective}, o.profile};
   advice::ProfileAnswer profile = advice::read_profile(q);
   if (!profile.ranked.empty() && o.request_bytes != kProfiledRequestBytes) {
     profile.ranked.clear();

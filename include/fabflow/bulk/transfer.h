@@ -30,7 +30,8 @@
 
 namespace fabflow {
 class Bootstrap;
-}
+class BoundedWait;
+}  // namespace fabflow
 
 namespace fabflow::bulk {
 
@@ -173,6 +174,8 @@ class Engine {
   bool post_receive(std::size_t slot);
   void post_notify(Handle h, Batch& b);
   void fail(const std::string& why);
+  // One idle spin of a wait: the error that ends it, if it ended.
+  std::optional<PeerError> spin(BoundedWait& watch, const char* what);
   bool finished(const Batch& b) const noexcept;
 
   Transport& t_;
