@@ -26,7 +26,7 @@ constexpr BenchCommand kBenchCommands[] = {
     {"rr", cli::add_bench_rr},           {"seq", cli::add_bench_seq},
     {"inbound", cli::add_bench_inbound}, {"kv", cli::add_bench_kv},
     {"lat", cli::add_bench_lat},         {"bulk", cli::add_bench_bulk},
-    {"beff", cli::add_bench_beff}};
+    {"beff", cli::add_bench_beff},       {"xfer", cli::add_bench_xfer}};
 
 consteval bool registers_every_family() {
   if (std::size(kBenchCommands) != std::size(bench::kFamilies)) return false;

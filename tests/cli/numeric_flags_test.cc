@@ -117,6 +117,10 @@ const std::vector<Subcommand>& table() {
         {"--max-iters", "2", "1000000000000", "1000000000001"},
         {"--random", "0", "16", "17"},
         {"--seed", "0", "9223372036854775807", "9223372036854775808"}}},
+      {"xfer",
+       {{"--timeout", "100", "3600000", "3600001"},
+        {"--max-batches", "1", "1000000000000", "1000000000001"},
+        {"--outstanding", "1", "4096", "4097"}}},
   };
   return t;
 }
@@ -198,6 +202,8 @@ TEST(NumericFlags, NumbersInsideTextFlagsAreRefused) {
       {"inbound", "-S", "0"},
       {"inbound", "--counters", "0"},
       {"inbound", "--counters", "many"},
+      {"xfer", "-S", "0"},
+      {"xfer", "--batch", "many"},
       {"kv", "-S", "64"},
   };
   for (const auto& c : cases) {

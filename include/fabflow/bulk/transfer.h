@@ -14,6 +14,7 @@
 // calls progress(), poll_notification() or a wait while they run.
 #pragma once
 
+#include <fabflow/names.h>
 #include <fabflow/status.h>
 #include <fabflow/transport.h>
 
@@ -62,6 +63,9 @@ struct RemoteRegion {
 };
 
 enum class Direction : std::uint8_t { write, read };  // local -> remote, remote -> local
+inline constexpr NameTable<Direction, 2> kDirectionNames{
+    {{{"write", Direction::write}, {"read", Direction::read}}}};
+constexpr const auto& name_table(Direction) noexcept { return kDirectionNames; }
 
 struct TransferRequest {
   std::shared_ptr<Memory> local;

@@ -1,0 +1,62 @@
+// bench xfer: the transfer engine (fabflow/bulk/transfer.h) between ranks 0 and 1. Rank 0
+// submits batches of one-sided WRITEs (or READs) of `size` bytes each between its memory and
+// rank 1's, each batch with a notification, and waits for each; rank 1 takes the
+// notifications. Per point: bandwidth, transfers and batches per second, the batch's
+// completion time (submit to done at rank 0) and both ranks' CPU time per byte; --reference
+// adds a memcpy of the batch's bytes in the same run.
+#pragma once
+
+#include <fabflow/bench/common.h>
+#include <fabflow/bulk/transfer.h>
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabflow {
+
+class Bootstrap;
+
+struct XferParams {
+  bench::Target target;                   // provider, endpoint, CPUs, timeout
+  std::vector<std::size_t> sizes{65536};  // bytes per transfer
+  std::vector<std::size_t> batches{1};    // transfers per batch
+  std::vector<bulk::Direction> directions{bulk::Direction::write};
+  std::uint64_t bytes_per_point = std::uint64_t{256} << 20;  // sets the batch count per point
+  std::uint64_t min_batches = 8, max_batches = 100000;
+  std::size_t max_outstanding = 64;  // the engine's operations in flight
+  bool reference = false;
+};
+
+struct XferRow {
+  std::size_t size = 0, batch = 0;
+  bulk::Direction direction = bulk::Direction::write;
+  std::string unsupported;  // non-empty: not run, with the reason
+  std::uint64_t batches = 0;
+  double seconds = 0;
+  double mb_s = 0;  // transfer bytes per second, MB = 10^6 bytes
+  double transfers_per_s = 0;
+  LatencyStats batch_ns;  // submit to completion at rank 0
+  double cpu_ns_per_byte_initiator = 0, cpu_ns_per_byte_target = 0;
+  std::optional<double> memcpy_mb_s;  // --reference: the batch's bytes copied in memory
+};
+
+struct XferResult {
+  RunEnvironment env;
+  XferParams params;
+  std::vector<XferRow> rows;  // rank 0
+};
+
+// Collective over two ranks. Throws UsageError / Error / PeerError. `on_row` sees each row on
+// rank 0.
+XferResult run_xfer(const XferParams& params, Bootstrap& boot,
+                    const std::function<void(const XferResult&, const XferRow&)>& on_row = {});
+
+void print_xfer_header(std::ostream& out, const XferResult& result);
+void print_xfer_row(std::ostream& out, const XferResult& result, const XferRow& row);
+void print_xfer_json(std::ostream& out, const XferResult& result, const XferRow& row);
+
+}  // namespace fabflow

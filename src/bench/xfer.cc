@@ -1,0 +1,136 @@
+// bench xfer: the transfer engine's batches between ranks 0 and 1 (fabflow/bench/xfer.h).
+#include <fabflow/bench/xfer.h>
+#include <fabflow/bootstrap.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "bench/engine.h"
+#include "bench/mapped_buffer.h"
+#include "common/affinity.h"
+
+namespace fabflow {
+namespace {
+
+using bulk::Direction;
+
+// What each rank tells rank 0 after a point.
+struct Tally {
+  double cpu_s = 0;
+  std::uint64_t notifications = 0;
+};
+
+// The batches of one point: rank 0 submits `n` batches (plus `warm` untimed ones first) and
+// waits for each; rank 1 takes one notification per batch. Rank 0's batch times go to
+// *batch_ns and the measured seconds are returned (0 on rank 1).
+double run_point(bulk::Engine& e, Bootstrap& boot, const std::vector<bulk::TransferRequest>& batch,
+                 std::uint64_t warm, std::uint64_t n, std::vector<double>* batch_ns, Tally* mine) {
+  const bool initiator = boot.rank() == 0;
+  double seconds = 0;
+  for (int phase = 0; phase < 2; ++phase) {
+    const std::uint64_t count = phase == 0 ? warm : n;
+    const double cpu0 = thread_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (!initiator) {
+        const bulk::Notification note = e.wait_notification();
+        if (note.peer != 0 || note.tag != i)
+          throw PeerError(0, "bench xfer: notification " + std::to_string(note.tag) +
+                                 " from rank " + std::to_string(note.peer) + ", expected " +
+                                 std::to_string(i) + " from rank 0");
+        ++mine->notifications;
+        continue;
+      }
+      const auto s0 = std::chrono::steady_clock::now();
+      const bulk::Handle h = e.submit(batch, i);
+      if (e.wait(h) != Status::ok) throw Error("bench xfer: " + e.error(h));
+      e.release(h);
+      if (phase == 1)
+        batch_ns->push_back(
+            std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - s0)
+                .count());
+    }
+    if (phase == 1) {
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      mine->cpu_s = thread_cpu_seconds() - cpu0;
+    }
+    // Both ranks end the phase together: rank 1 has taken every notification, so no batch of
+    // this phase is in flight when the next begins.
+    boot.barrier([&] { e.progress(); });
+  }
+  return initiator ? seconds : 0;
+}
+
+}  // namespace
+
+XferResult run_xfer(const XferParams& params, Bootstrap& boot,
+                    const std::function<void(const XferResult&, const XferRow&)>& on_row) {
+  if (boot.size() != 2) throw UsageError("bench xfer runs on 2 ranks");
+  if (params.sizes.empty() || params.batches.empty() || params.directions.empty())
+    throw UsageError("bench xfer: no size, batch or direction given");
+  for (std::size_t s : params.sizes)
+    for (std::size_t b : params.batches)
+      if (s == 0 || b == 0 || b > 65536 || s > (std::size_t{1} << 30) / b)
+        throw UsageError("bench xfer: a batch of " + std::to_string(b) + " x " + std::to_string(s) +
+                         " bytes is outside 1 B .. 1 GiB (and 1-65536)");
+  Clock clock;
+  XferResult result = bench::start_result<XferResult>(params, boot, clock);
+  TransportOptions to = params.target.transport(bulk::Engine::required_ops(), boot.local_address());
+  bench::size_queues(to, params.max_outstanding + 64 * 2);
+  bench::probe_row(result.env, to, [](const Capabilities&) { return std::string(); });
+  auto transport = open_transport(to);
+  transport->connect(boot);
+  result.env.caps = transport->caps();
+  bulk::EngineOptions eo;
+  eo.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
+  eo.max_outstanding = params.max_outstanding;
+  bulk::Engine engine(*transport, boot, eo);
+  const int peer = 1 - boot.rank();
+  for (std::size_t size : params.sizes)
+    for (std::size_t batch : params.batches) {
+      // The memory of one batch, on both ranks, described to the other.
+      auto mine = engine.allocate(size * batch);
+      auto all = boot.allgather(engine.describe(*mine, peer));
+      const bulk::RemoteRegion theirs = engine.import(peer, all[static_cast<std::size_t>(peer)]);
+      std::optional<double> memcpy_mb_s;
+      if (params.reference && boot.rank() == 0)
+        memcpy_mb_s = bench::memcpy_mb_s(size * batch, params.bytes_per_point);
+      const std::uint64_t n = std::clamp<std::uint64_t>(params.bytes_per_point / (size * batch),
+                                                        params.min_batches, params.max_batches);
+      for (Direction dir : params.directions) {
+        std::vector<bulk::TransferRequest> requests;
+        for (std::size_t i = 0; i < batch; ++i)
+          requests.push_back({mine, i * size, &theirs, i * size, size, dir});
+        std::vector<double> batch_ns;
+        Tally tally;
+        const double seconds = run_point(engine, boot, requests, std::max<std::uint64_t>(1, n / 10),
+                                         n, &batch_ns, &tally);
+        const auto tallies = allgather_value(boot, tally, "bench xfer: tally");
+        if (tallies[1].notifications != n + std::max<std::uint64_t>(1, n / 10))
+          throw PeerError(1, "bench xfer: rank 1 took " + std::to_string(tallies[1].notifications) +
+                                 " notifications");
+        XferRow row;
+        row.size = size;
+        row.batch = batch;
+        row.direction = dir;
+        row.batches = n;
+        row.seconds = seconds;
+        row.memcpy_mb_s = memcpy_mb_s;
+        if (boot.rank() == 0) {
+          const double bytes =
+              static_cast<double>(size) * static_cast<double>(batch) * static_cast<double>(n);
+          row.mb_s = seconds > 0 ? bytes / seconds / 1e6 : 0;
+          row.transfers_per_s =
+              seconds > 0 ? static_cast<double>(batch) * static_cast<double>(n) / seconds : 0;
+          row.batch_ns = summarize(batch_ns);
+          row.cpu_ns_per_byte_initiator = tallies[0].cpu_s * 1e9 / bytes;
+          row.cpu_ns_per_byte_target = tallies[1].cpu_s * 1e9 / bytes;
+        }
+        bench::publish_row(boot, result, std::move(row), on_row);
+      }
+      boot.barrier([&] { engine.progress(); });  // neither frees its memory while in use
+    }
+  return result;
+}
+
+}  // namespace fabflow

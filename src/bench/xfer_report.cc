@@ -1,0 +1,74 @@
+// Reporters of bench xfer: the header, one fixed-column line per size, batch and direction, and
+// JSON lines (fields: docs/bench-output.md).
+#include <fabflow/bench/xfer.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "bench/report.h"
+
+namespace fabflow {
+
+void print_xfer_header(std::ostream& out, const XferResult& r) {
+  const auto& p = r.params;
+  report::print_table_header(
+      out, r.env, "xfer",
+      {"rank 0 submits batches of one-sided transfers into rank 1's memory (write) or from it "
+       "(read), each batch with a notification to rank 1; " +
+           report::size_text(p.bytes_per_point) + " per point (" + std::to_string(p.min_batches) +
+           "-" + std::to_string(p.max_batches) + " batches), " + std::to_string(p.max_outstanding) +
+           " operations in flight at most",
+       "MB/s = 10^6 bytes/s of transfers; batch: submit to completion at rank 0; CPU: ns per byte "
+       "on rank 0 | rank 1" +
+           std::string(p.reference ? "; memcpy: the batch's bytes copied in memory" : "")},
+      "  dir        size  batch  batches       MB/s  transfers/s  batch p50(us)  batch p99(us)  "
+      "cpu ns/B 0 | 1" +
+          std::string(p.reference ? "   memcpy MB/s  of memcpy" : ""));
+}
+
+void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) {
+  char line[512];
+  const std::string dir(bulk::kDirectionNames.name(row.direction));
+  if (!row.unsupported.empty()) {
+    std::snprintf(line, sizeof line, "  %-5s %10s %6zu  not run: %s\n", dir.c_str(),
+                  report::size_text(row.size).c_str(), row.batch, row.unsupported.c_str());
+    out << line << std::flush;
+    return;
+  }
+  std::snprintf(line, sizeof line,
+                "  %-5s %10s %6zu %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f", dir.c_str(),
+                report::size_text(row.size).c_str(), row.batch,
+                static_cast<unsigned long long>(row.batches), row.mb_s, row.transfers_per_s,
+                row.batch_ns.p50 / 1e3, row.batch_ns.p99 / 1e3, row.cpu_ns_per_byte_initiator,
+                row.cpu_ns_per_byte_target);
+  out << line;
+  if (r.params.reference && row.memcpy_mb_s) {
+    std::snprintf(line, sizeof line, " %13.1f %9.2fx", *row.memcpy_mb_s,
+                  *row.memcpy_mb_s > 0 ? row.mb_s / *row.memcpy_mb_s : 0.0);
+    out << line;
+  }
+  out << "\n" << std::flush;
+}
+
+void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row) {
+  nlohmann::json j = report::base_row(r.env, "xfer");
+  j["direction"] = std::string(bulk::kDirectionNames.name(row.direction));
+  j["size"] = row.size;
+  j["batch"] = row.batch;
+  j["max_outstanding"] = r.params.max_outstanding;
+  if (report::print_if_unsupported(out, j, row.unsupported)) return;
+  j["batches"] = row.batches;
+  j["seconds"] = row.seconds;
+  j["mb_s"] = row.mb_s;
+  j["transfers_per_s"] = row.transfers_per_s;
+  j["batch_ns"] = report::latency_json(row.batch_ns);
+  j["cpu_ns_per_byte"] = {{"initiator", row.cpu_ns_per_byte_initiator},
+                          {"target", row.cpu_ns_per_byte_target}};
+  j["memcpy_mb_s"] = report::optional_json(row.memcpy_mb_s);
+  report::print_json_line(out, j);
+}
+
+}  // namespace fabflow

@@ -1,0 +1,72 @@
+// `fabflow bench xfer` through the CLI: every size, batch and direction measured on local, shm
+// and tcp, with the memcpy reference; bad inputs giving one error line and exit 2.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "support/run_cli.h"
+
+namespace fabflow {
+namespace {
+
+using testing::CliResult;
+using testing::lines;
+using testing::run_cli;
+using namespace std::chrono_literals;
+
+class XferCli : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(XferCli, EverySizeBatchAndDirectionIsMeasured) {
+  CliResult r =
+      run_cli({"fabflow", "bench", "xfer", "-p", GetParam(), "-S", "4K,256K", "--batch", "1,8",
+               "--direction", "write,read", "--bytes", "2M", "--reference", "--json"},
+              120s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::set<std::tuple<std::size_t, std::size_t, std::string>> points;
+  for (const auto& l : lines(r.out)) {
+    const auto j = nlohmann::json::parse(l);
+    ASSERT_EQ(j["bench"], "xfer");
+    ASSERT_FALSE(j.contains("unsupported")) << l;
+    const std::size_t size = j["size"], batch = j["batch"];
+    points.insert({size, batch, j["direction"]});
+    // At least 8 batches each, every transfer counted: bytes / seconds is the rate.
+    ASSERT_GE(j["batches"].get<std::uint64_t>(), 8u) << l;
+    const double bytes = static_cast<double>(size * batch) * j["batches"].get<double>();
+    EXPECT_NEAR(j["mb_s"].get<double>(), bytes / j["seconds"].get<double>() / 1e6,
+                j["mb_s"].get<double>() * 1e-6)
+        << l;
+    EXPECT_GT(j["transfers_per_s"].get<double>(), 0) << l;
+    EXPECT_GT(j["batch_ns"]["p50"].get<double>(), 0) << l;
+    EXPECT_GT(j["memcpy_mb_s"].get<double>(), 0) << l;
+    EXPECT_GE(j["cpu_ns_per_byte"]["initiator"].get<double>(), 0) << l;
+  }
+  EXPECT_EQ(points.size(), 8u) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, XferCli, ::testing::Values("local", "shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(XferCliBadInput, IsOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--batch", "0"}, "--batch takes transfer counts"},
+      {{"--batch", "70000"}, "outside 1 B .. 1 GiB"},
+      {{"-S", "512M", "--batch", "4"}, "outside 1 B .. 1 GiB"},
+      {{"--direction", "sideways"}, "sideways"},
+      {{"-p", "nosuch"}, "nosuch"},
+  };
+  for (const auto& [args, want] : cases) {
+    std::vector<std::string> argv{"fabflow", "bench", "xfer"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CliResult r = run_cli(argv, 20s);
+    EXPECT_EQ(r.status, 2) << args[0] << ": " << r.err;
+    const auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_NE(err[0].find(want), std::string::npos) << err[0];
+  }
+}
+
+}  // namespace
+}  // namespace fabflow
