@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-bin
           libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind
           python3 python3-matplotlib clang-format dpkg-dev file memcached libmemcached-dev
-          libxxhash-dev clang
+          libxxhash-dev clang pybind11-dev python3-dev
           libpmix-dev libpmi2-0-dev openmpi-bin slurm-wlm munge iptables)
 missing=()
 for p in "${packages[@]}"; do

@@ -60,7 +60,8 @@ serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExac
 # (scripts/stress.sh): the test command does not start their 132 processes only to skip.
 stress='FlowStress\.'
 # The release tree also builds the measurement aids that docs/measurements/ cites (scripts/perf/).
-TARGETS="fabflow_tests fabflow_cli fabflow_perf_aids" \
+# With pybind11 there (setup.sh installs it) it builds the Python module too (build/python).
+TARGETS="fabflow_tests fabflow_cli fabflow_perf_aids fabflow_python" \
   run_tree build -DCMAKE_BUILD_TYPE=Release -- -E "$serial|$stress"
 stage "build: flow conformance streams, one at a time"
 (cd build && ctest --output-on-failure -j 1 -R "$serial")
@@ -73,13 +74,16 @@ scripts/chaos.sh 60s
 # (find_package and pkg-config) and run, the Debian package built and inspected.
 stage "install, examples, package"
 scripts/check_install.sh build
-# The plotting module's unit tests (Debian's python3, which has python3-matplotlib), then every
+# The Python tests (Debian's python3, which has python3-matplotlib): the plotting module's, and
+# the fabflow package's against the module just built (FABFLOW_PYTHON_BUILD: a module that is
+# missing fails them); then every
 # runnable experiment of the catalogue in quick mode on local: each must write its JSONL, PNG,
 # SVG and page, and `fabflow report` the index of them all. Every bench family's CLI tests run
 # it on shm and tcp as well; the whole catalogue on shm (2-3 minutes more) is left out of the
 # CI budget: `build/fabflow experiment run all --quick -p shm -o DIR` runs it by hand.
-stage "python/fabflow_plot: unit tests"
-/usr/bin/python3 -m unittest discover -s python/tests -t python
+stage "python: fabflow_plot and the fabflow package's tests"
+FABFLOW_PYTHON_BUILD=$PWD/build/python /usr/bin/python3 -m unittest discover -s python/tests \
+  -t python
 stage "experiments, quick, on local"
 out=build/experiments-quick-local
 rm -rf "$out"
