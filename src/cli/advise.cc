@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "cli/advise_internal.h"
 #include "cli/commands.h"
@@ -207,14 +208,13 @@ class Search : public SearchOutcome {
   }
 
   void run(double budget_s) {
-    const auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    };
-    std::uint64_t effort = obj_.effort;
+    start_ = std::chrono::steady_clock::now();
+    budget_s_ = budget_s;
+    std::uint64_t effort = least_effort();
     while (true) {
       ++rounds;
       const double t0 = elapsed();
+      const std::uint64_t first_effort = effort;
       const std::size_t ran = run_round(effort);
       const double took = elapsed() - t0;
       advise::drop_clear_losers(candidates, obj_.better, rounds);
@@ -222,8 +222,8 @@ class Search : public SearchOutcome {
           candidates.begin(), candidates.end(), [](const auto& c) { return c.live(); }));
       std::cerr << "[advise " << fam_.name << "] round " << rounds << ": " << ran
                 << " candidate(s), " << fam_.candidate_flag << " ... " << obj_.effort_flag << " "
-                << effort << ", " << std::fixed << std::setprecision(1) << took << " s; " << live
-                << " left\n"
+                << (first_effort == effort ? "" : std::to_string(first_effort) + " to ") << effort
+                << ", " << std::fixed << std::setprecision(1) << took << " s; " << live << " left\n"
                 << std::defaultfloat;
       if (live <= 1) break;
       // The next round runs the survivors with twice the work: about twice as long each.
@@ -240,6 +240,43 @@ class Search : public SearchOutcome {
 
  private:
   static constexpr int kRunsPerRound = 3;
+  // The first round may spend this share of the budget. Its first run does a sixteenth of the
+  // objective's work; the runs after it do as much (a power of two times that, at most the
+  // objective's) as the time measured so far says fits the share.
+  static constexpr double kFirstRoundShare = 0.5;
+  static constexpr std::uint64_t kLeastEffortDivisor = 16;
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  std::uint64_t least_effort() const {
+    return std::max<std::uint64_t>(1, obj_.effort / kLeastEffortDivisor);
+  }
+
+  // After a run of the first round that took `took` seconds with `effort`, with `left` runs to
+  // go: the effort of the next run. Throws when even the least effort cannot finish the round
+  // within the budget, with the figures that say so.
+  std::uint64_t pace_first_round(std::uint64_t effort, double took, std::size_t left) const {
+    const double now = elapsed();
+    const double need = now + static_cast<double>(left) * took;
+    if (effort == least_effort() && need > budget_s_)
+      throw UsageError("advise: a budget of " + std::to_string(static_cast<long>(budget_s_)) +
+                       " s is too short here: one run of the bench took " +
+                       std::to_string(static_cast<long>(took + 0.5)) + " s with " +
+                       obj_.effort_flag + " " + std::to_string(effort) + ", so the first round (" +
+                       std::to_string(kRunsPerRound) + " runs per provider) needs about " +
+                       std::to_string(static_cast<long>(need)) + " s; give --budget " +
+                       std::to_string(static_cast<long>(need * 2 + 1)) +
+                       "s or more, or fewer providers or --candidates");
+    // Time is taken as proportional to the work: an overestimate where setup dominates.
+    const double share = budget_s_ * kFirstRoundShare - now;
+    const double per_unit = took / static_cast<double>(effort);
+    std::uint64_t next = least_effort();
+    while (next * 2 <= obj_.effort &&
+           static_cast<double>(left) * per_unit * static_cast<double>(next * 2) <= share)
+      next *= 2;
+    return next;
+  }
 
   // One round's measurements of a candidate.
   struct Fresh {
@@ -247,8 +284,11 @@ class Search : public SearchOutcome {
     std::array<std::vector<double>, 2> cpu;
   };
 
-  std::size_t run_round(std::uint64_t effort) {
+  // Runs every live candidate kRunsPerRound times per provider. In the first round `effort`
+  // is paced to the budget (pace_first_round) and comes back as the last value used.
+  std::size_t run_round(std::uint64_t& effort) {
     std::map<std::size_t, Fresh> fresh;
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> plan;
     std::size_t ran = 0;
     for (const auto& provider : split(f_.providers, ',')) {
       std::vector<std::size_t> live;
@@ -256,12 +296,18 @@ class Search : public SearchOutcome {
         if (candidates[i].provider == provider && candidates[i].live()) live.push_back(i);
       if (live.empty()) continue;
       ran += live.size();
+      plan.emplace_back(provider, std::move(live));
+    }
+    std::size_t left = plan.size() * kRunsPerRound;
+    for (auto& [provider, live] : plan) {
       for (int r = 0; r < kRunsPerRound; ++r) {
         // Each run starts at another candidate, so that no design always runs first.
         std::rotate(live.begin(),
                     live.begin() + static_cast<std::ptrdiff_t>(live.size() * r / kRunsPerRound),
                     live.end());
+        const double t0 = elapsed();
         run_child_for(provider, live, effort, fresh);
+        if (rounds == 1 && --left > 0) effort = pace_first_round(effort, elapsed() - t0, left);
       }
     }
     for (auto& [i, got] : fresh) {
@@ -298,7 +344,9 @@ class Search : public SearchOutcome {
     if (!f_.size.empty()) c.argv.insert(c.argv.end(), {"-S", f_.size});
     c.argv.insert(c.argv.end(), f_.workload.begin(), f_.workload.end());
     c.argv.emplace_back("--json");
-    c.timeout = std::chrono::seconds(600);
+    // A first-round run may not outlast the budget: it is stopped there, and the search with it.
+    const double left_s = std::ceil(budget_s_ - elapsed());
+    c.timeout = std::chrono::seconds(rounds == 1 ? static_cast<long>(std::max(1.0, left_s)) : 600);
     c.capture_stderr = true;
     std::size_t rows = 0;
     ChildResult res = run_child(c, [&](const std::string& line) {
@@ -324,6 +372,13 @@ class Search : public SearchOutcome {
       }
     });
     if (interrupted()) throw UsageError("advise: interrupted");
+    if (res.timed_out && rounds == 1)
+      throw UsageError("advise: a budget of " + std::to_string(static_cast<long>(budget_s_)) +
+                       " s is too short here: one run of the bench (" +
+                       std::to_string(live.size()) + " candidate(s) on " + provider + ", " +
+                       obj_.effort_flag + " " + std::to_string(effort) +
+                       ") did not finish within it; give a longer --budget, or fewer providers "
+                       "or --candidates");
     if (res.status != 0 || res.timed_out) {
       std::string why = child_error(res.err);
       if (rows == 0)
@@ -338,6 +393,8 @@ class Search : public SearchOutcome {
   const Family& fam_;
   const Objective& obj_;
   fs::path exe_;
+  std::chrono::steady_clock::time_point start_;
+  double budget_s_ = 0;
 };
 
 // A workload file's value as text: a string, a number, or a list of strings joined by commas.

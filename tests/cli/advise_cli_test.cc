@@ -278,6 +278,12 @@ TEST(AdviseCli, BadInputIsOneLine) {
   expect_usage_line(
       run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "socket,socket"}, 20s),
       "names 'socket' twice");
+  // A budget that one measured run shows too short: said with the figures, before the budget
+  // is spent (nine runs of eight rr candidates take longer than a second anywhere).
+  expect_usage_line(
+      run_cli({"fabflow", "advise", "rr", "-p", "local,shm,tcp", "--budget", "1s", "--no-save"},
+              60s),
+      "s is too short here: one run of the bench took");
   // A workload flag the bench refuses: its own line, passed on.
   expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "socket",
                              "--no-save", "--", "--api", "bogus"},
