@@ -1,6 +1,7 @@
 // The inbound benchmarks: C clients keep a window of one-sided operations (read, write, fadd,
-// cswap) outstanding against one server, which only drives progress. The client loop is a
-// template over the concrete transport so the data path is bound statically.
+// cswap) outstanding against one server, which only drives progress; or a window of sends,
+// which the server receives into buffers it keeps posted (window per client). The loops are
+// templates over the concrete transport so the data path is bound statically.
 #include <fabflow/bench/inbound.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/progress.h>
@@ -53,6 +54,24 @@ struct ClientSummary {
   LatencyFigures latency;
 };
 
+// What a send of 16 bytes or more carries first: the client's rank and the message's number
+// (0, 1, ... over the client's warm-up and measured sends of one row).
+struct SendStamp {
+  std::uint64_t rank;
+  std::uint64_t seq;
+};
+constexpr std::size_t kStampBytes = sizeof(SendStamp);
+
+// The bytes of one send buffer (client) and one posted receive (server); 0 without sends.
+std::size_t send_slot_bytes(const InboundParams& p) {
+  if (std::find(p.ops.begin(), p.ops.end(), Op::send) == p.ops.end()) return 0;
+  const std::size_t largest = *std::max_element(p.sizes.begin(), p.sizes.end());
+  return round_up(std::max(largest, kStampBytes), kSlotAlign);
+}
+
+// The sum 0 + 1 + ... + (n - 1), modulo 2^64 (as the server's sum of sequence numbers wraps).
+std::uint64_t sum_below(std::uint64_t n) { return n % 2 == 0 ? n / 2 * (n - 1) : (n - 1) / 2 * n; }
+
 // One row's choice of operation and placement.
 struct RowSpec {
   Op op;
@@ -80,12 +99,17 @@ class InboundRunner {
     slot_len_ = round_up(std::max<std::size_t>(max_size, kSlotAlign), kSlotAlign);
     counter_base_ = slot_len_ * static_cast<std::size_t>(server_);
     counter_len_ = static_cast<std::size_t>(counter_region_bytes(p));
+    send_slot_ = send_slot_bytes(p);
+    send_base_ = slot_len_ + round_up(8 * std::size_t{p.window}, kSlotAlign);
     // Server: one payload slot per client, then the counters. Client: a source / target
-    // buffer and one 8-byte result word per window slot.
-    const std::size_t len = is_server_
-                                ? counter_base_ + std::max<std::size_t>(counter_len_, 8)
-                                : slot_len_ + round_up(8 * std::size_t{p.window}, kSlotAlign);
+    // buffer, one 8-byte result word per window slot, then one send buffer per window slot.
+    const std::size_t len = is_server_ ? counter_base_ + std::max<std::size_t>(counter_len_, 8)
+                                       : send_base_ + send_slot_ * std::size_t{p.window};
     mr_ = t_.allocate(len, kAllAccess);
+    // Server, for sends: the receive pool, window buffers per client.
+    if (is_server_ && send_slot_)
+      rx_mr_ = t_.allocate(send_slot_ * std::size_t{p.window} * static_cast<std::size_t>(server_),
+                           kAllAccess);
     auto keys = boot_.allgather(t_.export_key(*mr_));
     if (!is_server_) {
       remote_ = t_.import_key(server_, keys[static_cast<std::size_t>(server_)]);
@@ -98,7 +122,9 @@ class InboundRunner {
   std::optional<InboundRow> run(const RowSpec& row) {
     const auto offsets = is_atomic(row.op) ? counter_offsets(row.counters, p_.stride, row.aliasing)
                                            : std::vector<std::uint64_t>{};
+    const bool sends = row.op == Op::send;
     if (is_server_) zero_counters(offsets);
+    if (sends && is_server_) start_receiving();
     wait_all();
     ClientSummary mine;
     std::vector<double> samples;
@@ -106,14 +132,20 @@ class InboundRunner {
     Rng rng{p_.seed + static_cast<std::uint64_t>(boot_.rank()) * 0x100000001b3ull +
             static_cast<std::uint64_t>(row.counters)};
     if (!is_server_) phase(row, offsets, p_.warmup, nullptr, seen, rng, mine);
+    if (sends && is_server_) receive(p_.warmup * static_cast<std::uint64_t>(server_), row);
     wait_all();
     double cpu0 = process_cpu_seconds();
+    double server_seconds = 0;
     if (!is_server_) {
       samples.reserve(p_.iterations);
       auto t0 = std::chrono::steady_clock::now();
       phase(row, offsets, p_.iterations, &samples, seen, rng, mine);
       mine.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       mine.measured = p_.iterations;
+    } else if (sends) {
+      auto t0 = std::chrono::steady_clock::now();
+      receive(p_.iterations * static_cast<std::uint64_t>(server_), row);
+      server_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     wait_all();
     double server_cpu = process_cpu_seconds() - cpu0;
@@ -133,7 +165,7 @@ class InboundRunner {
     }
     auto all = boot_.allgather(blob);
     if (!is_server_) return std::nullopt;
-    return report(row, offsets, all, server_cpu);
+    return report(row, offsets, all, server_cpu, server_seconds);
   }
 
  private:
@@ -182,6 +214,14 @@ class InboundRunner {
         return t_.post_atomic(server_, AtomicOp::compare_swap, compare + 1, compare,
                               results() + slot, mr_->desc(), remote_, counter_base_ + offset, ctx,
                               kSignal);
+      case Op::send: {
+        std::byte* b = buf() + send_base_ + slot * send_slot_;
+        if (row.size >= kStampBytes) {
+          const SendStamp stamp{static_cast<std::uint64_t>(boot_.rank()), compare};
+          std::memcpy(b, &stamp, sizeof stamp);
+        }
+        return t_.post_send(server_, b, row.size, mr_->desc(), ctx, kSignal);
+      }
       default: return Status::failed;
     }
   }
@@ -191,6 +231,7 @@ class InboundRunner {
   void phase(const RowSpec& row, const std::vector<std::uint64_t>& offsets, std::uint64_t count,
              std::vector<double>* samples, std::vector<std::uint64_t>& seen, Rng& rng,
              ClientSummary& sum) {
+    const std::uint64_t first_seq = sum.completed;  // send: the number of this phase's first
     std::vector<Slot> slots(p_.window);
     std::vector<std::size_t> free;
     for (std::size_t i = slots.size(); i-- > 0;) free.push_back(i);
@@ -204,7 +245,7 @@ class InboundRunner {
         const std::size_t slot = free.back();
         Slot& s = slots[slot];
         s.counter = offsets.empty() ? 0 : rng.next() % offsets.size();
-        s.compare = offsets.empty() ? 0 : seen[s.counter];
+        s.compare = row.op == Op::send ? first_seq + posted : offsets.empty() ? 0 : seen[s.counter];
         s.t0 = clock_.now();
         Status st = post(row, slot, offsets.empty() ? 0 : offsets[s.counter], s.compare);
         if (st == Status::again) break;
@@ -243,9 +284,72 @@ class InboundRunner {
     }
   }
 
+  // Server, before a send row's warm-up: every receive of the pool posted (once: they stay
+  // posted between rows, each reposted as soon as its message is read) and the counts zeroed.
+  void start_receiving() {
+    got_.assign(static_cast<std::size_t>(server_), 0);
+    seq_sum_.assign(static_cast<std::size_t>(server_), 0);
+    if (receives_posted_) return;
+    for (std::size_t k = 0; k < std::size_t{p_.window} * static_cast<std::size_t>(server_); ++k)
+      post_receive(k);
+    receives_posted_ = true;
+  }
+
+  void post_receive(std::size_t k) {
+    const int client = static_cast<int>(k / p_.window);
+    BoundedWait dog(std::chrono::milliseconds(p_.target.timeout_ms), &boot_);
+    while (true) {
+      const Status st =
+          t_.post_recv(client, rx_mr_->data() + k * send_slot_, send_slot_, rx_mr_->desc(), k + 1);
+      if (st == Status::ok) return;
+      if (st == Status::failed) throw Error("inbound bench: post_recv: " + t_.last_error());
+      t_.progress();
+      dog.idle("inbound bench", "waiting to post a receive");
+    }
+  }
+
+  // Server: reads `count` messages, checks each one's length and stamp (data from a client is
+  // untrusted), counts them per client and posts its buffer again.
+  void receive(std::uint64_t count, const RowSpec& row) {
+    const std::size_t pool = std::size_t{p_.window} * static_cast<std::size_t>(server_);
+    const std::uint64_t sends_per_client = p_.warmup + p_.iterations;
+    BoundedWait dog(std::chrono::milliseconds(p_.target.timeout_ms), &boot_);
+    Completion c[kPollBatch];
+    std::uint64_t got = 0;
+    while (got < count) {
+      const int n =
+          t_.poll_rx(std::span<Completion>(c, std::min<std::uint64_t>(kPollBatch, count - got)));
+      if (n < 0) throw Error("inbound bench: " + t_.last_error());
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t ctx = c[i].context;
+        if (ctx == 0 || ctx > pool)
+          throw Error("inbound bench: a receive completion for no posted buffer");
+        const std::size_t k = ctx - 1;
+        if (c[i].length != row.size)
+          throw PeerError(-1, "inbound bench: a message of " + std::to_string(c[i].length) +
+                                  " bytes in a row of " + std::to_string(row.size));
+        if (row.size >= kStampBytes) {
+          SendStamp stamp;
+          std::memcpy(&stamp, rx_mr_->data() + k * send_slot_, sizeof stamp);
+          if (stamp.rank >= static_cast<std::uint64_t>(server_) || stamp.seq >= sends_per_client)
+            throw PeerError(-1, "inbound bench: a message with an impossible stamp");
+          ++got_[stamp.rank];
+          seq_sum_[stamp.rank] += stamp.seq;
+        }
+        post_receive(k);
+      }
+      got += static_cast<std::uint64_t>(n);
+      if (n > 0)
+        dog.reset();
+      else
+        dog.idle("inbound bench", "waiting for the clients' sends");
+    }
+  }
+
   // The server's row from every client's summary (untrusted: checked before use).
   InboundRow report(const RowSpec& spec, const std::vector<std::uint64_t>& offsets,
-                    const std::vector<std::vector<std::byte>>& all, double server_cpu) {
+                    const std::vector<std::vector<std::byte>>& all, double server_cpu,
+                    double server_seconds) {
     InboundRow row;
     row.op = spec.op;
     row.size = spec.size;
@@ -288,6 +392,25 @@ class InboundRunner {
       row.checked = true;
       row.check_passed = row.counter_sum == row.expected_sum;
     }
+    if (spec.op == Op::send) {
+      // The server read exactly clients x iterations messages in the measured phase.
+      row.server_rate = true;
+      row.seconds = server_seconds;
+      row.ops_per_s = static_cast<double>(row.ops) / server_seconds;
+      row.mbps = row.ops_per_s * static_cast<double>(spec.size) / 1e6;
+      row.expected = completed;
+      // Stamped messages say whose and which they are: every client's, each exactly once.
+      if (spec.size >= kStampBytes) {
+        const std::uint64_t n = p_.warmup + p_.iterations;
+        row.checked = true;
+        row.check_passed = true;
+        for (int c = 0; c < server_; ++c) {
+          const auto i = static_cast<std::size_t>(c);
+          row.received += got_[i];
+          row.check_passed = row.check_passed && got_[i] == n && seq_sum_[i] == sum_below(n);
+        }
+      }
+    }
     return row;
   }
 
@@ -301,8 +424,14 @@ class InboundRunner {
   std::size_t slot_len_ = 0;
   std::size_t counter_base_ = 0;
   std::size_t counter_len_ = 0;
+  std::size_t send_slot_ = 0;  // bytes per send buffer and posted receive (0: no sends)
+  std::size_t send_base_ = 0;  // client: where the send buffers start in mr_
   std::unique_ptr<MemoryRegion> mr_;
+  std::unique_ptr<MemoryRegion> rx_mr_;  // server: the receive pool
   RemoteMemory remote_;
+  bool receives_posted_ = false;
+  std::vector<std::uint64_t> got_;      // server, send rows: stamped messages per client
+  std::vector<std::uint64_t> seq_sum_;  // and the sum of their sequence numbers
 };
 
 }  // namespace
@@ -334,6 +463,10 @@ bool inbound_progress_thread(const InboundParams& params, const Capabilities& ca
 
 InboundResult run_inbound(const InboundParams& params, Bootstrap& boot) {
   TransportOptions opts = params.target.transport(params.ops, boot.local_address());
+  // The server keeps a window of receives posted per client.
+  if (std::find(params.ops.begin(), params.ops.end(), Op::send) != params.ops.end())
+    opts.rx_depth = std::max<std::size_t>(
+        opts.rx_depth, std::size_t{params.window} * static_cast<std::size_t>(boot.size() - 1));
   opts.thread_safe =
       inbound_progress_thread(params, probe_transport(opts), boot.rank(), boot.size());
   auto transport = open_transport(opts);
@@ -348,15 +481,30 @@ InboundResult run_inbound(const InboundParams& params, Transport& transport, Boo
   const Capabilities& caps = transport.caps();
   if (params.ops.empty()) throw UsageError("inbound bench: no operation given");
   for (Op op : params.ops) {
-    if (op != Op::read && op != Op::write && !is_atomic(op))
-      throw UsageError("inbound bench: -o takes read, write, fadd and cswap, not " +
+    if (op != Op::read && op != Op::write && op != Op::send && !is_atomic(op))
+      throw UsageError("inbound bench: -o takes read, write, send, fadd and cswap, not " +
                        std::string(to_string(op)));
   }
   if (auto m = missing_op(caps, params.ops)) throw UsageError(m->why);
-  for (std::size_t s : params.sizes)
-    if (s == 0 || s > kInboundMaxSize || s > caps.max_msg_size)
+  const auto takes = [&](Op op) {
+    return std::find(params.ops.begin(), params.ops.end(), op) != params.ops.end();
+  };
+  if (params.sizes.empty()) throw UsageError("inbound bench: no size given");
+  for (std::size_t s : params.sizes) {
+    if ((takes(Op::read) || takes(Op::write)) &&
+        (s == 0 || s > kInboundMaxSize || s > caps.max_msg_size))
       throw UsageError("inbound bench: size " + std::to_string(s) + " is outside 1.." +
                        std::to_string(std::min(kInboundMaxSize, caps.max_msg_size)));
+    if (takes(Op::send) && (s > kInboundMaxSendSize || s > caps.max_msg_size))
+      throw UsageError("inbound bench: send size " + std::to_string(s) + " is outside 0.." +
+                       std::to_string(std::min(kInboundMaxSendSize, caps.max_msg_size)));
+  }
+  if (takes(Op::send) &&
+      send_slot_bytes(params) * params.window * static_cast<std::size_t>(boot.size() - 1) >
+          kInboundMaxReceivePool)
+    throw UsageError(
+        "inbound bench: send: clients x window x size needs more than the 64M of "
+        "receives the server may post; give a smaller window or size");
   if (params.stride < 8 || params.stride > 4096 || params.stride % 8 != 0)
     throw UsageError("--stride must be a multiple of 8 in 8..4096");
   for (std::uint64_t k : params.counters)

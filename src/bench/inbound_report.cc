@@ -34,6 +34,17 @@ std::string check_text(const InboundRow& row) {
 
 }  // namespace
 
+// The exactly-once column: the counters' sum (atomics) or the server's count of stamped
+// messages (sends), against what the clients did.
+std::string check_detail(const InboundRow& row) {
+  if (!row.checked) return "n/a";
+  if (row.op == Op::send)
+    return check_text(row) + " (received " + std::to_string(row.received) + ", sent " +
+           std::to_string(row.expected) + ")";
+  return check_text(row) + " (sum " + std::to_string(row.counter_sum) + ", expected " +
+         std::to_string(row.expected_sum) + ")";
+}
+
 void print_inbound_header(std::ostream& out, const InboundResult& r) {
   const auto& p = r.params;
   std::string counters;
@@ -50,10 +61,11 @@ void print_inbound_header(std::ostream& out, const InboundResult& r) {
        "atomics: counters " + counters + "  stride " + std::to_string(p.stride) +
            " B  chosen uniformly at random (seed " + std::to_string(p.seed) + ")" +
            (p.probe_aliasing ? "  + same/different 12-low-bit pair probe" : ""),
-       "server: drives progress only (" +
+       "server: drives progress only, and receives the sends (" +
            std::string(r.env.progress_thread_target ? "progress thread" : "inline, one thread") +
            ")" + (r.oversubscribed ? "  clients yield when idle (more ranks than CPUs)" : ""),
-       "rate: all clients' measured operations / the slowest client's time; latency: post to "
+       "rate: all clients' measured operations / the slowest client's time (send: the server's "
+       "measured receives / its time from the phase's start to the last); latency: post to "
        "completion"});
 }
 
@@ -68,10 +80,7 @@ void print_inbound_table(std::ostream& out, const InboundResult& r) {
                   is_atomic(row.op) ? std::to_string(row.counters).c_str() : "-",
                   is_atomic(row.op) ? std::string(name_of(row.aliasing)).c_str() : "-",
                   row.ops_per_s / 1e6, row.mbps, l.p50 / 1e3, l.p99 / 1e3, l.max / 1e3,
-                  row.checked ? (check_text(row) + " (sum " + std::to_string(row.counter_sum) +
-                                 ", expected " + std::to_string(row.expected_sum) + ")")
-                                    .c_str()
-                              : "n/a");
+                  check_detail(row).c_str());
     out << line;
   }
   out.flush();
@@ -118,6 +127,10 @@ void print_inbound_json(std::ostream& out, const InboundResult& r) {
                 {"exactly_once", check_text(row)},
                 {"counter_sum", row.counter_sum},
                 {"expected_sum", row.expected_sum}});
+    }
+    if (row.op == Op::send) {
+      j.update({{"rate_of", "server"}, {"exactly_once", check_text(row)}, {"sent", row.expected}});
+      if (row.checked) j["received"] = row.received;
     }
     out << j.dump() << "\n";
   }

@@ -36,22 +36,29 @@ using InboundValidated = Checked<InboundParams>;
 InboundValidated validate(const InboundFlags& f) {
   InboundValidated v;
   InboundParams& p = v.params;
-  std::string ops_text;  // "all": the four operations this family takes
+  std::string ops_text;  // "all": the five operations this family takes
   for (const auto& name : split(f.launched_ops.empty() ? f.ops : f.launched_ops, ','))
-    ops_text += (ops_text.empty() ? "" : ",") + (name == "all" ? "read,write,fadd,cswap" : name);
+    ops_text +=
+        (ops_text.empty() ? "" : ",") + (name == "all" ? "read,write,send,fadd,cswap" : name);
   p.ops = parse_choice_list<Op>(ops_text);
   for (Op op : p.ops)
-    if (op != Op::read && op != Op::write && !is_atomic(op))
-      throw UsageError("--op: inbound takes read, write, fadd and cswap, not " +
+    if (op != Op::read && op != Op::write && op != Op::send && !is_atomic(op))
+      throw UsageError("--op: inbound takes read, write, send, fadd and cswap, not " +
                        std::string(to_string(op)));
-  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64} : parse_sizes(f.sizes);
-  for (std::size_t s : p.sizes)
+  const bool sends = std::find(p.ops.begin(), p.ops.end(), Op::send) != p.ops.end();
+  p.sizes = f.sizes.empty() ? std::vector<std::size_t>{64}
+            : sends         ? parse_sizes_or_zero(f.sizes)
+                            : parse_sizes(f.sizes);
+  for (std::size_t s : p.sizes) {
     if (s > kInboundMaxSize)
       throw UsageError("size " + std::to_string(s) + " is above the inbound limit of 4M");
+    if (sends && s > kInboundMaxSendSize)
+      throw UsageError("size " + std::to_string(s) + " is above the inbound send limit of 64K");
+  }
   const bool atomics = std::any_of(p.ops.begin(), p.ops.end(), is_atomic);
   const bool only_atomics = std::all_of(p.ops.begin(), p.ops.end(), is_atomic);
   if (only_atomics && !f.sizes.empty() && p.sizes != std::vector<std::size_t>{8})
-    throw UsageError("atomics operate on 8-byte words: -S applies to read and write only");
+    throw UsageError("atomics operate on 8-byte words: -S applies to read, write and send only");
   p.counters.clear();
   std::vector<std::size_t> ks;
   try {
@@ -106,7 +113,8 @@ Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
       *app, "read/write payload size(s): 64 | 32,256 | 8:4K; default 64",
       "server progress: auto (a thread where the provider needs one), on, off (the "
       "server's one thread drives progress inline)");
-  add_choice_list<Op>(*app, "-o,--op", f->ops, "read, write, fadd, cswap, comma-separated, or all");
+  add_choice_list<Op>(*app, "-o,--op", f->ops,
+                      "read, write, send, fadd, cswap, comma-separated, or all");
   add_number<int>(*app, "--clients", f->clients, 1, 63,
                   "client processes (the server is one more)");
   add_number<std::uint64_t>(*app, "-I,--iterations", f->iterations, 1, kMaxCount,

@@ -41,21 +41,6 @@ struct RawFlags : CommonFlags {
   bool reference = false;   // also run fi_pingpong for send latency
 };
 
-// parse_sizes, plus 0 (a header-only message) as a list item of its own.
-std::vector<std::size_t> parse_sizes_or_zero(const std::string& text) {
-  std::vector<std::size_t> out;
-  for (const auto& item : split(text, ',')) {
-    if (item == "0") {
-      out.push_back(0);
-      continue;
-    }
-    auto more = parse_sizes(item);
-    out.insert(out.end(), more.begin(), more.end());
-  }
-  if (out.empty()) throw UsageError("no sizes given");
-  return out;
-}
-
 // Everything that can be checked without a peer; throws UsageError.
 struct RawValidated : Checked<RawParams> {
   std::vector<Op> ops;

@@ -85,4 +85,18 @@ CLI::Validator choice_validator(std::function<bool(const std::string&)> accept,
       "");
 }
 
+std::vector<std::size_t> parse_sizes_or_zero(const std::string& text) {
+  std::vector<std::size_t> out;
+  for (const auto& item : split(text, ',')) {
+    if (item == "0") {
+      out.push_back(0);
+      continue;
+    }
+    auto more = parse_sizes(item);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  if (out.empty()) throw UsageError("no sizes given");
+  return out;
+}
+
 }  // namespace fabflow::cli

@@ -1,6 +1,7 @@
-// `fabflow bench inbound`: clients' one-sided operations to one server, multi-process through
-// the CLI on local, shm and tcp (whose msg endpoint has no atomics: one line per operation),
-// the exactly-once check of the counters, and bad input giving one line and exit status 2.
+// `fabflow bench inbound`: clients' one-sided operations and sends to one server, multi-process
+// through the CLI on local, shm and tcp (whose msg endpoint has no atomics: one line per
+// operation), the exactly-once checks of the counters and of the stamped sends, and bad input
+// giving one line and exit status 2.
 #include <fabflow/bench/inbound.h>
 #include <gtest/gtest.h>
 
@@ -63,9 +64,9 @@ TEST_P(InboundCli, EveryOperationAndTheExactlyOnceCheck) {
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.status, 0) << r.err;
   auto rows = rows_of(r);
-  // read, write x 2 sizes; fadd, cswap x (2 counter counts + 2 probe pairs).
-  ASSERT_EQ(rows.size(), 12u) << r.out;
-  int atomics = 0, probes = 0;
+  // read, write, send x 2 sizes; fadd, cswap x (2 counter counts + 2 probe pairs).
+  ASSERT_EQ(rows.size(), 14u) << r.out;
+  int atomics = 0, probes = 0, sends = 0;
   for (const auto& j : rows) {
     EXPECT_EQ(j["bench"], "inbound");
     EXPECT_FALSE(j.contains("unsupported")) << j.dump();
@@ -94,11 +95,24 @@ TEST_P(InboundCli, EveryOperationAndTheExactlyOnceCheck) {
         ++probes;
         EXPECT_EQ(j["counters"], 2);
       }
+    } else if (op == "send") {
+      ++sends;
+      EXPECT_EQ(j["type"], "inbound");
+      EXPECT_EQ(j["rate_of"], "server");
+      EXPECT_EQ(j["sent"], 2 * 450);
+      // 8-byte messages carry no stamp; 256-byte ones say whose and which they are.
+      if (j["size_bytes"] == 256) {
+        EXPECT_EQ(j["exactly_once"], "passed") << j.dump();
+        EXPECT_EQ(j["received"], 2 * 450);
+      } else {
+        EXPECT_EQ(j["exactly_once"], "n/a") << j.dump();
+      }
     } else {
       EXPECT_EQ(j["type"], "inbound");
       EXPECT_FALSE(j.contains("exactly_once"));
     }
   }
+  EXPECT_EQ(sends, 2);
   EXPECT_EQ(atomics, 8);
   EXPECT_EQ(probes, 4);
   std::set<std::string> aliasing;
@@ -143,6 +157,33 @@ TEST(InboundCliTcp, AtomicsUnsupportedLinesAndReads) {
   for (const auto& line : out) EXPECT_NE(line.find("unsupported: "), std::string::npos) << line;
 }
 
+// Table 5's RECV half on tcp, connected and reliable-datagram endpoints: header-only and 32-byte
+// sends from three clients, each window of receives posted per client, every stamped message
+// read once.
+TEST(InboundCliTcp, HeaderOnlyAndStampedSendsReachTheServerOnce) {
+  for (const char* endpoint : {"msg", "rdm"}) {
+    CliResult r =
+        run_cli({"fabflow", "bench", "inbound", "-p",   "tcp",       "-e",     endpoint,
+                 "-o",      "send",  "-S",      "0,32", "--clients", "3",      "--window",
+                 "16",      "-I",    "300",     "-w",   "30",        "--json", "--no-pin"},
+                60s);
+    ASSERT_FALSE(r.timed_out) << r.err;
+    ASSERT_EQ(r.status, 0) << endpoint << ": " << r.err;
+    auto rows = rows_of(r);
+    ASSERT_EQ(rows.size(), 2u) << r.out;
+    EXPECT_EQ(rows[0]["size_bytes"], 0);
+    EXPECT_EQ(rows[0]["exactly_once"], "n/a");
+    EXPECT_EQ(rows[1]["size_bytes"], 32);
+    EXPECT_EQ(rows[1]["exactly_once"], "passed") << rows[1].dump();
+    for (const auto& j : rows) {
+      EXPECT_EQ(j["ops"], 900);
+      EXPECT_EQ(j["sent"], 990);
+      EXPECT_GT(j["ops_per_s"].get<double>(), 0);
+      EXPECT_GT(j["seconds"].get<double>(), 0);
+    }
+  }
+}
+
 void expect_usage_error(const std::vector<std::string>& args, const std::string& needle) {
   CliResult r = run_cli(args, 10s);
   ASSERT_FALSE(r.timed_out) << r.err;
@@ -168,7 +209,9 @@ TEST(InboundCliBadInput, OneLineAndExitTwo) {
   expect_usage_error(with({"--clients", "0"}), "--clients");
   expect_usage_error(with({"--clients", "64"}), "--clients");
   expect_usage_error(with({"--clients", "two"}), "--clients");
-  expect_usage_error(with({"-o", "send"}), "read, write, fadd and cswap");
+  expect_usage_error(with({"-o", "writedata"}), "read, write, send, fadd and cswap");
+  expect_usage_error(with({"-o", "send", "-S", "128K"}), "64K");
+  expect_usage_error(with({"-o", "send,write", "-S", "0"}), "size 0");
   expect_usage_error(with({"-o", "fadd", "-S", "64"}), "8-byte");
   expect_usage_error(with({"-S", "8M"}), "4M");
   expect_usage_error({"fabflow", "bench", "inbound", "-p", "nosuch"}, "available:");

@@ -1,6 +1,8 @@
 // bench inbound: C client ranks issue one-sided operations to one server rank that only drives
 // progress (seed 001, Fig. 12: inbound READ / WRITE rate by payload size and number of
-// clients; Fig. 14: atomics on K counters chosen at random, and the same-12-low-bits probe).
+// clients; Fig. 14: atomics on K counters chosen at random, and the same-12-low-bits probe),
+// or SENDs to a server that receives them into posted buffers (Table 5's RECV half: header-only
+// against payload-carrying messages).
 // run_inbound(params, transport, bootstrap) -> result, and its reporters.
 #pragma once
 
@@ -19,6 +21,10 @@ class Bootstrap;
 inline constexpr std::uint64_t kInboundMaxCounterRegion = std::uint64_t{256} << 20;
 // The largest payload of inbound reads and writes.
 inline constexpr std::size_t kInboundMaxSize = std::size_t{4} << 20;
+// The largest payload of inbound sends, and the most bytes of receives the server posts
+// (clients x window x the largest send, each rounded up to 64).
+inline constexpr std::size_t kInboundMaxSendSize = std::size_t{64} << 10;
+inline constexpr std::size_t kInboundMaxReceivePool = std::size_t{64} << 20;
 
 // Counter placement of one atomics row: K counters `stride` bytes apart, or one of the two
 // address pairs of the aliasing probe (two counters whose offsets share their 12 low bits,
@@ -32,7 +38,7 @@ constexpr const auto& name_table(Aliasing) noexcept { return kAliasingNames; }
 
 struct InboundParams {
   std::vector<Op> ops{Op::read, Op::write};  // each supported by the transport
-  std::vector<std::size_t> sizes{64};        // read / write payloads
+  std::vector<std::size_t> sizes{64};        // read / write / send payloads (send: 0 too)
   std::vector<std::uint64_t> counters{1};    // atomics: K values
   std::uint64_t stride = 8;                  // bytes between counters (multiple of 8)
   bool probe_aliasing = false;               // atomics: also the two address-pair rows
@@ -77,6 +83,13 @@ struct InboundRow {
   std::uint64_t counter_sum = 0;
   std::uint64_t expected_sum = 0;
   double server_cpu_s = 0;  // CPU seconds of the server process over the measured phase
+  // Sends: the rate is the server's (ops received in the measured phase / the time from its
+  // start to the last one), and the check is the server's count of every client's messages,
+  // and for payloads of 16 bytes or more the sum of their sequence numbers, against what the
+  // clients sent (`received` and `expected` messages, all phases).
+  bool server_rate = false;
+  std::uint64_t received = 0;
+  std::uint64_t expected = 0;
 };
 
 // The samples each client contributes to a row's merged percentiles (evenly spaced).
