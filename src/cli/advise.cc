@@ -59,6 +59,24 @@ std::string queue_name(const ojson& row) {
   return text(row, "design");
 }
 
+// Why a queue candidate cannot keep `end` (consumer, producer or both) passive, doing no work
+// outside its enqueues or dequeues (seed 003's passivity, L237); "" when it can.
+std::string passivity_refusal(const std::string& candidate, const std::string& end) {
+  const bool consumer = end != "producer", producer = end != "consumer";
+  if (producer && candidate == "datamover")
+    return "--passive " + end + ": the data mover is a thread at the producer, an active producer";
+  if (producer && candidate == "batching")
+    return "--passive " + end +
+           ": batching holds items in the producer's buffer until its next push, which needs an "
+           "active producer (seed 003, L291)";
+  const auto d = flow::Design::parse(candidate);
+  if (consumer && d && d->data == flow::DataFlow::pull)
+    return "--passive " + end +
+           ": a Pull data flow needs an active consumer, or a consumer that stops leaves the "
+           "producer's buffer full (seed 003, L293)";
+  return "";
+}
+
 std::vector<std::string> rr_candidates() {
   std::vector<std::string> out;
   for (const char* m : {"private", "dispatcher"})
@@ -99,7 +117,8 @@ const std::vector<Family>& families() {
        rr_name,
        {{"throughput", "requests_per_s", "requests/s", Better::higher, {}, "-I", 2000},
         {"p50", "latency_ns.p50", "ns", Better::lower, {}, "-I", 2000},
-        {"p99", "latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}},
+        {"p99", "latency_ns.p99", "ns", Better::lower, {}, "-I", 2000},
+        {"cpu", kBothSides, "ns/msg", Better::lower, {}, "-I", 2000}},
        {"requester", "responder"},
        {"cpu.requester.cpu_ns_per_msg", "cpu.responder.cpu_ns_per_msg"},
        "ns/msg",
@@ -112,7 +131,8 @@ const std::vector<Family>& families() {
        kv_name,
        {{"throughput", "requests_per_s", "requests/s", Better::higher, {}, "-I", 2000},
         {"p50", "get.latency_ns.p50", "ns", Better::lower, {}, "-I", 2000},
-        {"p99", "get.latency_ns.p99", "ns", Better::lower, {}, "-I", 2000}},
+        {"p99", "get.latency_ns.p99", "ns", Better::lower, {}, "-I", 2000},
+        {"cpu", kBothSides, "ns/op", Better::lower, {}, "-I", 2000}},
        {"client", "server"},
        {"cpu_ns_per_op.client", "cpu_ns_per_op.server"},
        "ns/op",
@@ -124,7 +144,8 @@ const std::vector<Family>& families() {
        bulk_candidates,
        bulk_name,
        {{"throughput", "pingpong_mb_s", "MB/s", Better::higher, {}, "--bytes", 64ull << 20},
-        {"p50", "half_rtt_us", "us", Better::lower, {}, "--bytes", 64ull << 20}},
+        {"p50", "half_rtt_us", "us", Better::lower, {}, "--bytes", 64ull << 20},
+        {"cpu", kBothSides, "ns/B", Better::lower, {}, "--bytes", 64ull << 20}},
        {"sender", "receiver"},
        {"cpu_ns_per_byte.sender", "cpu_ns_per_byte.receiver"},
        "ns/B",
@@ -246,6 +267,12 @@ class Search : public SearchOutcome {
   static constexpr double kFirstRoundShare = 0.5;
   static constexpr std::uint64_t kLeastEffortDivisor = 16;
 
+  // The objective's figure in a row: its field, or the CPU per operation of both sides.
+  double objective_value(const ojson& row) const {
+    if (std::string(obj_.field) != kBothSides) return field_number(row, obj_.field);
+    return field_number(row, fam_.cpu_fields[0]) + field_number(row, fam_.cpu_fields[1]);
+  }
+
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
@@ -362,7 +389,7 @@ class Search : public SearchOutcome {
           continue;
         }
         if (environment.is_null() && row.contains("environment")) environment = row["environment"];
-        const double v = field_number(row, obj_.field);
+        const double v = objective_value(row);
         if (!std::isfinite(v)) continue;
         fresh[i].samples.push_back(v);
         for (std::size_t side = 0; side < 2 && fam_.cpu_unit; ++side) {
@@ -422,8 +449,8 @@ std::string workload_text(const ojson& v, const std::string& key, const std::str
 }
 
 // Fills what the command line left out from --workload FILE: a workload file ({"family",
-// "providers", "size", "objective", "candidates", "budget", "args"}) or a kept answer (its
-// family, providers, objective and workload), so that a search can be repeated as it was.
+// "providers", "size", "objective", "candidates", "budget", "passive", "args"}) or a kept answer
+// (its family, providers, objective and workload), so that a search can be repeated as it was.
 void merge_workload_file(AdviseFlags& f) {
   const std::string& file = f.workload_file;
   std::ifstream in(file);
@@ -435,14 +462,13 @@ void merge_workload_file(AdviseFlags& f) {
   if (w.value("type", std::string()) == "advice") {  // a kept answer
     for (const char* k : {"family", "providers", "objective"})
       if (w.contains(k)) given[k] = w[k];
-    if (w.contains("workload") && w["workload"].is_object()) {
-      if (w["workload"].contains("size")) given["size"] = w["workload"]["size"];
-      if (w["workload"].contains("args")) given["args"] = w["workload"]["args"];
-    }
+    if (w.contains("workload") && w["workload"].is_object())
+      for (const char* k : {"size", "args", "passive"})
+        if (w["workload"].contains(k) && !w["workload"][k].is_null()) given[k] = w["workload"][k];
   } else {
     for (const auto& [k, v] : w.items()) {
-      static const std::vector<std::string> kKeys = {"family",     "providers", "size", "objective",
-                                                     "candidates", "budget",    "args"};
+      static const std::vector<std::string> kKeys = {
+          "family", "providers", "size", "objective", "candidates", "budget", "passive", "args"};
       if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end())
         throw UsageError("advise --workload: " + file + ": unknown key '" + k + "' (" +
                          joined(kKeys, ' ') + ")");
@@ -458,6 +484,7 @@ void merge_workload_file(AdviseFlags& f) {
   take("objective", f.objective);
   take("candidates", f.candidates);
   take("budget", f.budget);
+  take("passive", f.passive);
   if (f.workload.empty() && given.contains("args")) {
     if (!given["args"].is_array())
       throw UsageError("advise --workload: " + file + ": 'args' must be a list of strings");
@@ -536,6 +563,20 @@ int run_advise(AdviseFlags f) {
     }
     names = chosen;
   }
+  if (!f.passive.empty()) {
+    if (f.family != "queue")
+      throw UsageError("advise: --passive applies to queue (the ends of a flow queue), not " +
+                       f.family);
+    if (f.passive != "consumer" && f.passive != "producer" && f.passive != "both")
+      throw UsageError("advise: --passive takes consumer, producer or both, got '" + f.passive +
+                       "'");
+    if (f.passive != "producer" &&
+        std::find(f.workload.begin(), f.workload.end(), "--active-consumer") != f.workload.end())
+      throw UsageError("advise: --passive " + f.passive +
+                       " and --active-consumer (a helper thread at the consumer) contradict");
+    if (!f.map.empty())
+      throw UsageError("advise: --passive is for one search; a map with it is not built");
+  }
   if (!f.vary.empty() && f.map.empty())
     throw UsageError("advise: --vary draws a map: give --map BASE too");
   if (!f.map.empty()) {
@@ -560,6 +601,7 @@ int run_advise(AdviseFlags f) {
       Candidate c;
       c.provider = p;
       c.name = n;
+      if (!f.passive.empty()) c.refused = passivity_refusal(n, f.passive);
       s.candidates.push_back(std::move(c));
     }
   s.run(budget_s);
@@ -592,10 +634,14 @@ void add_advise(CLI::App& app, Runner& run) {
   a->add_option("-p,--provider", f->providers,
                 "provider(s) to compare, comma-separated (default shm)");
   a->add_option("--objective", f->objective,
-                "throughput (default), p50 or p99 (bulk: throughput, p50)");
+                "throughput (default), p50, p99, or cpu (rr, kv, bulk: both sides' CPU per "
+                "operation; bulk has no p99)");
   a->add_option("--budget", f->budget, "time for the search: 90s, 2m (default 2m)");
   a->add_option("-S,--size", f->size, "item, response or message size of the workload");
   a->add_option("--candidates", f->candidates, "only these designs, comma-separated");
+  a->add_option("--passive", f->passive,
+                "queue: consumer, producer or both do no work outside dequeue / enqueue (the "
+                "designs that need an active end are not candidates)");
   a->add_option("--save", f->profile,
                 "where the answer is kept (default: ~/.cache/fabflow/advise-FAMILY.json)");
   a->add_flag("--no-save", f->no_profile, "keep no answer");

@@ -20,9 +20,13 @@ using bench::advise::Better;
 using bench::advise::Candidate;
 using ojson = nlohmann::ordered_json;
 
+// The field of the cpu objective: the family's two cpu_fields added (CPU per operation, both
+// sides together).
+inline constexpr const char* kBothSides = "cpu_fields";
+
 struct Objective {
-  const char* name;   // throughput | p50 | p99
-  const char* field;  // the row field compared (dots descend)
+  const char* name;   // throughput | p50 | p99 | cpu
+  const char* field;  // the row field compared (dots descend), or kBothSides
   const char* unit;   // for the table
   Better better;
   std::vector<const char*> extra;  // bench flags this objective needs
@@ -54,6 +58,7 @@ struct AdviseFlags {
   std::string budget;     // empty: the workload file's, else 2m
   std::string size;
   std::string candidates;  // empty: every candidate of the family
+  std::string passive;     // queue: consumer, producer or both must stay passive (or empty)
   std::string profile;     // empty: the cache folder's advise-<family>.json
   bool no_profile = false;
   bool json = false;

@@ -93,6 +93,48 @@ TEST(AdviseCli, ShortSearchOnLocalAnswersAndKeepsAProfile) {
   EXPECT_TRUE(shown.err.empty()) << shown.err;
 }
 
+// --passive consumer leaves out the designs that need an active consumer, each with its reason,
+// and the kept answer says the constraint; the cpu objective ranks by both sides' CPU time.
+TEST(AdviseCli, PassiveConsumerAndTheCpuObjective) {
+  TempDir dir;
+  const std::string profile = dir.file("passive.json");
+  CliResult r = run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--candidates",
+                         "push1-watermark-pull,pull-pull-pull,socket", "--passive", "consumer",
+                         "--budget", "6s", "--save", profile, "--json"},
+                        120s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto a = nlohmann::json::parse(r.out);
+  ASSERT_EQ(a["refused"].size(), 1u) << r.out;
+  EXPECT_EQ(a["refused"][0]["design"], "pull-pull-pull");
+  EXPECT_NE(a["refused"][0]["why"].get<std::string>().find("needs an active consumer"),
+            std::string::npos);
+  EXPECT_EQ(a["ranked"].size(), 2u) << r.out;
+  EXPECT_NE(a["winner"], "local:pull-pull-pull");
+  EXPECT_EQ(a["workload"]["passive"], "consumer");
+  // Repeating the kept search keeps its constraint.
+  CliResult again = run_cli(
+      {"fabflow", "advise", "--workload", profile, "--budget", "4s", "--no-save", "--json"}, 120s);
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["workload"]["passive"], "consumer");
+
+  CliResult cpu =
+      run_cli({"fabflow", "advise", "kv", "-p", "local", "--objective", "cpu", "--candidates",
+               "herd,read", "--budget", "8s", "--no-save", "--json", "--", "--keys", "1000"},
+              120s);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  const auto c = nlohmann::json::parse(cpu.out);
+  EXPECT_EQ(c["objective"], "cpu");
+  EXPECT_EQ(c["unit"], "ns/op");
+  EXPECT_EQ(c["better"], "lower");
+  ASSERT_EQ(c["ranked"].size(), 2u) << cpu.out;
+  for (const auto& e : c["ranked"]) {
+    // The figure is the two sides' CPU per operation added.
+    const double both = e["cpu"]["client"].get<double>() + e["cpu"]["server"].get<double>();
+    EXPECT_GT(e["median"].get<double>(), 0);
+    EXPECT_GT(both, 0);
+  }
+}
+
 // `bench queue --design auto` takes the profile's best design when the profile fits this machine
 // and workload, and the default rule otherwise, saying which and why.
 TEST(AdviseCli, DesignAutoUsesAFittingProfileOnly) {
@@ -270,6 +312,19 @@ TEST(AdviseCli, BadInputIsOneLine) {
   expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--budget", "2x"}, 20s),
                     "--budget '2x'");
   expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "nosuch"}, 20s), "nosuch");
+  expect_usage_line(
+      run_cli({"fabflow", "advise", "rr", "-p", "local", "--passive", "consumer"}, 20s),
+      "--passive applies to queue");
+  expect_usage_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--passive", "sideways"}, 20s),
+      "consumer, producer or both");
+  expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--passive", "both", "--",
+                             "--active-consumer"},
+                            20s),
+                    "contradict");
+  expect_usage_line(
+      run_cli({"fabflow", "advise", "queue", "-p", "local", "--objective", "cpu"}, 20s),
+      "objective 'cpu' is not measured");
   expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local,local"}, 20s),
                     "names a provider twice");
   expect_usage_line(
@@ -278,12 +333,13 @@ TEST(AdviseCli, BadInputIsOneLine) {
   expect_usage_line(
       run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "socket,socket"}, 20s),
       "names 'socket' twice");
-  // A budget that one measured run shows too short: said with the figures, before the budget
-  // is spent (nine runs of eight rr candidates take longer than a second anywhere).
+  // A budget that one run shows too short (it took longer than the budget allows the round, or
+  // was stopped at the budget): one line (nine runs of eight rr candidates take longer than a
+  // second anywhere).
   expect_usage_line(
       run_cli({"fabflow", "advise", "rr", "-p", "local,shm,tcp", "--budget", "1s", "--no-save"},
               60s),
-      "s is too short here: one run of the bench took");
+      "a budget of 1 s is too short here: one run of the bench");
   // A workload flag the bench refuses: its own line, passed on.
   expect_usage_line(run_cli({"fabflow", "advise", "queue", "-p", "local", "--candidates", "socket",
                              "--no-save", "--", "--api", "bogus"},
