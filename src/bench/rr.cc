@@ -63,6 +63,7 @@ void collect(const RrParams& p, Bootstrap& boot, const bench_rr::RankSummary& mi
       row.requests += all[r].measured;
       row.requests_per_s += all[r].rate;
       row.seconds = std::max(row.seconds, all[r].seconds);
+      row.idle_turns += all[r].idle_turns;
       sent += all[r].messages;
     } else {
       served += all[r].served;
@@ -186,6 +187,7 @@ void merge(bench_rr::RankSummary& sum, const bench_rr::RankSummary& s) {
   sum.cycles += s.cycles;
   sum.measured += s.measured;
   sum.served += s.served;
+  sum.idle_turns += s.idle_turns;
   sum.callgrind_ir =
       sum.callgrind_ir < 0 || s.callgrind_ir < 0 ? -1 : sum.callgrind_ir + s.callgrind_ir;
 }
@@ -207,6 +209,7 @@ void validate(const RrParams& p, const Bootstrap& boot) {
   if (p.threads < 1 || p.depth < 1 || p.requests < 1)
     throw UsageError("rr: threads, depth and requests must be at least 1");
   if (p.empty_mailboxes_pct > 99) throw UsageError("rr: --empty-mailboxes must be in 0..99");
+  if (p.idle_requesters_pct > 99) throw UsageError("rr: --idle-requesters must be in 0..99");
   if (p.reference && p.topology != Topology::one_to_one)
     throw UsageError("rr: --reference needs topology 1:1");
   if (p.verify &&

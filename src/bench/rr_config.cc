@@ -160,6 +160,8 @@ WorkerResult drive(Port& port, const WorkerSetup& s) {
   res.samples.reserve(std::min<std::uint64_t>(s.p.requests, 1u << 20));
   std::mt19937_64 rng(s.seed);
   std::uniform_int_distribution<int> pick(0, s.p.responders - 1);
+  std::uniform_int_distribution<unsigned> percent(0, 99);
+  const auto idle_wait = std::chrono::nanoseconds(s.p.idle_wait_ns);
   const unsigned depth = port.depth();
   std::vector<std::uint64_t> started(depth), number(depth);
   std::vector<unsigned> idle;
@@ -170,6 +172,13 @@ WorkerResult drive(Port& port, const WorkerSetup& s) {
   res.load = measured(&cpu_msgs, [&] {
     while (done < total) {
       while (!idle.empty() && submitted < total) {
+        // Idle turns: this thread "contacts another responder" instead (a wait, no request).
+        while (s.p.idle_requesters_pct && percent(rng) < s.p.idle_requesters_pct) {
+          const auto until = std::chrono::steady_clock::now() + idle_wait;
+          while (std::chrono::steady_clock::now() < until) {
+          }
+          if (submitted >= s.p.warmup) ++res.idle_turns;
+        }
         unsigned k = idle.back();
         auto buf = port.buffer(k).first(s.o.request_bytes);
         std::uint64_t tag = s.tag_base | submitted;
@@ -282,6 +291,7 @@ void Config::add(RankSummary& s, const WorkerResult& w) {
   if (secs > 0) s.rate += static_cast<double>(w.samples.size()) / secs;
   s.seconds = std::max(s.seconds, secs);
   s.measured += w.samples.size();
+  s.idle_turns += w.idle_turns;
   samples.insert(samples.end(), w.samples.begin(), w.samples.end());
 }
 

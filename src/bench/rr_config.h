@@ -29,6 +29,7 @@ struct WorkerResult {
   std::vector<double> samples;  // round trips, ns
   double seconds = 0;           // measured phase
   ThreadLoad load;
+  std::uint64_t idle_turns = 0;  // measured phase: waits instead of requests
 };
 
 // What one requester thread is given.
@@ -60,8 +61,9 @@ struct RankSummary {
   double rate = 0;     // requester: sum of its threads' rates
   double seconds = 0;  // requester: longest thread's measured time
   std::uint64_t measured = 0;
-  std::uint64_t served = 0;  // responder: requests answered
-  double callgrind_ir = -1;  // whole process during the run; < 0: not measured
+  std::uint64_t served = 0;      // responder: requests answered
+  std::uint64_t idle_turns = 0;  // requester: its threads' idle waits (measured phase)
+  double callgrind_ir = -1;      // whole process during the run; < 0: not measured
 };
 
 // Runs one configuration (pattern, model, response size) on this rank. Not thread-safe: one

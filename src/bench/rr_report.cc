@@ -34,7 +34,10 @@ void print_rr_header(std::ostream& out, const RrResult& r) {
            std::to_string(p.requesters) + " x " + std::to_string(p.threads) +
            " threads  responders " + std::to_string(p.responders) + "  depth " +
            std::to_string(p.depth) + "  mailbox " + std::string(rr::to_string(p.mailbox)) +
-           "  empty mailboxes " + std::to_string(p.empty_mailboxes_pct) + "%",
+           "  empty mailboxes " + std::to_string(p.empty_mailboxes_pct) + "%" +
+           (p.idle_requesters_pct ? "  idle requesters " + std::to_string(p.idle_requesters_pct) +
+                                        "% (" + std::to_string(p.idle_wait_ns / 1000) + " us waits)"
+                                  : ""),
        "request " + std::to_string(p.request_bytes) + " B  requests " + std::to_string(p.requests) +
            " per thread, warm-up " + std::to_string(p.warmup),
        "latency: full round trip per request; MB/s: response bytes, sum of requester threads' "
@@ -106,6 +109,9 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
   j["mailbox"] = std::string(rr::to_string(p.mailbox));
   j["empty_mailboxes_pct"] = p.empty_mailboxes_pct;
   j["empty_mailboxes"] = row.empty_mailboxes;
+  j["idle_requesters_pct"] = p.idle_requesters_pct;
+  j["idle_wait_ns"] = p.idle_wait_ns;
+  j["idle_turns"] = row.idle_turns;
   j["request_bytes"] = p.request_bytes;
   j["response_bytes"] = row.response_bytes;
   if (report::print_if_unsupported(out, j, row.unsupported)) return;

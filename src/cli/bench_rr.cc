@@ -32,6 +32,7 @@ struct RrFlags : CommonFlags {
   std::uint64_t requests = 10000;
   std::uint64_t warmup = 1000;
   std::string empty_mailboxes = "0";
+  std::string idle_requesters = "0";
   unsigned depth = 1;
   std::string mailbox = "sparse";
   unsigned signal_every = 16;
@@ -45,12 +46,18 @@ struct RrFlags : CommonFlags {
   std::string callgrind_dir;  // internal: set for launched ranks
 };
 
-unsigned parse_pct(const std::string& s) {
-  char* end = nullptr;
-  unsigned long v = std::strtoul(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v > 99)
-    throw UsageError("--empty-mailboxes takes percentages in 0..99, got '" + s + "'");
-  return static_cast<unsigned>(v);
+// A comma-separated list of percentages in 0..99 for `flag`.
+std::vector<unsigned> parse_pcts(const std::string& flag, const std::string& text) {
+  std::vector<unsigned> out;
+  for (const auto& s : split(text, ',')) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || v > 99 || s[0] == '-' || s[0] == '+')
+      throw UsageError(flag + " takes percentages in 0..99, got '" + s + "'");
+    out.push_back(static_cast<unsigned>(v));
+  }
+  if (out.empty()) throw UsageError(flag + ": no percentage given");
+  return out;
 }
 
 // --pattern auto: the rr advise profile's best pattern of the run's model for this provider and
@@ -71,6 +78,7 @@ std::string resolve_auto(const RrFlags& f, const std::vector<rr::Model>& models)
 
 struct RrValidated : Checked<RrParams> {
   std::vector<unsigned> empty_pcts;
+  std::vector<unsigned> idle_pcts;
 };
 
 RrValidated validate(const RrFlags& f) {
@@ -117,8 +125,10 @@ RrValidated validate(const RrFlags& f) {
   p.seed = f.seed;
   p.target = flags_target(f);
   p.progress = parse_name<ProgressMode>(f.progress).value();
-  for (const auto& s : split(f.empty_mailboxes, ',')) v.empty_pcts.push_back(parse_pct(s));
-  if (v.empty_pcts.empty()) throw UsageError("--empty-mailboxes: no percentage given");
+  v.empty_pcts = parse_pcts("--empty-mailboxes", f.empty_mailboxes);
+  v.idle_pcts = parse_pcts("--idle-requesters", f.idle_requesters);
+  if (v.idle_pcts != std::vector<unsigned>{0} && p.topology == rr::Topology::one_to_one)
+    throw UsageError("--idle-requesters is for N:1 and N:M (requesters sharing responders)");
   v.providers = providers_to_run(f);
   return v;
 }
@@ -132,24 +142,28 @@ int run_rr_rank(const RrFlags& flags, const RrValidated& v) {
       [&](Rank& rank, RrParams& params) {
         bool header = false;
         RunEnvironment last;
-        for (unsigned pct : v.empty_pcts) {
-          params.empty_mailboxes_pct = pct;
-          bool step_shown = false;
-          run_rr(params, rank.boot, [&](const RrResult& partial, const RrRow& row) {
-            RrResult r = partial;
-            finish_environment(r.env);
-            last = r.env;
-            if (!flags.json && !header) print_rr_header(std::cout, r);
-            header = true;
-            if (!flags.json && v.empty_pcts.size() > 1 && !step_shown)
-              std::cout << "  -- empty mailboxes " << pct << "%\n";
-            step_shown = true;
-            if (flags.json)
-              print_rr_json(std::cout, r, row);
-            else
-              print_rr_row(std::cout, r, row);
-          });
-        }
+        for (unsigned pct : v.empty_pcts)
+          for (unsigned idle : v.idle_pcts) {
+            params.empty_mailboxes_pct = pct;
+            params.idle_requesters_pct = idle;
+            bool step_shown = false;
+            run_rr(params, rank.boot, [&](const RrResult& partial, const RrRow& row) {
+              RrResult r = partial;
+              finish_environment(r.env);
+              last = r.env;
+              if (!flags.json && !header) print_rr_header(std::cout, r);
+              header = true;
+              if (!flags.json && v.empty_pcts.size() > 1 && !step_shown)
+                std::cout << "  -- empty mailboxes " << pct << "%\n";
+              if (!flags.json && v.idle_pcts.size() > 1 && !step_shown)
+                std::cout << "  -- idle requesters " << idle << "%\n";
+              step_shown = true;
+              if (flags.json)
+                print_rr_json(std::cout, r, row);
+              else
+                print_rr_row(std::cout, r, row);
+            });
+          }
         if (flags.json && header) report::warn_stderr(last);
       },
       min_timeout);
@@ -209,7 +223,10 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
   add_measured_counts(*app, "-I,--requests", f->requests, f->warmup,
                       "requests per requester thread");
   app->add_option("--empty-mailboxes", f->empty_mailboxes,
-                  "percent of the responder's mailboxes left empty, e.g. 0,10,...,90 (Fig 9b)");
+                  "percent of the responder's mailboxes left empty, e.g. 0,10,...,90");
+  app->add_option("--idle-requesters", f->idle_requesters,
+                  "percent of request turns a requester thread waits 8 us instead (contacting "
+                  "another responder), e.g. 0,10,...,90 (Fig 9b; N:1, N:M)");
   add_number<unsigned>(*app, "--depth", f->depth, 1, 64,
                        "outstanding requests per requester thread");
   add_choice<rr::Mailbox>(*app, "--mailbox", f->mailbox,

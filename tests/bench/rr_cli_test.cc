@@ -142,6 +142,20 @@ TEST(RrCli, EmptyMailboxStepsAndRawReference) {
   EXPECT_EQ(rows[0]["empty_mailboxes"], 0);
   EXPECT_EQ(rows[2]["empty_mailboxes"], 36);  // 2 requesters x 2 threads x depth 1 = 4 active
 
+  // Idle requesters (Fig. 9b as the paper ran it): at 0 % no thread waits; at 60 % the waits
+  // before 4 x 300 requests number about 1.5 per request (0 has odds of 0.4^1200).
+  auto idle = run_bench_json(
+      "rr", {"-p", "shm", "--topology", "N:1", "--requesters", "2", "--threads", "2",
+             "--idle-requesters", "0,60", "-S", "4K", "--requests", "300", "-w", "20"});
+  ASSERT_EQ(idle.size(), 2u);
+  for (const auto& j : idle) expect_measured(j);
+  EXPECT_EQ(idle[0]["idle_requesters_pct"], 0);
+  EXPECT_EQ(idle[0]["idle_turns"], 0);
+  EXPECT_EQ(idle[1]["idle_requesters_pct"], 60);
+  EXPECT_EQ(idle[1]["idle_wait_ns"], 8000);
+  EXPECT_GT(idle[1]["idle_turns"].get<std::uint64_t>(), 600u);
+  EXPECT_LT(idle[1]["idle_turns"].get<std::uint64_t>(), 3600u);
+
   auto ref = run_bench_json(
       "rr", {"-p", "shm", "-S", "64", "--requests", requests("1000"), "--reference"});
   ASSERT_EQ(ref.size(), 1u);
@@ -185,6 +199,9 @@ TEST(RrCli, BadInputsGiveOneErrorLineAndExit2) {
       {"-S", "0"},
       {"--request-bytes", "0"},
       {"--empty-mailboxes", "100"},
+      {"--topology", "N:1", "--idle-requesters", "100"},
+      {"--topology", "N:1", "--idle-requesters", "-5"},
+      {"--idle-requesters", "50"},
       {"--topology", "N:1", "--reference"},
       {"--mailbox", "tiny"},
       {"-p", "nosuchprovider"},

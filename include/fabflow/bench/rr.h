@@ -31,6 +31,11 @@ struct RrParams {
   unsigned depth = 1;              // outstanding requests per requester thread
   rr::Mailbox mailbox = rr::Mailbox::sparse;
   unsigned empty_mailboxes_pct = 0;  // share of the responders' mailboxes left empty
+  // Idle requesters (seed 000, Fig. 9b): before each request a requester thread waits
+  // idle_wait_ns instead, as long as a draw below idle_requesters_pct % says so, as the paper's
+  // requesters that contact another responder (8 us, L243) instead of this one.
+  unsigned idle_requesters_pct = 0;
+  std::uint64_t idle_wait_ns = 8000;
   bool inject = true;
   unsigned signal_every = 16;
   bool reference = false;  // 1:1 only: raw write ping-pong of the same provider
@@ -75,6 +80,7 @@ struct RrRow {
   std::string unsupported;          // non-empty: refused, nothing measured
   std::string receive_queue;        // "shared" / "per-endpoint" where SENDs are received
   std::size_t empty_mailboxes = 0;  // per responder
+  std::uint64_t idle_turns = 0;     // waits before measured requests, all requester threads
   std::uint64_t requests = 0;       // measured requests, all requester threads
   double seconds = 0;               // longest requester thread's measured time
   double requests_per_s = 0;        // sum of every requester thread's rate
