@@ -374,6 +374,7 @@ KvResult run_kv(const KvParams& given, Bootstrap& boot,
     o.outstanding = params.outstanding;
     o.batch = params.batch;
     o.put_emulation = params.put_emulation;
+    o.lock_lease = params.lock_lease;
     o.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
     kv::validate(o, clients, params.servers);
     o.yield_when_idle = static_cast<std::size_t>(clients) +

@@ -86,6 +86,8 @@ void print_kv_json(std::ostream& out, const KvResult& r, const KvRow& row) {
   j["put_emulation"] = row.design == kv::Design::atomic
                            ? nlohmann::json(std::string(kv::to_string(p.put_emulation)))
                            : nlohmann::json(nullptr);
+  j["lock_lease_ms"] = row.design == kv::Design::atomic ? nlohmann::json(p.lock_lease.count())
+                                                        : nlohmann::json(nullptr);
   if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["requests"] = row.requests;
   j["warmup"] = p.warmup;

@@ -43,6 +43,7 @@ struct KvFlags : CommonFlags {
   std::uint64_t seed = 1;
   std::string reference = "none";
   std::string put_emulation = "lock-write-unlock";
+  std::uint64_t lock_lease_ms = 250;
   std::string check = "linearizable";
   std::string reference_result;  // internal: the launcher's memcached figures, as JSON
 };
@@ -76,6 +77,7 @@ KvValidated validate(const KvFlags& f) {
   p.seed = f.seed;
   p.put_emulation = *parse_name<kv::PutEmulation>(f.put_emulation);
   p.check = *parse_name<KvCheck>(f.check);
+  p.lock_lease = std::chrono::milliseconds(f.lock_lease_ms);
   if (p.put_emulation == kv::PutEmulation::two_atomics)
     for (kv::Design d : p.designs)
       if (d != kv::Design::atomic)
@@ -213,6 +215,9 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
       "atomic design's PUT: lock-write-unlock (default: CAS lock, WRITE the item, CAS unlock) or "
       "two-atomics (the seed's emulation: CAS lock, CAS unlock, no WRITE; stores no value, so "
       "the history check is not run)");
+  add_number<std::uint64_t>(*app, "--lock-lease", f->lock_lease_ms, 1, 3600000,
+                            "atomic: ms a lock word may stay unchanged before it is taken as a "
+                            "dead client's and recovered (default 250)");
   add_choice<KvCheck>(*app, "--check", f->check,
                       "history check: linearizable (the whole concurrent history against one "
                       "order, the default) or per-get (each GET alone, weaker)");

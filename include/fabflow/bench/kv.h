@@ -7,6 +7,7 @@
 #include <fabflow/bench/common.h>
 #include <fabflow/kv.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -46,6 +47,8 @@ struct KvParams {
   // no value: then no GET can read a PUT's value back, and the history check is not run (the
   // row says so); GETs must return the loaded values. Other designs refuse two_atomics.
   kv::PutEmulation put_emulation = kv::PutEmulation::lock_write_unlock;
+  // atomic: a lock word unchanged this long is taken as a dead client's (kv::Options).
+  std::chrono::milliseconds lock_lease{250};
   KvCheck check = KvCheck::linearizable;
 };
 
