@@ -322,7 +322,7 @@ void RawRunner<T>::pingpong_write_like(std::size_t size, std::uint64_t count,
 // phase() (raw.cc) enters these loops through pingpong(); the rest is instantiated from it.
 #define FABFLOW_RAW_PINGPONG(T) \
   template void RawRunner<T>::pingpong(std::size_t, std::uint64_t, std::vector<double>*);
-FABFLOW_RAW_TRANSPORTS(FABFLOW_RAW_PINGPONG)
+FABFLOW_CONCRETE_TRANSPORTS(FABFLOW_RAW_PINGPONG)
 #undef FABFLOW_RAW_PINGPONG
 
 }  // namespace fabflow::raw_detail

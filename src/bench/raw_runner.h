@@ -95,10 +95,6 @@ inline std::uint64_t next_on_queue(std::uint64_t i, std::uint64_t batch, std::ui
   return (i + 1) % batch != 0 ? i + 1 : i + 1 + (queues - 1) * batch;
 }
 
-// The transport types with_concrete() (transport/dispatch.h) binds: X(type) for each. The files
-// that define RawRunner's loops instantiate them for every one.
-#define FABFLOW_RAW_TRANSPORTS(X) X(ofi::FabricTransport) X(local::LocalTransport) X(Transport)
-
 // One rank's state for one run. T is the concrete transport type.
 template <class T>
 class RawRunner {

@@ -143,7 +143,7 @@ void RawRunner<T>::sink(std::uint64_t count) {
   template void RawRunner<T>::one_sided_latency(std::size_t, std::uint64_t, std::vector<double>*); \
   template void RawRunner<T>::stream(std::size_t, std::uint64_t);                                  \
   template void RawRunner<T>::sink(std::uint64_t);
-FABFLOW_RAW_TRANSPORTS(FABFLOW_RAW_STREAM)
+FABFLOW_CONCRETE_TRANSPORTS(FABFLOW_RAW_STREAM)
 #undef FABFLOW_RAW_STREAM
 
 }  // namespace fabflow::raw_detail

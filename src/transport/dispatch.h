@@ -17,4 +17,8 @@ decltype(auto) with_concrete(Transport& t, F&& f) {
   return f(t);
 }
 
+// The types with_concrete() calls f with, X(type) for each, the interface itself last: a file
+// that defines a templated data path out of line instantiates it for every one of them.
+#define FABFLOW_CONCRETE_TRANSPORTS(X) X(ofi::FabricTransport) X(local::LocalTransport) X(Transport)
+
 }  // namespace fabflow
