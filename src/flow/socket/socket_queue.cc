@@ -283,13 +283,21 @@ class SocketProducer final : public Producer {
       if (failed_) return Status::failed;
       if (ring_.size() - used() >= need + keep) break;
       if (!counted) ++stats_.full, counted = true;
-      if (left(deadline).count() == 0) return Status::timeout;
-      short ev =
-          wait_fd(fd_.get(), POLLOUT, std::min(left(deadline), std::chrono::milliseconds(100)));
-      if (ev & (POLLERR | POLLHUP)) {
-        push();
-        if (!failed_) return fail("poll", ECONNRESET);
-      }
+      if (Status s = wait_writable(deadline); s != Status::ok) return s;
+    }
+    return Status::ok;
+  }
+
+  // Waits, at most until `deadline` and 100 ms, for the kernel to take more bytes: Status::ok
+  // (push again), Status::timeout once the deadline has passed, Status::failed when the consumer
+  // hung up.
+  Status wait_writable(SteadyClock::time_point deadline) noexcept {
+    if (left(deadline).count() == 0) return Status::timeout;
+    short ev =
+        wait_fd(fd_.get(), POLLOUT, std::min(left(deadline), std::chrono::milliseconds(100)));
+    if (ev & (POLLERR | POLLHUP)) {
+      push();
+      return failed_ ? Status::failed : fail("poll", ECONNRESET);
     }
     return Status::ok;
   }
@@ -337,13 +345,7 @@ class SocketProducer final : public Producer {
       push();
       if (failed_) return Status::failed;
       if (used() == 0) return Status::ok;
-      if (left(deadline).count() == 0) return Status::timeout;
-      short ev =
-          wait_fd(fd_.get(), POLLOUT, std::min(left(deadline), std::chrono::milliseconds(100)));
-      if (ev & (POLLERR | POLLHUP)) {
-        push();
-        if (!failed_) return fail("poll", ECONNRESET);
-      }
+      if (Status s = wait_writable(deadline); s != Status::ok) return s;
     }
   }
 
