@@ -113,4 +113,28 @@ class BoundedWait {
   std::chrono::steady_clock::time_point since_{}, last_check_{};
 };
 
+// One signalled operation of setup or teardown, done as a blocking call: posts it with
+// `post()` (a Status) until the transport takes it, then polls transmit completions, dropping
+// others, until the one with `context` (the context `post` gave the operation) arrives. Throws
+// Error "<failed><the transport's last_error>" when the transport fails, and the watch's errors
+// (`who`, `what`) after its timeout without progress, counted afresh once the operation is taken.
+template <class Post>
+void post_and_complete(Transport& t, BoundedWait& watch, std::uint64_t context, const char* who,
+                       const char* what, std::string_view failed, Post&& post) {
+  for (;;) {
+    const Status s = post();
+    if (s == Status::ok) break;
+    if (s == Status::failed) throw Error(std::string(failed) + t.last_error());
+    watch.idle(who, what);
+  }
+  watch.reset();
+  for (;;) {
+    Completion c;
+    const int got = t.poll_tx({&c, 1});
+    if (got < 0) throw Error(std::string(failed) + t.last_error());
+    if (got == 1 && c.context == context) return;
+    if (got == 0) watch.idle(who, what);
+  }
+}
+
 }  // namespace fabflow

@@ -357,21 +357,11 @@ class TableClient final : public Client {
       std::vector<std::uint8_t> spills(l.buckets, 0);
       for (std::uint64_t b0 = 0; b0 < l.buckets; b0 += per_read) {
         const std::uint64_t n = std::min(per_read, l.buckets - b0);
-        for (;;) {
-          Status st = data_->post_read(server_rank(clients_, sv), chunk->data(), n * kBucketBytes,
-                                       chunk->desc(), r.mem, l.bucket_offset(b0), ~0ull, kSignal);
-          if (st == Status::ok) break;
-          if (st == Status::failed) throw Error("kv: reading the index: " + data_->last_error());
-          watch.idle("kv client", "reading the index");
-        }
-        watch.reset();
-        for (;;) {
-          Completion c;
-          int got = data_->poll_tx({&c, 1});
-          if (got < 0) throw Error("kv: reading the index: " + data_->last_error());
-          if (got == 1 && c.context == ~0ull) break;
-          if (got == 0) watch.idle("kv client", "reading the index");
-        }
+        post_and_complete(
+            *data_, watch, ~0ull, "kv client", "reading the index", "kv: reading the index: ", [&] {
+              return data_->post_read(server_rank(clients_, sv), chunk->data(), n * kBucketBytes,
+                                      chunk->desc(), r.mem, l.bucket_offset(b0), ~0ull, kSignal);
+            });
         for (std::uint64_t i = 0; i < n; ++i) {
           const std::byte* bk = chunk->data() + i * kBucketBytes;
           std::uint64_t spill;

@@ -139,21 +139,11 @@ class AtomicClient final : public SlotClient {
     const std::uint64_t done = 1;
     std::memcpy(one, &done, 8);
     const std::uint64_t off = kDoneOff + 8 * static_cast<std::uint64_t>(me_);
-    for (;;) {
-      Status s =
-          t_->post_write(server_, one, 8, mr_->desc(), server_mem_, off, o_.outstanding, kSignal);
-      if (s == Status::ok) break;
-      if (s == Status::failed) throw Error("seq: closing failed: " + t_->last_error());
-      watch.idle("seq client", "closing");
-    }
-    watch.reset();
-    for (;;) {
-      Completion c;
-      int n = t_->poll_tx({&c, 1});
-      if (n < 0) throw Error("seq: closing failed: " + t_->last_error());
-      if (n == 1 && c.context == o_.outstanding) return;
-      watch.idle("seq client", "closing");
-    }
+    post_and_complete(*t_, watch, o_.outstanding, "seq client", "closing",
+                      "seq: closing failed: ", [&] {
+                        return t_->post_write(server_, one, 8, mr_->desc(), server_mem_, off,
+                                              o_.outstanding, kSignal);
+                      });
   }
 
   int me_, server_;
