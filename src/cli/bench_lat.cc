@@ -56,60 +56,43 @@ double parse_loss(const std::string& text) {
   return percent / 100;
 }
 
-struct LatValidated {
-  std::vector<std::size_t> sizes;
-  std::vector<LatMode> modes;
-  std::vector<RecvPost> recv_posts;
-  std::vector<bool> inject_modes;
-  std::vector<SocketProto> sockets;
-  std::vector<SocketWait> waits;
-  std::vector<std::string> providers;
-  EndpointType endpoint = EndpointType::automatic;
+// The engine's parameters as checked from the flags, the providers to run (none: the socket
+// baselines only) and the packet loss to install.
+struct LatValidated : Checked<LatParams> {
   double loss = 0;  // packet drop probability (--loss), 0..1
 };
 
-// The engine's parameters from the flags; the rank runner fills the target.
-LatParams lat_params(const LatFlags& f, const LatValidated& v) {
-  LatParams p;
-  p.sizes = v.sizes;
-  p.modes = v.modes;
-  p.inject_modes = v.inject_modes;
-  p.recv_posts = v.recv_posts;
+LatValidated validate(const LatFlags& f) {
+  LatValidated v;
+  LatParams& p = v.params;
+  p.sizes = parse_sizes(f.sizes.empty() ? "8:8K" : f.sizes);
+  p.modes = parse_choice_list<LatMode>(f.modes);
+  p.recv_posts = parse_choice_list<RecvPost>(f.recv_posts);
+  const bool send = std::find(p.modes.begin(), p.modes.end(), LatMode::send) != p.modes.end();
+  if (!send && (f.rate > 0 || p.recv_posts != std::vector<RecvPost>{RecvPost::one}))
+    throw UsageError("--recv-post and --rate apply to the send mode: add -m send");
+  for (Switch s : parse_choice_list<Switch>(f.inject_modes))
+    p.inject_modes.push_back(s == Switch::on);
+  if (f.sockets != "none") p.sockets = parse_choice_list<SocketProto>(f.sockets);
+  p.waits = parse_choice_list<SocketWait>(f.socket_waits);
   p.recv_batch = f.recv_batch;
   p.rate = f.rate;
   p.reap_every = f.reap_every;
   p.iterations = f.iterations;
   p.warmup = f.warmup;
   p.keep_samples = !f.samples.empty();
-  p.sockets = v.sockets;
-  p.waits = v.waits;
+  p.target.endpoint = parse_name<EndpointType>(f.endpoint).value();  // checked by the parser
   p.target.timeout_ms = f.timeout_ms;
-  return p;
-}
-
-LatValidated validate(const LatFlags& f) {
-  LatValidated v;
-  v.sizes = parse_sizes(f.sizes.empty() ? "8:8K" : f.sizes);
-  v.modes = parse_choice_list<LatMode>(f.modes);
-  v.recv_posts = parse_choice_list<RecvPost>(f.recv_posts);
-  const bool send = std::find(v.modes.begin(), v.modes.end(), LatMode::send) != v.modes.end();
-  if (!send && (f.rate > 0 || v.recv_posts != std::vector<RecvPost>{RecvPost::one}))
-    throw UsageError("--recv-post and --rate apply to the send mode: add -m send");
-  for (Switch s : parse_choice_list<Switch>(f.inject_modes))
-    v.inject_modes.push_back(s == Switch::on);
-  if (f.sockets != "none") v.sockets = parse_choice_list<SocketProto>(f.sockets);
-  v.waits = parse_choice_list<SocketWait>(f.socket_waits);
-  for (SocketProto proto : v.sockets)
-    validate_socket_params(lat_socket_params(lat_params(f, v), proto, SocketWait::spin));
+  for (SocketProto proto : p.sockets)
+    validate_socket_params(lat_socket_params(p, proto, SocketWait::spin));
   v.loss = parse_loss(f.loss);
   if (v.loss > 0 && !f.netns)
     throw UsageError(
         "--loss needs --netns: the packets are dropped inside each rank's own "
         "network namespace, never on this host's interfaces");
-  v.endpoint = parse_name<EndpointType>(f.endpoint).value();
   const std::string& providers = f.launched_provider.empty() ? f.providers : f.launched_provider;
   if (providers != "none") v.providers = split(providers, ',');
-  if (v.providers.empty() && v.sockets.empty())
+  if (v.providers.empty() && p.sockets.empty())
     throw UsageError(
         "nothing to run: no provider (-p none) and no socket baseline (--sockets none)");
   return v;
@@ -147,9 +130,7 @@ std::string install_loss(double p) {
 }
 
 int run_lat_rank(const LatFlags& f, const LatValidated& v) {
-  return run_rank(f, [&](Rank& rank) {
-    LatParams params = lat_params(f, v);
-    params.target = rank.target;
+  return run_family_rank(f, v.params, [&](Rank& rank, const LatParams& params) {
     const std::string loss_method = v.loss > 0 ? install_loss(v.loss) : "";
     rank.boot.barrier();  // both drop points are in place before anything is measured
     LatResult r =
@@ -173,8 +154,8 @@ int run_lat_rank(const LatFlags& f, const LatValidated& v) {
       config.push_back("open loop (loop column): pings sent at " + lat_rate_text(f.rate) +
                        "/s on schedule; each sample is half the time from the ping's scheduled "
                        "send to its reply (no coordinated omission)");
-    if (std::find(v.recv_posts.begin(), v.recv_posts.end(), RecvPost::one) == v.recv_posts.end() ||
-        v.recv_posts.size() > 1)
+    const std::vector<RecvPost>& posts = params.recv_posts;
+    if (std::find(posts.begin(), posts.end(), RecvPost::one) == posts.end() || posts.size() > 1)
       config.push_back("receives (recv column): one = one fi_recv per message; list = " +
                        std::to_string(f.recv_batch) +
                        " per batch, FI_MORE on all but the last (FI_MORE " +
@@ -272,8 +253,9 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
       std::cerr << "fabflow: note: " << p << " not run with --netns: " << why << "\n";
     }
     int status = 0;
-    if (!providers.empty()) status = launch_each_provider(self, *f, providers, v.endpoint);
-    if (status == 0 && !v.sockets.empty()) {
+    if (!providers.empty())
+      status = launch_each_provider(self, *f, providers, v.params.target.endpoint);
+    if (status == 0 && !v.params.sockets.empty()) {
       std::string why;
       if (f->netns && !netns_available(&why)) throw UsageError("--netns: " + why);
       if (!providers.empty() && !f->json) std::cout << "\n" << std::flush;
