@@ -30,9 +30,8 @@ struct Summary {
   std::uint64_t cache_misses = 0, not_found = 0, full = 0, corrupt = 0, all_ops = 0;
   std::uint64_t atomics = 0, writes = 0;
   std::uint64_t not_loaded = 0;  // two-atomics: GETs whose value was not the loaded one
-  // Servers.
-  std::uint64_t served = 0, rounds = 0, items = 0;
-  double server_cpu_s = 0;
+  // Servers: what the server's run() returned.
+  kv::ServerStats server;
 };
 
 struct ClientRun {
@@ -236,14 +235,10 @@ Summary run_server(const KvParams& p, const kv::Options& o, const TransportOptio
       throw Error("kv bench: loading key " + std::to_string(id) + " found the table full");
   }
   long_barrier(boot);
-  kv::ServerStats st = server->run();
-  boot.barrier();
   Summary s;
   s.role = 1;
-  s.served = st.served;
-  s.rounds = st.rounds;
-  s.items = st.items;
-  s.server_cpu_s = st.cpu_s;
+  s.server = server->run();
+  boot.barrier();
   return s;
 }
 
@@ -270,9 +265,9 @@ void collect(Bootstrap& boot, const ClientRun& mine, const KvParams& p, KvRow& r
   for (std::size_t r = 0; r < sums.size(); ++r) {
     const Summary& s = sums[r];
     if (s.role == 1) {
-      served += s.served;
-      rounds += s.rounds;
-      server_cpu += s.server_cpu_s;
+      served += s.server.served;
+      rounds += s.server.rounds;
+      server_cpu += s.server.cpu_s;
       continue;
     }
     append(get_ns, gets[r]);
