@@ -79,54 +79,63 @@ auto open_auto(const Capabilities& data, const Capabilities& notify, const Queue
                                 "auto on " + data.provider + ": " + c.name + " (" + c.why + ")");
 }
 
+// What makes each end: the socket baseline's maker and the design points' (producer.cc,
+// consumer.cc).
+template <class End>
+struct Makers;
+template <>
+struct Makers<Producer> {
+  static constexpr auto socket = make_socket_producer;
+  static constexpr auto design = detail::make_producer_impl;
+};
+template <>
+struct Makers<Consumer> {
+  static constexpr auto socket = make_socket_consumer;
+  static constexpr auto design = detail::make_consumer_impl;
+};
+
+// make_producer and make_consumer, both overloads: `notify` is null for the one that takes a
+// single transport. auto makes the end again with the design chosen for these transports.
+template <class End>
+std::unique_ptr<End> make_end(Transport& data, Transport* notify, Bootstrap& boot, int peer,
+                              const QueueOptions& options) {
+  Transport& n = notify ? *notify : data;
+  if (options.automatic)
+    return open_auto(data.caps(), n.caps(), options, [&](const QueueOptions& o) {
+      return make_end<End>(data, notify, boot, peer, o);
+    });
+  if (!notify) {
+    if (options.socket && !options.separate_notify_endpoint)
+      return Makers<End>::socket(data, boot, peer, options);
+    check_usage(data, boot, peer, options);
+  } else {
+    if (options.socket)
+      throw UsageError("flow: the socket baseline has no notification endpoint to separate");
+    check_usage(data, n, boot, peer, options);
+  }
+  return Makers<End>::design(data, n, boot, peer, options);
+}
+
 }  // namespace
 
 std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, int consumer_rank,
                                         const QueueOptions& options) {
-  if (options.automatic)
-    return open_auto(transport.caps(), transport.caps(), options, [&](const QueueOptions& o) {
-      return make_producer(transport, boot, consumer_rank, o);
-    });
-  if (options.socket && !options.separate_notify_endpoint)
-    return make_socket_producer(transport, boot, consumer_rank, options);
-  check_usage(transport, boot, consumer_rank, options);
-  return detail::make_producer_impl(transport, transport, boot, consumer_rank, options);
+  return make_end<Producer>(transport, nullptr, boot, consumer_rank, options);
 }
 
 std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, int producer_rank,
                                         const QueueOptions& options) {
-  if (options.automatic)
-    return open_auto(transport.caps(), transport.caps(), options, [&](const QueueOptions& o) {
-      return make_consumer(transport, boot, producer_rank, o);
-    });
-  if (options.socket && !options.separate_notify_endpoint)
-    return make_socket_consumer(transport, boot, producer_rank, options);
-  check_usage(transport, boot, producer_rank, options);
-  return detail::make_consumer_impl(transport, transport, boot, producer_rank, options);
+  return make_end<Consumer>(transport, nullptr, boot, producer_rank, options);
 }
 
 std::unique_ptr<Producer> make_producer(Transport& data, Transport& notify, Bootstrap& boot,
                                         int consumer_rank, const QueueOptions& options) {
-  if (options.automatic)
-    return open_auto(data.caps(), notify.caps(), options, [&](const QueueOptions& o) {
-      return make_producer(data, notify, boot, consumer_rank, o);
-    });
-  if (options.socket)
-    throw UsageError("flow: the socket baseline has no notification endpoint to separate");
-  check_usage(data, notify, boot, consumer_rank, options);
-  return detail::make_producer_impl(data, notify, boot, consumer_rank, options);
+  return make_end<Producer>(data, &notify, boot, consumer_rank, options);
 }
 
 std::unique_ptr<Consumer> make_consumer(Transport& data, Transport& notify, Bootstrap& boot,
                                         int producer_rank, const QueueOptions& options) {
-  if (options.automatic)
-    return open_auto(data.caps(), notify.caps(), options, [&](const QueueOptions& o) {
-      return make_consumer(data, notify, boot, producer_rank, o);
-    });
-  if (options.socket)
-    throw UsageError("flow: the socket baseline has no notification endpoint to separate");
-  check_usage(data, notify, boot, producer_rank, options);
-  return detail::make_consumer_impl(data, notify, boot, producer_rank, options);
+  return make_end<Consumer>(data, &notify, boot, producer_rank, options);
 }
 
 }  // namespace fabflow::flow
