@@ -29,7 +29,18 @@ enum class HeadNotice { when_due, now, last };
 // local memory, or runs one pump round itself when the helper is not in one.
 template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
 class ConsumerImpl final : public Consumer, private EndBase<Tr> {
-  FABFLOW_FLOW_END_BASE_NAMES(Tr)
+  using B = EndBase<Tr>;
+  using B::base_;
+  using B::desc_;
+  using B::failed;
+  using B::fail;
+  using B::L_;
+  using B::n_;
+  using B::s_;
+  using B::t_;
+  using B::data_ops_;
+  using B::space_ops_;
+  using B::transfer_ops_;
 
  public:
   ConsumerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {

@@ -283,21 +283,4 @@ class EndBase {
   std::thread helper_;
 };
 
-// Opens the class body of an end (ProducerImpl, ConsumerImpl): B names its EndBase, and the
-// members both ends use most are named so that they are found unqualified (the members of a base
-// that depends on Tr are not otherwise); the others are reached as B::name.
-#define FABFLOW_FLOW_END_BASE_NAMES(Tr) \
-  using B = EndBase<Tr>;                \
-  using B::base_;                       \
-  using B::desc_;                       \
-  using B::failed;                      \
-  using B::fail;                        \
-  using B::L_;                          \
-  using B::n_;                          \
-  using B::s_;                          \
-  using B::t_;                          \
-  using B::data_ops_;                   \
-  using B::space_ops_;                  \
-  using B::transfer_ops_;
-
 }  // namespace fabflow::flow::detail

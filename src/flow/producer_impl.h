@@ -19,7 +19,18 @@ enum class HeadRefresh { lazy, now };
 // data-mover thread when active_producer is set: then only that thread touches the transport).
 template <DataFlow D, TransferNotify T, SpaceNotify S, class Tr>
 class ProducerImpl final : public Producer, private EndBase<Tr> {
-  FABFLOW_FLOW_END_BASE_NAMES(Tr)
+  using B = EndBase<Tr>;
+  using B::base_;
+  using B::desc_;
+  using B::failed;
+  using B::fail;
+  using B::L_;
+  using B::n_;
+  using B::s_;
+  using B::t_;
+  using B::data_ops_;
+  using B::space_ops_;
+  using B::transfer_ops_;
 
  public:
   ProducerImpl(Tr& t, Tr& n, Shared s) : B(t, n, std::move(s)) {
