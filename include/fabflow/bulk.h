@@ -35,6 +35,8 @@ class Bootstrap;
 
 namespace fabflow::bulk {
 
+class Memory;  // fabflow/bulk/transfer.h
+
 enum class Protocol : std::uint8_t {
   automatic,         // by size, from the plan (plan.h's thresholds)
   copy,              // bounce buffers over send/recv, fragmented
@@ -143,6 +145,7 @@ struct Stats {
                 cache_uncached = 0;
   std::uint64_t control_messages = 0;  // headers, ACK, READY, FIN sent
   std::uint64_t cma_bytes = 0;         // moved by cross-memory attach (local)
+  std::uint64_t mapped_bytes = 0;      // copied through the peer's mapping (local, Memory)
   std::uint64_t unexpected = 0;        // messages that arrived before their receive
   std::string cache_state;             // "on (userfaultfd)", or why it is off
   std::string rendezvous_path;         // "fabric RMA", "cross-memory attach", or the fallback
@@ -171,6 +174,13 @@ class Channel {
   virtual std::size_t wait(const RequestPtr& r) = 0;
   // Drives the channel once (progress for requests nobody tests).
   virtual void progress() = 0;
+
+  // `len` bytes of memory registered with the channel's transport once (Transport::allocate:
+  // on local a segment the peer maps). A message sent from or received into it needs no
+  // registration, and on local a rendezvous whose advertised buffer lies in it moves by one
+  // copy into (or out of) the peer's mapping instead of cross-memory attach. The channel
+  // keeps a memory alive while a message uses it.
+  virtual std::shared_ptr<Memory> allocate(std::size_t len) = 0;
 
   std::size_t send(int peer, std::uint32_t tag, std::span<const std::byte> buf,
                    std::optional<Protocol> protocol = std::nullopt) {

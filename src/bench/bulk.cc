@@ -4,10 +4,12 @@
 // ranks' channel counters and CPU times into the row. docs/bulk.md, docs/bench-output.md.
 #include <fabflow/bench/bulk.h>
 #include <fabflow/bootstrap.h>
+#include <fabflow/bulk/transfer.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "bench/engine.h"
 #include "bench/mapped_buffer.h"
@@ -24,12 +26,34 @@ constexpr std::size_t kBulkPage = 4096;
 
 using Mapped = bench::MappedBuffer;
 
+// One message buffer of a point: freshly mapped user memory, or memory of the channel
+// (--memory fabflow); every byte `fill`.
+class Buffer {
+ public:
+  Buffer(bulk::Channel& ch, BufferMemory kind, std::size_t size, int fill) {
+    if (kind == BufferMemory::user) {
+      mapped_ = Mapped(size, fill);
+      bytes_ = mapped_.span();
+      return;
+    }
+    memory_ = ch.allocate(std::max<std::size_t>(size, 1));
+    std::memset(memory_->data(), fill, memory_->size());
+    bytes_ = {memory_->data(), size};
+  }
+  std::span<std::byte> span() const { return bytes_; }
+
+ private:
+  Mapped mapped_;
+  std::shared_ptr<bulk::Memory> memory_;
+  std::span<std::byte> bytes_;
+};
+
 // What one rank tells rank 0 about one point (plain bytes through the bootstrap).
 struct Summary {
   std::uint64_t registrations = 0, deregistrations = 0, reg_ns = 0, dereg_ns = 0;
   std::uint64_t hits = 0, misses = 0, evictions = 0, invalidations = 0;
   std::uint64_t s_registrations = 0, s_reg_ns = 0, s_dereg_ns = 0, s_hits = 0, s_misses = 0,
-                s_evictions = 0, s_invalidations = 0, s_control = 0, s_cma = 0;
+                s_evictions = 0, s_invalidations = 0, s_control = 0, s_cma = 0, s_mapped = 0;
   double stream_cpu_s = 0;
 };
 
@@ -63,7 +87,7 @@ void sync(bulk::Channel& ch, int rank) {
 // both replaced every `reuse` round trips.
 double pingpong(const Point& pt) {
   const int rank = pt.boot.rank();
-  Mapped out(pt.size, rank + 1), in(pt.size, rank + 1);
+  Buffer out(pt.ch, pt.p.memory, pt.size, rank + 1), in(pt.ch, pt.p.memory, pt.size, rank + 1);
   auto once = [&] {
     if (rank == 0) {
       pt.ch.send(1, kTag, out.span(), pt.protocol);
@@ -79,8 +103,8 @@ double pingpong(const Point& pt) {
   double ns = 0;
   for (std::uint64_t i = 0; i < pt.messages; ++i) {
     if (due(pt.p, i)) {
-      out = Mapped(pt.size, rank + 1);
-      in = Mapped(pt.size, rank + 1);
+      out = Buffer(pt.ch, pt.p.memory, pt.size, rank + 1);
+      in = Buffer(pt.ch, pt.p.memory, pt.size, rank + 1);
       sync(pt.ch, rank);
     }
     const std::uint64_t t0 = pt.clock.now();
@@ -97,12 +121,19 @@ double pingpong(const Point& pt) {
 double stream(const Point& pt, std::uint64_t* sent, double* cpu) {
   const int rank = pt.boot.rank();
   const unsigned w = pt.p.window;
-  std::vector<Mapped> bufs;
-  for (unsigned k = 0; k < w; ++k) bufs.emplace_back(pt.size, rank + 1);
+  std::vector<Buffer> bufs;
+  for (unsigned k = 0; k < w; ++k) bufs.emplace_back(pt.ch, pt.p.memory, pt.size, rank + 1);
   const std::uint64_t total = std::max<std::uint64_t>(pt.messages, w);
   std::vector<std::uint64_t> uses(w, 0);
   std::vector<bulk::RequestPtr> reqs(w);
   std::byte none{};
+  if (pt.p.memory == BufferMemory::fabflow) {
+    // Untimed: each memory's first message hands its key (on local, its segment) to the peer.
+    for (unsigned k = 0; k < w; ++k)
+      reqs[k] = rank == 0 ? pt.ch.isend(1, kTag, bufs[k].span(), pt.protocol)
+                          : pt.ch.irecv(0, kTag, bufs[k].span());
+    for (unsigned k = 0; k < w; ++k) pt.ch.wait(reqs[k]);
+  }
   sync(pt.ch, rank);
   pt.ch.reset_stats();
   double untimed = 0, untimed_cpu = 0;
@@ -110,7 +141,7 @@ double stream(const Point& pt, std::uint64_t* sent, double* cpu) {
     if (uses[k] > 0 && pt.p.reuse > 0 && uses[k] % pt.p.reuse == 0) {
       const double c0 = thread_cpu_seconds();
       const std::uint64_t t0 = pt.clock.now();
-      bufs[k] = Mapped(pt.size, rank + 1);
+      bufs[k] = Buffer(pt.ch, pt.p.memory, pt.size, rank + 1);
       untimed += pt.clock.to_ns(pt.clock.now() - t0) / 1e9;
       untimed_cpu += thread_cpu_seconds() - c0;
     }
@@ -205,6 +236,7 @@ Summary summarize_rank(const bulk::Stats& pp, const bulk::Stats& st, double cpu)
   s.s_invalidations = st.cache_invalidations;
   s.s_control = st.control_messages;
   s.s_cma = st.cma_bytes;
+  s.s_mapped = st.mapped_bytes;
   s.stream_cpu_s = cpu;
   return s;
 }
@@ -219,6 +251,7 @@ void fill_stats(bulk::Stats& out, const Summary& s) {
   out.cache_invalidations = s.s_invalidations;
   out.control_messages = s.s_control;
   out.cma_bytes = s.s_cma;
+  out.mapped_bytes = s.s_mapped;
 }
 
 }  // namespace
@@ -236,6 +269,9 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   for (std::size_t s : params.sizes)
     if (s > (std::size_t{1} << 30))
       throw UsageError("bench bulk: size " + std::to_string(s) + " is above 1 GiB");
+  if (params.memory == BufferMemory::fabflow && params.reuse > 0)
+    throw UsageError(
+        "bench bulk: --reuse replaces user buffers; --memory fabflow keeps the channel's memory");
   Clock clock;
   BulkResult result = bench::start_result<BulkResult>(params, boot, clock);
   bulk::ChannelOptions co;

@@ -23,7 +23,8 @@ nlohmann::json stats_json(const bulk::Stats& s) {
           {"cache_evictions", s.cache_evictions},
           {"cache_invalidations", s.cache_invalidations},
           {"control_messages", s.control_messages},
-          {"cma_bytes", s.cma_bytes}};
+          {"cma_bytes", s.cma_bytes},
+          {"mapped_bytes", s.mapped_bytes}};
 }
 
 }  // namespace
@@ -79,9 +80,14 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
        std::string("registration pinning (--mr-pin): ") +
            (p.pin ? "on (mlock at registration, munlock at deregistration); " + p.memlock
                   : std::string("off")),
-       "buffer reuse: " + (p.reuse == 0 ? std::string("never replaced")
-                                        : "a freshly mapped buffer every " +
-                                              std::to_string(p.reuse) + " messages"),
+       "buffers: " +
+           (p.memory == BufferMemory::fabflow
+                ? std::string("the channel's memory (--memory fabflow: registered once")
+                : std::string("user memory (") +
+                      (p.reuse == 0 ? std::string("never replaced")
+                                    : "a freshly mapped buffer every " + std::to_string(p.reuse) +
+                                          " messages")) +
+           ")",
        "rendezvous: " + r.rendezvous_path, "registration cache: " + r.cache_state,
        "ping-pong MB/s: size over half the round trip; stream MB/s: " + std::to_string(p.window) +
            " messages in flight, one way; regs/msg and reg us/msg: both ranks, ping-pong; CPU "
@@ -89,7 +95,7 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
   print_bulk_plan(out, r.costs, r.options, true);
   out << "\n  protocol              size  pp MB/s  half-rtt(us)  stream MB/s  regs/msg  reg "
          "us/msg  hits/miss/inval   cpu ns/B s/r";
-  if (p.reference) out << "   memcpy MB/s  raw write MB/s";
+  if (p.reference) out << "   memcpy MB/s  raw write MB/s  of memcpy pp|stream";
   out << "\n";
   out.flush();
 }
@@ -112,8 +118,11 @@ void print_bulk_row(std::ostream& out, const BulkResult& r, const BulkRow& row) 
                 row.cpu_ns_per_byte_receiver);
   out << line;
   if (r.params.reference) {
-    std::snprintf(line, sizeof line, "  %12.0f  %14s", row.memcpy_mb_s.value_or(0),
-                  row.raw_write_mb_s ? report::fmt("%.0f", *row.raw_write_mb_s).c_str() : "n/a");
+    const double memcpy = row.memcpy_mb_s.value_or(0);
+    std::snprintf(line, sizeof line, "  %12.0f  %14s  %8.2fx|%.2fx", memcpy,
+                  row.raw_write_mb_s ? report::fmt("%.0f", *row.raw_write_mb_s).c_str() : "n/a",
+                  memcpy > 0 ? row.pingpong_mb_s / memcpy : 0.0,
+                  memcpy > 0 ? row.stream_mb_s / memcpy : 0.0);
     out << line;
   }
   out << "\n" << std::flush;
@@ -127,6 +136,7 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["protocol"] = std::string(bulk::to_string(row.protocol));
   j["size"] = row.size;
   j["reuse"] = p.reuse;
+  j["memory"] = std::string(kBufferMemoryNames.name(p.memory));
   j["mr_pin"] = p.pin;
   if (p.pin) j["memlock"] = p.memlock;
   j["eager_limit"] = o.eager_limit;

@@ -173,6 +173,15 @@ void ChannelImpl::progress() {
   });
 }
 
+std::shared_ptr<Memory> ChannelImpl::allocate(std::size_t len) {
+  if (len == 0) throw UsageError("bulk: allocate(0)");
+  if (len > kMaxMessage)
+    throw UsageError("bulk: allocate of " + std::to_string(len) + " bytes is above 1 TiB");
+  auto m = std::shared_ptr<Memory>(new Memory(t_.allocate(len, kAllAccess), next_memory_++));
+  registrar_.adopt(m);
+  return m;
+}
+
 Protocol ChannelImpl::choose(std::size_t bytes) const noexcept {
   if (costs_.measured) return cheapest(costs_, o_, bytes);
   if (bytes <= o_.eager_limit) return Protocol::eager;

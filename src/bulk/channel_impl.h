@@ -9,6 +9,7 @@
 
 #include <fabflow/bootstrap.h>
 #include <fabflow/bulk.h>
+#include <fabflow/bulk/transfer.h>
 
 #include <cstdint>
 #include <deque>
@@ -52,7 +53,8 @@ class Request {
   int peer = 0;
   std::uint32_t tag = 0;
   Protocol protocol = Protocol::eager;
-  bool cma = false;                // rendezvous by cross-memory attach
+  bool cma = false;                // local rendezvous over the whole buffer, one copy ...
+  bool mapped = false;             // ... through the peer's mapping of a Memory, not by CMA
   const std::byte* src = nullptr;  // send buffer
   std::byte* dst = nullptr;        // receive buffer
   std::size_t capacity = 0;        // receive buffer size
@@ -135,6 +137,7 @@ class ChannelImpl final : public Channel {
   bool test(const RequestPtr& r) override;
   std::size_t wait(const RequestPtr& r) override;
   void progress() override;
+  std::shared_ptr<Memory> allocate(std::size_t len) override;
   Protocol choose(std::size_t bytes) const noexcept override;
   const Costs& costs() const noexcept override { return costs_; }
 
@@ -277,6 +280,20 @@ class ChannelImpl final : public Channel {
 
   // Moves `len` bytes between our `buf` and `addr` in the peer's address space.
   void cma(bool write, int peer, std::byte* buf, std::uint64_t addr, std::uint64_t len);
+  // [p, p+len) lies in a Memory of allocate(): on local, a rendezvous advertises its key (the
+  // peer copies through its mapping) instead of its address (cross-memory attach).
+  bool in_memory(const void* p, std::uint64_t len) {
+    return registrar_.find(p, static_cast<std::size_t>(len)).first != nullptr;
+  }
+  // The registration a rendezvous moves `len` bytes of `buf` through: a Memory's, the cache's
+  // (`cached`, not on local, whose cache cannot register user memory) or a fresh one.
+  Registration rendezvous_registration(Request& r, void* buf, std::uint64_t len, unsigned access,
+                                       bool cached) {
+    return registrar_.acquire(buf, static_cast<std::size_t>(len), access, cached && !r.cma);
+  }
+  // A peer's key for a rendezvous: on local (`r.cma`) through the imports of this channel,
+  // since importing maps the peer's segment afresh and a Memory's key comes with every message.
+  RemoteMemory import_rendezvous_key(const Request& r, std::span<const std::byte> key);
   Transport& t_;
   Bootstrap& boot_;
   ChannelOptions o_;
@@ -299,6 +316,8 @@ class ChannelImpl final : public Channel {
   std::deque<PendingRma> rmaq_;
   std::vector<RequestPtr> pumping_;
   std::uint64_t next_id_ = 1, next_op_ = 1;
+  std::uint32_t next_memory_ = 1;
+  std::map<std::pair<int, std::vector<std::byte>>, RemoteMemory> mapped_keys_;  // local imports
   std::uint64_t events_ = 0;
   std::string failed_;
   Stats stats_;

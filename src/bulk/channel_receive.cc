@@ -169,11 +169,13 @@ void ChannelImpl::match(Request& r, const Header& h, std::span<const std::byte> 
   }
   stats_.bytes_received += h.size;
   if (!inline_bytes.empty()) std::memcpy(r.dst, inline_bytes.data(), inline_bytes.size());
-  // On local every rendezvous goes by cross-memory attach (all ranks agreed it works at
-  // open; without it senders turn rendezvous into copy).
+  // On local every rendezvous is one copy of the whole buffer (all ranks agreed at open that
+  // cross-memory attach works; without it senders turn rendezvous into copy): by cross-memory
+  // attach, or through the mapping of a Memory when the advertising side's buffer is one (a
+  // read rendezvous then carries the sender's key).
   r.cma = cma_capable_ && rendezvous(h.protocol);
-  if (r.cma && (!cma_ok_ || !inline_bytes.empty() || !key.empty() ||
-                (read_based(h.protocol) && h.base == 0)))
+  if (r.cma && (!cma_ok_ || !inline_bytes.empty() || (!key.empty() && !read_based(h.protocol)) ||
+                (read_based(h.protocol) && key.empty() && h.base == 0)))
     throw PeerError(src, "bulk: " + rank_str(src) + " sent a malformed local rendezvous");
   if (!r.cma && whole_buffer(r) && read_based(h.protocol) && key.empty())
     throw PeerError(src, "bulk: " + rank_str(src) + " sent a read rendezvous without a key");

@@ -1,5 +1,7 @@
 // The bulk channel's data movement outside messages: the rendezvous by RMA write or read
-// (whole buffers and pipeline fragments, READY and FIN) and by cross-memory attach.
+// (whole buffers and pipeline fragments, READY and FIN), and on local by cross-memory attach
+// or, where the advertised buffer is a Memory, by the transport's copy through the peer's
+// mapping (a write or read of that memory, as the transfer engine's).
 #include <algorithm>
 
 #include "bulk/channel_impl.h"
@@ -10,10 +12,12 @@ namespace fabflow::bulk::detail {
 void ChannelImpl::start_target(Request& r) {
   Header a = header(Type::ack, r);
   std::vector<std::byte> key;
-  if (r.cma) {
+  if (r.cma && !in_memory(r.dst, r.size)) {
     a.base = reinterpret_cast<std::uint64_t>(r.dst);
   } else if (r.size > 0) {
-    r.reg = registrar_.acquire(r.dst, r.size, kRemoteWrite | kLocalWrite, uses_cache(r.protocol));
+    r.mapped = r.cma;
+    r.reg = rendezvous_registration(r, r.dst, r.size, kRemoteWrite | kLocalWrite,
+                                    uses_cache(r.protocol));
     key = t_.export_key(*r.reg.mr);
     a.base = r.reg.offset;
     a.key_len = static_cast<std::uint16_t>(key.size());
@@ -23,18 +27,31 @@ void ChannelImpl::start_target(Request& r) {
 
 // rndv-read receiver: read the whole message, then FIN.
 void ChannelImpl::start_read(Request& r, const Header& h, std::span<const std::byte> key) {
-  if (r.cma) {
+  if (r.cma && key.empty()) {
     cma(false, r.peer, r.dst, h.base, r.size);
     r.fin = true;
     queue(r, header(Type::fin, r), nullptr, 0);
     return;
   }
-  RemoteMemory rm = t_.import_key(r.peer, key);
+  RemoteMemory rm = import_rendezvous_key(r, key);
   if (!rm.contains(h.base, r.size))
     throw PeerError(r.peer,
                     "bulk: " + rank_str(r.peer) + " advertised a region shorter than its message");
-  r.reg = registrar_.acquire(r.dst, r.size, kLocalWrite, uses_cache(r.protocol));
+  r.mapped = r.cma;  // local: the sender's Memory, read through this rank's mapping of it
+  r.reg = rendezvous_registration(r, r.dst, r.size, kLocalWrite, uses_cache(r.protocol));
   post_rma(r, SIZE_MAX, false, r.dst, *r.reg.mr, rm, h.base, r.size);
+}
+
+RemoteMemory ChannelImpl::import_rendezvous_key(const Request& r, std::span<const std::byte> key) {
+  if (!r.cma) return t_.import_key(r.peer, key);
+  // A local key names one segment of the peer for the life of its process.
+  constexpr std::size_t kMaxImports = 4096;
+  auto k = std::make_pair(r.peer, std::vector<std::byte>(key.begin(), key.end()));
+  if (auto it = mapped_keys_.find(k); it != mapped_keys_.end()) return it->second;
+  RemoteMemory rm = t_.import_key(r.peer, key);
+  if (mapped_keys_.size() >= kMaxImports) mapped_keys_.clear();
+  mapped_keys_.emplace(std::move(k), rm);
+  return rm;
 }
 
 // Queues reads or writes of [buf, buf+len) in pieces of at most kMaxOp, counted as in
@@ -80,6 +97,7 @@ void ChannelImpl::drain_rma() {
 void ChannelImpl::on_rma_done(Request& r, std::size_t frag) {
   if (frag == SIZE_MAX) {
     if (--r.rma == 0) {
+      if (r.mapped) stats_.mapped_bytes += r.size;
       r.reg = {};  // released as soon as the data moved
       // rndv-write sender: FIN after the write; rndv-read receiver: FIN after the read.
       r.fin = true;

@@ -103,11 +103,12 @@ void ChannelImpl::start_send(Request& r) {
   const std::size_t inline_len = r.cma ? 0 : head_bytes(r.protocol, r.size, o_);
   std::vector<std::byte> key;
   if (whole_buffer(r) && read_based(r.protocol)) {  // the receiver reads it: where it lies
-    if (r.cma) {
+    if (r.cma && !in_memory(r.src, r.size)) {
       h.base = reinterpret_cast<std::uint64_t>(r.src);
     } else {
-      r.reg = registrar_.acquire(const_cast<std::byte*>(r.src), r.size, kRemoteRead,
-                                 uses_cache(r.protocol));
+      r.mapped = r.cma;
+      r.reg = rendezvous_registration(r, const_cast<std::byte*>(r.src), r.size, kRemoteRead,
+                                      uses_cache(r.protocol));
       key = t_.export_key(*r.reg.mr);
       h.base = r.reg.offset;
       h.key_len = static_cast<std::uint16_t>(key.size());
@@ -202,18 +203,19 @@ void ChannelImpl::on_ack(Request& r, const wire::Message& m) {
   if (read_based(r.protocol) && whole_buffer(r))
     throw PeerError(r.peer, r.cma ? "bulk: an ACK for a read by cross-memory attach"
                                   : "bulk: an ACK for a read rendezvous");
-  if (r.cma) {  // write by cross-memory attach into the buffer the ACK names
+  if (r.cma && m.key.empty()) {  // write by cross-memory attach into the buffer the ACK names
     cma(true, r.peer, const_cast<std::byte*>(r.src), m.h.base, r.size);
     r.fin = true;
     queue(r, header(Type::fin, r), nullptr, 0);
     return;
   }
-  if (!p.pipelined) {  // write the whole buffer into the one the ACK advertises
-    RemoteMemory rm = t_.import_key(r.peer, m.key);
+  if (!p.pipelined || r.cma) {  // write the whole buffer into the one the ACK advertises
+    RemoteMemory rm = import_rendezvous_key(r, m.key);
     if (!rm.contains(m.h.base, r.size))
       throw PeerError(
           r.peer, "bulk: " + rank_str(r.peer) + " advertised a region shorter than the message");
-    r.reg = registrar_.acquire(const_cast<std::byte*>(r.src), r.size, kLocalRead, p.cached);
+    r.mapped = r.cma;  // local: the receiver's Memory, written through this rank's mapping
+    r.reg = rendezvous_registration(r, const_cast<std::byte*>(r.src), r.size, kLocalRead, p.cached);
     post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, r.size);
     return;
   }

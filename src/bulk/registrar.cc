@@ -1,5 +1,7 @@
 #include "bulk/registrar.h"
 
+#include <fabflow/bulk/transfer.h>
+
 namespace fabflow::bulk {
 
 Registrations::Registrations(Transport& t, const ChannelOptions& o) : t_(t), o_(o) {}
@@ -19,8 +21,32 @@ RegistrationCache& Registrations::cache(std::size_t align) {
   return *c;
 }
 
+void Registrations::adopt(const std::shared_ptr<Memory>& m) {
+  memories_[reinterpret_cast<std::uintptr_t>(m->data())] = m;
+}
+
+std::pair<std::shared_ptr<Memory>, std::uint64_t> Registrations::find(const void* addr,
+                                                                      std::size_t len) {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  auto it = memories_.upper_bound(a);
+  if (it == memories_.begin()) return {};
+  --it;
+  std::shared_ptr<Memory> m = it->second.lock();
+  if (!m) {  // freed: its address may come back in another memory
+    memories_.erase(it);
+    return {};
+  }
+  const std::uint64_t off = a - it->first;
+  if (off > m->size() || len > m->size() - off) return {};
+  return {std::move(m), off};
+}
+
 Registration Registrations::acquire(void* addr, std::size_t len, unsigned access, bool cached,
                                     std::size_t align) {
+  if (auto [m, off] = find(addr, len); m) {
+    const MemoryRegion* region = &m->region();
+    return Registration(region, off, [m]() mutable { m.reset(); });
+  }
   if (!cached) {
     std::shared_ptr<MemoryRegion> mr = register_buffer(t_, addr, len, access, o_.pin, &direct_);
     const MemoryRegion* raw = mr.get();

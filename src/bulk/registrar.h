@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <utility>
 
 namespace fabflow::bulk {
 
@@ -57,9 +58,15 @@ class Registrations {
 
   // Registers [addr, addr+len) for `access`; `cached` takes it from the registration cache
   // whose ranges are aligned to `align` (one cache per alignment), which registers afresh
-  // where caching is off (cache_state() says why).
+  // where caching is off (cache_state() says why). A range inside a memory of adopt() is
+  // that memory's registration (nothing registered; the memory is held until the release).
   Registration acquire(void* addr, std::size_t len, unsigned access, bool cached,
                        std::size_t align = 4096);
+  // Memories already registered with the transport (Channel::allocate), known by address as
+  // long as they live.
+  void adopt(const std::shared_ptr<Memory>& m);
+  // The live adopted memory holding all of [addr, addr+len), and where it starts in it.
+  std::pair<std::shared_ptr<Memory>, std::uint64_t> find(const void* addr, std::size_t len);
   void fill(Stats& s);  // registration and cache counters since reset()
   void reset() noexcept;
   // "on (userfaultfd invalidation)" or "off: <why>" (makes the page-aligned cache to know).
@@ -73,6 +80,7 @@ class Registrations {
   RegistrationStats direct_;  // registrations made outside the caches
   std::map<std::size_t, std::unique_ptr<RegistrationCache>> caches_;  // by alignment
   RegistrationStats direct_base_;
+  std::map<std::uintptr_t, std::weak_ptr<Memory>> memories_;  // by start address
   std::map<std::size_t, CacheStats> cache_base_;
 };
 

@@ -29,6 +29,7 @@ struct BulkFlags : CommonFlags {
   std::string bytes = "256M";
   bool reference = false;
   bool keep_memlock = false;
+  std::string memory = "user";
 };
 
 std::string bytes_text(rlim_t v) {
@@ -83,6 +84,9 @@ BulkValidated validate(const BulkFlags& f) {
   p.window = f.window;
   p.bytes_per_point = bytes_per_point(f.bytes);
   p.reference = f.reference;
+  p.memory = parse_name<BufferMemory>(f.memory).value();  // checked by the parser
+  if (p.memory == BufferMemory::fabflow && p.reuse > 0)
+    throw UsageError("--reuse replaces user buffers; --memory fabflow keeps the channel's memory");
   p.target = flags_target(f);
   // The channel's own checks of the shapes, before anything starts (the largest message any
   // provider here takes: the local transport's 1 MiB bounds the bounce size alone).
@@ -143,6 +147,9 @@ Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
                 "the run needs where allowed)");
   app->add_flag("--reference", f->reference,
                 "also measure memcpy and the raw streaming RMA write of each size");
+  add_choice<BufferMemory>(*app, "--memory", f->memory,
+                           "buffers in user memory (default) or in fabflow's, registered once "
+                           "(on local: one copy through the peer's mapping)");
 
   return rank_or_launch(f, self, run_bulk_rank);
 }

@@ -106,6 +106,38 @@ TEST(BulkCli, ReferenceColumnsInTableAndJson) {
   }
 }
 
+// --memory fabflow: both ranks' buffers are the channel's memory, registered once; on local a
+// rendezvous is copied through the peer's mapping (mapped_bytes, no cross-memory attach), on
+// shm nothing is registered per message. The ratio to memcpy is printed with --reference.
+TEST(BulkCli, FabflowMemoryMovesDataWithoutRegistrationOrCrossMemoryAttach) {
+  auto rows = run_bench_json("bulk", {"-p", "local,shm", "--protocol", "rndv-write,pipeline-read",
+                                      "-S", "300K", "--bytes", "1M", "--memory", "fabflow"});
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& j : rows) {
+    ASSERT_FALSE(j.contains("unsupported")) << j.dump();
+    EXPECT_EQ(j["memory"], "fabflow");
+    EXPECT_GT(j["stream_mb_s"].get<double>(), 0) << j.dump();
+    EXPECT_EQ(j["registrations_per_message"].get<double>(), 0) << j.dump();
+    if (j["provider"] == "local" &&
+        j["rendezvous_path"].get<std::string>().rfind("cross-memory attach", 0) == 0) {
+      EXPECT_EQ(j["stream_receiver"]["cma_bytes"].get<std::uint64_t>() +
+                    j["stream_sender"]["cma_bytes"].get<std::uint64_t>(),
+                0u)
+          << j.dump();
+      EXPECT_GT(j["stream_receiver"]["mapped_bytes"].get<std::uint64_t>() +
+                    j["stream_sender"]["mapped_bytes"].get<std::uint64_t>(),
+                0u)
+          << j.dump();
+    }
+  }
+  CliResult r = run_cli({"fabflow", "bench", "bulk", "-p", "local", "--protocol", "rndv-write",
+                         "-S", "300K", "--bytes", "1M", "--memory", "fabflow", "--reference"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("of memcpy pp|stream"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# buffers: the channel's memory"), std::string::npos) << r.out;
+}
+
 TEST(BulkCli, MrPinRunsAndIsLabelled) {
   auto rows = run_bench_json("bulk", {"-p", "shm", "--protocol", "rndv-write,pipeline,leave-pinned",
                                       "-S", "300K", "--bytes", "1M", "--mr-pin"});
@@ -124,10 +156,19 @@ TEST(BulkCli, MrPinRunsAndIsLabelled) {
 
 TEST(BulkCli, BadInputsGiveOneErrorLineAndExit2) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--protocol", "carrier-pigeon"}, {"-S", "2G"},     {"--frag-size", "1000"},
-      {"--eager-limit", "1M"},          {"--depth", "0"}, {"--window", "0"},
-      {"-p", "nosuchprovider"},         {"--bytes", "0"}, {"--reuse", "-1"},
+      {"--protocol", "carrier-pigeon"},
+      {"-S", "2G"},
+      {"--frag-size", "1000"},
+      {"--eager-limit", "1M"},
+      {"--depth", "0"},
+      {"--window", "0"},
+      {"-p", "nosuchprovider"},
+      {"--bytes", "0"},
+      {"--reuse", "-1"},
       {"--frag-growth", "0.5"},
+      {"--memory", "gpu"},
+      {"--memory", ""},
+      {"--memory", "fabflow", "--reuse", "2"},
   };
   for (const auto& extra : cases) {
     std::vector<std::string> args = {"fabflow", "bench", "bulk"};
@@ -137,6 +178,9 @@ TEST(BulkCli, BadInputsGiveOneErrorLineAndExit2) {
     EXPECT_EQ(r.status, 2) << extra[0] << " " << extra[1] << ": " << r.err;
     auto err = lines(r.err);
     ASSERT_EQ(err.size(), 1u) << extra[0] << " " << extra[1] << ": " << r.err;
+    if (extra[0] == "--memory") {
+      EXPECT_NE(err[0].find("--memory"), std::string::npos) << err[0];
+    }
     EXPECT_EQ(err[0].rfind("fabflow: error: ", 0), 0u) << err[0];
   }
 }

@@ -3,11 +3,13 @@
 // of messages in flight), with buffers replaced by freshly mapped ones every `reuse` messages;
 // registrations per message and their time, the registration cache's counters, and CPU time
 // per byte on both sides. --reference adds, in the same run, a memcpy of the same size and the
-// raw streaming RMA write of the same size on the same provider.
+// raw streaming RMA write of the same size on the same provider. --memory fabflow takes both
+// ranks' buffers from the channel's own memory (Channel::allocate) instead of the user's.
 #pragma once
 
 #include <fabflow/bench/common.h>
 #include <fabflow/bulk.h>
+#include <fabflow/names.h>
 
 #include <cstdint>
 #include <functional>
@@ -19,6 +21,13 @@
 namespace fabflow {
 
 class Bootstrap;
+
+// Where bench bulk's buffers live: freshly mapped user memory, or memory the channel allocated
+// and registered once (on local a segment the peer maps: one copy in user space per message).
+enum class BufferMemory : std::uint8_t { user, fabflow };
+inline constexpr NameTable<BufferMemory, 2> kBufferMemoryNames{
+    {{{"user", BufferMemory::user}, {"fabflow", BufferMemory::fabflow}}}};
+constexpr const auto& name_table(BufferMemory) noexcept { return kBufferMemoryNames; }
 
 struct BulkParams {
   bench::Target target;  // provider, endpoint, CPUs, timeout
@@ -37,6 +46,7 @@ struct BulkParams {
   unsigned depth = 0;
   double frag_growth = 1.0;
   bool reference = false;
+  BufferMemory memory = BufferMemory::user;  // fabflow: never replaced (reuse must be 0)
 };
 
 struct BulkRow {

@@ -37,18 +37,24 @@ class BoundedWait;
 namespace fabflow::bulk {
 
 class Engine;
+namespace detail {
+class ChannelImpl;
+}
 
 // Memory registered with the engine's transport: allocated by it (on `local`, a segment the
 // peer maps, so a transfer is one copy in user space) or the caller's, registered once. Shared
-// ownership: a transfer keeps its local memory alive until it completes.
+// ownership: a transfer keeps its local memory alive until it completes. A bulk channel
+// allocates it too (Channel::allocate): its messages then need no registration.
 class Memory {
  public:
   std::byte* data() const noexcept { return mr_->data(); }
   std::size_t size() const noexcept { return mr_->size(); }
   std::uint32_t id() const noexcept { return id_; }  // unique among this engine's memories
+  const MemoryRegion& region() const noexcept { return *mr_; }
 
  private:
   friend class Engine;
+  friend class detail::ChannelImpl;
   Memory(std::unique_ptr<MemoryRegion> mr, std::uint32_t id) : mr_(std::move(mr)), id_(id) {}
   std::unique_ptr<MemoryRegion> mr_;
   std::uint32_t id_;
