@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "bench/engine.h"
 #include "bench/mapped_buffer.h"
@@ -75,16 +76,23 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
                          " bytes is outside 1 B .. 1 GiB (and 1-65536)");
   Clock clock;
   XferResult result = bench::start_result<XferResult>(params, boot, clock);
+  if (params.endpoints < 1 || params.endpoints > 16)
+    throw UsageError("bench xfer: 1-16 endpoints, not " + std::to_string(params.endpoints));
   TransportOptions to = params.target.transport(bulk::Engine::required_ops(), boot.local_address());
   bench::size_queues(to, params.max_outstanding + 64 * 2);
   bench::probe_row(result.env, to, [](const Capabilities&) { return std::string(); });
-  auto transport = open_transport(to);
-  transport->connect(boot);
-  result.env.caps = transport->caps();
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<Transport*> endpoints;
+  for (std::size_t e = 0; e < params.endpoints; ++e) {
+    transports.push_back(open_transport(to));
+    transports.back()->connect(boot);
+    endpoints.push_back(transports.back().get());
+  }
+  result.env.caps = endpoints[0]->caps();
   bulk::EngineOptions eo;
   eo.peer_timeout = std::chrono::milliseconds(params.target.timeout_ms);
   eo.max_outstanding = params.max_outstanding;
-  bulk::Engine engine(*transport, boot, eo);
+  bulk::Engine engine(endpoints, boot, eo);
   const int peer = 1 - boot.rank();
   for (std::size_t size : params.sizes)
     for (std::size_t batch : params.batches) {
@@ -103,6 +111,7 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
           requests.push_back({mine, i * size, &theirs, i * size, size, dir});
         std::vector<double> batch_ns;
         Tally tally;
+        const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
         const double seconds = run_point(engine, boot, requests, std::max<std::uint64_t>(1, n / 10),
                                          n, &batch_ns, &tally);
         const auto tallies = allgather_value(boot, tally, "bench xfer: tally");
@@ -125,6 +134,8 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
           row.batch_ns = summarize(batch_ns);
           row.cpu_ns_per_byte_initiator = tallies[0].cpu_s * 1e9 / bytes;
           row.cpu_ns_per_byte_target = tallies[1].cpu_s * 1e9 / bytes;
+          for (std::size_t e = 0; e < engine.endpoints(); ++e)
+            row.endpoint_bytes.push_back(engine.endpoint_bytes()[e] - bytes_before[e]);
         }
         bench::publish_row(boot, result, std::move(row), on_row);
       }

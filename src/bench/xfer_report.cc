@@ -20,7 +20,9 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
        "(read), each batch with a notification to rank 1; " +
            report::size_text(p.bytes_per_point) + " per point (" + std::to_string(p.min_batches) +
            "-" + std::to_string(p.max_batches) + " batches), " + std::to_string(p.max_outstanding) +
-           " operations in flight at most",
+           " operations in flight at most per endpoint; " + std::to_string(p.endpoints) +
+           (p.endpoints > 1 ? " endpoints (transfers striped over those reaching both memories)"
+                            : " endpoint"),
        "MB/s = 10^6 bytes/s of transfers; batch: submit to completion at rank 0; CPU: ns per byte "
        "on rank 0 | rank 1" +
            std::string(p.reference ? "; memcpy: the batch's bytes copied in memory" : "")},
@@ -59,6 +61,7 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
   j["size"] = row.size;
   j["batch"] = row.batch;
   j["max_outstanding"] = r.params.max_outstanding;
+  j["endpoints"] = r.params.endpoints;
   if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["batches"] = row.batches;
   j["seconds"] = row.seconds;
@@ -68,6 +71,7 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
   j["cpu_ns_per_byte"] = {{"initiator", row.cpu_ns_per_byte_initiator},
                           {"target", row.cpu_ns_per_byte_target}};
   j["memcpy_mb_s"] = report::optional_json(row.memcpy_mb_s);
+  j["endpoint_bytes"] = row.endpoint_bytes;
   report::print_json_line(out, j);
 }
 

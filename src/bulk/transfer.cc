@@ -1,6 +1,8 @@
-// The transfer engine (fabflow/bulk/transfer.h): batches split into operations queued here and
-// posted up to max_outstanding at a time; a batch's notification goes out once every one of its
-// operations has completed at this rank. docs/transfer-engine.md.
+// The transfer engine (fabflow/bulk/transfer.h): batches split into operations, spread over
+// the endpoints that reach both memories, queued per endpoint and posted up to max_outstanding
+// at a time on each; a batch's notification goes out on the first endpoint once every one of
+// its operations has completed at this rank (and, for WRITEs that went on other endpoints, a
+// READ on each of those has come back). docs/transfer-engine.md.
 #include <fabflow/bootstrap.h>
 #include <fabflow/bulk/transfer.h>
 
@@ -43,17 +45,48 @@ std::string range_text(std::uint64_t offset, std::uint64_t len) {
 
 }  // namespace
 
+namespace {
+
+Transport& first_endpoint(const std::vector<Transport*>& endpoints) {
+  if (endpoints.empty() || endpoints.size() > detail::kMaxEndpoints)
+    throw UsageError("transfer: an engine takes 1.." + std::to_string(detail::kMaxEndpoints) +
+                     " endpoints, not " + std::to_string(endpoints.size()));
+  for (Transport* t : endpoints)
+    if (!t) throw UsageError("transfer: an endpoint that is no transport");
+  return *endpoints[0];
+}
+
+}  // namespace
+
+Memory::~Memory() {
+  // The later endpoints' registrations of the bytes go before the first's, which owns them
+  // when the engine allocated them.
+  while (!mrs_.empty()) mrs_.pop_back();
+}
+
 Engine::Engine(Transport& transport, Bootstrap& boot, EngineOptions options)
-    : t_(transport), boot_(boot), o_(options) {
+    : Engine(std::vector<Transport*>{&transport}, boot, options) {}
+
+Engine::Engine(std::vector<Transport*> endpoints, Bootstrap& boot, EngineOptions options)
+    : t_(first_endpoint(endpoints)), boot_(boot), o_(options) {
   if (o_.max_outstanding == 0 || o_.max_outstanding >= kMaxSlots)
     throw UsageError("transfer: max_outstanding must be in 1..65535");
   if (o_.notification_slots == 0 || o_.notification_slots > 65536)
     throw UsageError("transfer: notification_slots must be in 1..65536");
-  if (auto m = missing_op(t_.caps(), required_ops())) throw UsageError("transfer: " + m->why);
-  const Capabilities& caps = t_.caps();
-  max_op_ = std::min(caps.max_msg_size, caps.max_rma_size ? caps.max_rma_size : caps.max_msg_size);
-  if (max_op_ == 0) max_op_ = std::size_t{1} << 30;
-  max_op_ = std::min(max_op_, std::size_t{1} << 30);
+  if (o_.stripe_min == 0) throw UsageError("transfer: stripe_min must be above 0");
+  max_op_ = std::size_t{1} << 30;
+  for (Transport* t : endpoints) {
+    if (auto m = missing_op(t->caps(), required_ops())) throw UsageError("transfer: " + m->why);
+    const Capabilities& caps = t->caps();
+    std::size_t most =
+        std::min(caps.max_msg_size, caps.max_rma_size ? caps.max_rma_size : caps.max_msg_size);
+    if (most > 0) max_op_ = std::min(max_op_, most);
+    Endpoint ep;
+    ep.t = t;
+    if (endpoints.size() > 1) ep.fence = t->allocate(64, kLocalWrite);
+    eps_.push_back(std::move(ep));
+  }
+  posted_bytes_.assign(eps_.size(), 0);
   rx_slots_ = o_.notification_slots * static_cast<std::size_t>(boot_.size());
   rx_ = t_.allocate(rx_slots_ * sizeof(NotificationWire), kLocalWrite);
   tx_ = t_.allocate(o_.max_outstanding * sizeof(NotificationWire), kLocalRead);
@@ -69,10 +102,15 @@ Engine::~Engine() {
   // Operations still in flight read or write memories the batches keep: wait for them a
   // bounded time so that none lands in freed memory.
   BoundedWait watch(o_.peer_timeout, nullptr);
-  while (outstanding_ > 0 && failure_.empty()) {
-    const std::size_t before = outstanding_;
-    reap_tx();
-    if (outstanding_ != before) {
+  auto in_flight = [this] {
+    std::size_t n = 0;
+    for (const Endpoint& ep : eps_) n += ep.outstanding;
+    return n;
+  };
+  while (in_flight() > 0 && failure_.empty()) {
+    const std::size_t before = in_flight();
+    for (std::size_t e = 0; e < eps_.size(); ++e) reap_tx(e);
+    if (in_flight() != before) {
       watch.reset();
     } else if (watch.spin() != BoundedWait::State::waiting) {
       break;
@@ -84,21 +122,33 @@ std::vector<Op> Engine::required_ops() { return {Op::send, Op::write, Op::read};
 
 std::shared_ptr<Memory> Engine::allocate(std::size_t len) {
   if (len == 0) throw UsageError("transfer: allocate(0)");
-  return std::shared_ptr<Memory>(new Memory(t_.allocate(len, kAllAccess), next_memory_++));
+  std::vector<std::unique_ptr<MemoryRegion>> mrs;
+  mrs.push_back(t_.allocate(len, kAllAccess));
+  // A transport that maps its peers' memory (local) shares only what it allocated itself.
+  for (std::size_t e = 1; e < eps_.size(); ++e)
+    mrs.push_back(eps_[e].t->caps().peer_mapping
+                      ? nullptr
+                      : eps_[e].t->register_memory(mrs[0]->data(), len, kAllAccess));
+  return std::shared_ptr<Memory>(new Memory(std::move(mrs), next_memory_++));
 }
 
 std::shared_ptr<Memory> Engine::register_memory(void* addr, std::size_t len) {
   if (!addr || len == 0) throw UsageError("transfer: register_memory of no memory");
-  return std::shared_ptr<Memory>(
-      new Memory(t_.register_memory(addr, len, kAllAccess), next_memory_++));
+  std::vector<std::unique_ptr<MemoryRegion>> mrs;
+  for (Endpoint& ep : eps_) mrs.push_back(ep.t->register_memory(addr, len, kAllAccess));
+  return std::shared_ptr<Memory>(new Memory(std::move(mrs), next_memory_++));
 }
 
 std::vector<std::byte> Engine::describe(const Memory& m, int peer) const {
   if (peer < 0 || peer >= boot_.size() || peer == boot_.rank())
     throw UsageError("transfer: describe for rank " + std::to_string(peer) +
                      ", not another rank of " + std::to_string(boot_.size()));
-  return detail::encode_descriptor(boot_.rank(), peer, m.id(), m.size(),
-                                   t_.export_key(m.mr_->registered()));
+  std::vector<std::vector<std::byte>> keys;
+  for (std::size_t e = 0; e < eps_.size(); ++e) {
+    const MemoryRegion* mr = m.region_on(e);
+    keys.push_back(mr ? eps_[e].t->export_key(mr->registered()) : std::vector<std::byte>{});
+  }
+  return detail::encode_descriptor(boot_.rank(), peer, m.id(), m.size(), keys);
 }
 
 RemoteRegion Engine::import(int peer, std::span<const std::byte> descriptor) {
@@ -106,15 +156,35 @@ RemoteRegion Engine::import(int peer, std::span<const std::byte> descriptor) {
     throw UsageError("transfer: import from rank " + std::to_string(peer) +
                      ", not another rank of " + std::to_string(boot_.size()));
   const auto d = detail::decode_descriptor(descriptor, peer, boot_.rank());
+  auto bad = [&](const std::string& why) {
+    return PeerError(peer,
+                     "transfer: the descriptor from rank " + std::to_string(peer) + " " + why);
+  };
+  if (d.keys.size() != eps_.size())
+    throw bad("names " + std::to_string(d.keys.size()) + " endpoints, this engine has " +
+              std::to_string(eps_.size()));
   RemoteRegion r;
   r.peer = peer;
   r.id = d.memory;
-  r.memory = t_.import_key(peer, d.key);
-  if (r.memory.length != d.length)
-    throw PeerError(peer, "transfer: the descriptor from rank " + std::to_string(peer) + " gives " +
-                              std::to_string(d.length) + " bytes, its key " +
-                              std::to_string(r.memory.length));
+  r.length = d.length;
+  for (std::size_t e = 0; e < eps_.size(); ++e) {
+    RemoteMemory m;
+    if (!d.keys[e].empty()) {
+      m = eps_[e].t->import_key(peer, d.keys[e]);
+      if (m.length != d.length)
+        throw bad("gives " + std::to_string(d.length) + " bytes, its key on endpoint " +
+                  std::to_string(e) + " " + std::to_string(m.length));
+    }
+    r.endpoints.push_back(m);
+  }
   return r;
+}
+
+std::vector<std::size_t> Engine::reaching(const Memory& local, const RemoteRegion& remote) const {
+  std::vector<std::size_t> out;
+  for (std::size_t e = 0; e < eps_.size() && e < remote.endpoints.size(); ++e)
+    if (local.region_on(e) && remote.endpoints[e].length == remote.length) out.push_back(e);
+  return out;
 }
 
 Handle Engine::submit(std::span<const TransferRequest> batch,
@@ -137,7 +207,7 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
     if (r.local_offset > r.local->size() || r.length > r.local->size() - r.local_offset)
       throw bad("reaches " + range_text(r.local_offset, r.length) + " of a local memory of " +
                 std::to_string(r.local->size()) + " bytes");
-    if (!r.remote->memory.contains(r.remote_offset, r.length))
+    if (r.remote_offset > r.remote->length || r.length > r.remote->length - r.remote_offset)
       throw bad("reaches " + range_text(r.remote_offset, r.length) + " of rank " +
                 std::to_string(r.remote->peer) + "'s memory of " +
                 std::to_string(r.remote->size()) + " bytes");
@@ -146,21 +216,38 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
     if (notify_tag && b.notify_peer >= 0 && r.remote->peer != b.notify_peer)
       throw bad("goes to rank " + std::to_string(r.remote->peer) +
                 ", another peer than the batch's notification's");
+    const std::vector<std::size_t> eps = reaching(*r.local, *r.remote);
+    if (eps.empty()) throw bad("names memories that no endpoint of this engine reaches both of");
     b.notify_peer = r.remote->peer;
     if (std::find(b.keep.begin(), b.keep.end(), r.local) == b.keep.end()) b.keep.push_back(r.local);
-    for (std::uint64_t done = 0; done < r.length;) {
-      const std::size_t n =
-          static_cast<std::size_t>(std::min<std::uint64_t>(max_op_, r.length - done));
-      ops.push_back({h, r.remote->peer, r.local->data() + r.local_offset + done,
-                     r.local->mr_->desc(), r.remote->memory, r.remote_offset + done, n,
-                     r.direction});
-      done += n;
+    // One part per endpoint that reaches both memories (page-aligned cuts), or the whole
+    // transfer on the next of them in turn; each part in operations of at most max_op_.
+    const std::size_t parts = r.length >= o_.stripe_min ? eps.size() : 1;
+    const std::uint64_t per = ((r.length + parts - 1) / parts + 4095) / 4096 * 4096;
+    for (std::uint64_t at = 0, k = 0; at < r.length; ++k) {
+      const std::size_t e = parts > 1 ? eps[k] : eps[next_ep_++ % eps.size()];
+      const std::uint64_t part = std::min<std::uint64_t>(per, r.length - at);
+      for (std::uint64_t done = 0; done < part;) {
+        const std::size_t n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(max_op_, part - done));
+        ops.push_back({h, r.remote->peer, e, r.local->data() + r.local_offset + at + done,
+                       r.local->region_on(e)->desc(), r.remote->endpoints[e],
+                       r.remote_offset + at + done, n, r.direction});
+        done += n;
+      }
+      posted_bytes_[e] += part;
+      const bool fenced = std::any_of(b.fences.begin(), b.fences.end(),
+                                      [e](const Posting& f) { return f.ep == e; });
+      if (notify_tag && r.direction == Direction::write && e != 0 && !fenced)
+        b.fences.push_back({h, r.remote->peer, e, eps_[e].fence->data(), eps_[e].fence->desc(),
+                            r.remote->endpoints[e], r.remote_offset + at, 1, Direction::read});
+      at += part;
     }
   }
   b.queued = ops.size();
   b.notify_sent = b.notify_done = !notify_tag;
   batches_.emplace(h, std::move(b));
-  queue_.insert(queue_.end(), ops.begin(), ops.end());
+  for (const Posting& op : ops) eps_[op.ep].queue.push_back(op);
   progress();
   return h;
 }
@@ -189,13 +276,19 @@ Status Engine::test(Handle h) {
   return finished(b) ? Status::ok : Status::again;
 }
 
+std::size_t Engine::pending() const noexcept {
+  std::size_t n = 0;
+  for (const Endpoint& ep : eps_) n += ep.outstanding + ep.queue.size();
+  return n;
+}
+
 Status Engine::wait(Handle h) {
   BoundedWait watch(o_.peer_timeout, &boot_);
   for (;;) {
-    const std::size_t before = outstanding_ + queue_.size();
+    const std::size_t before = pending();
     const Status s = test(h);
     if (s != Status::again) return s;
-    if (outstanding_ + queue_.size() != before) {
+    if (pending() != before) {
       watch.reset();
       continue;
     }
@@ -207,7 +300,9 @@ void Engine::cancel(Handle h) {
   Batch& b = batch(h);
   if (finished(b) || b.cancelled) return;
   b.cancelled = true;
-  std::erase_if(queue_, [h](const Posting& op) { return op.handle == h; });
+  for (Endpoint& ep : eps_)
+    std::erase_if(ep.queue, [h](const Posting& op) { return op.handle == h; });
+  b.fences.clear();
   b.queued = 0;
   b.notify_sent = b.notify_done = true;  // a cancelled batch tells its peer nothing
 }
@@ -250,37 +345,51 @@ std::optional<PeerError> Engine::spin(BoundedWait& watch, const char* what) {
 
 void Engine::progress() {
   if (!failure_.empty()) return;
-  t_.progress();
-  reap_tx();
-  reap_rx();
-  post_queued();
-  for (auto& [h, b] : batches_)
-    if (!b.notify_sent && b.error.empty() && b.queued == 0 && b.in_flight == 0) post_notify(h, b);
+  for (std::size_t e = 0; e < eps_.size(); ++e) {
+    eps_[e].t->progress();
+    reap_tx(e);
+    reap_rx(e);
+  }
+  for (auto& [h, b] : batches_) {
+    if (b.notify_sent || !b.error.empty() || b.queued != 0 || b.in_flight != 0) continue;
+    if (b.fences.empty()) {
+      post_notify(h, b);
+      continue;
+    }
+    // Every transfer completed here: the fences, then (once they completed) the notification.
+    for (const Posting& f : b.fences) eps_[f.ep].queue.push_back(f);
+    b.queued += b.fences.size();
+    b.fences.clear();
+  }
+  for (Endpoint& ep : eps_) post_queued(ep);
 }
 
-void Engine::post_queued() {
-  while (!queue_.empty() && outstanding_ < o_.max_outstanding && failure_.empty()) {
-    const Posting& op = queue_.front();
+void Engine::post_queued(Endpoint& ep) {
+  while (!ep.queue.empty() && ep.outstanding < o_.max_outstanding && failure_.empty()) {
+    const Posting& op = ep.queue.front();
     const std::uint64_t ctx = op.handle << 1;
     const Status s = op.direction == Direction::write
-                         ? t_.post_write(op.peer, op.local, op.length, op.desc, op.remote,
-                                         op.remote_offset, ctx, kSignal)
-                         : t_.post_read(op.peer, op.local, op.length, op.desc, op.remote,
-                                        op.remote_offset, ctx, kSignal);
+                         ? ep.t->post_write(op.peer, op.local, op.length, op.desc, op.remote,
+                                            op.remote_offset, ctx, kSignal)
+                         : ep.t->post_read(op.peer, op.local, op.length, op.desc, op.remote,
+                                           op.remote_offset, ctx, kSignal);
     if (s == Status::again) return;
     Batch& b = batch(op.handle);
     --b.queued;
     if (s != Status::ok) {
       b.error = "transfer: posting a " +
                 std::string(op.direction == Direction::write ? "write" : "read") + " to rank " +
-                std::to_string(op.peer) + ": " + t_.last_error();
-      std::erase_if(queue_, [h = op.handle](const Posting& o) { return o.handle == h; });
+                std::to_string(op.peer) + ": " + ep.t->last_error();
+      const Handle h = op.handle;
+      for (Endpoint& other : eps_)
+        std::erase_if(other.queue, [h](const Posting& o) { return o.handle == h; });
+      b.fences.clear();
       b.queued = 0;
       continue;
     }
     ++b.in_flight;
-    ++outstanding_;
-    queue_.pop_front();
+    ++ep.outstanding;
+    ep.queue.pop_front();
   }
 }
 
@@ -304,15 +413,20 @@ void Engine::post_notify(Handle h, Batch& b) {
   b.notify_sent = true;
 }
 
-void Engine::reap_tx() {
-  const std::string error = drain(t_, &Transport::poll_tx, [this](const Completion& done) {
+void Engine::reap_tx(std::size_t e) {
+  Endpoint& ep = eps_[e];
+  const std::string error = drain(*ep.t, &Transport::poll_tx, [&](const Completion& done) {
     const std::uint64_t ctx = done.context;
-    if (ctx & kNotifyBit) {
+    if (ctx & kNotifyBit) {  // notifications go on the first endpoint only
+      if (e != 0) {
+        fail("transfer: endpoint " + std::to_string(e) + " completed a send it never posted");
+        return false;
+      }
       free_tx_.push_back(static_cast<std::uint32_t>(ctx >> 1 & (kMaxSlots - 1)));
       if (auto it = batches_.find(ctx >> 17); it != batches_.end()) it->second.notify_done = true;
       return true;
     }
-    --outstanding_;
+    if (ep.outstanding > 0) --ep.outstanding;
     if (auto it = batches_.find(ctx >> 1); it != batches_.end() && it->second.in_flight > 0)
       --it->second.in_flight;
     return true;
@@ -327,9 +441,13 @@ bool Engine::post_receive(std::size_t slot) {
                       rx_->desc(), slot) == Status::ok;
 }
 
-void Engine::reap_rx() {
-  const std::string error = drain(t_, &Transport::poll_rx, [this](const Completion& done) {
+void Engine::reap_rx(std::size_t e) {
+  const std::string error = drain(*eps_[e].t, &Transport::poll_rx, [&](const Completion& done) {
     if (done.kind != CompletionKind::recv) return true;
+    if (e != 0) {  // notifications come on the first endpoint; no receive is posted elsewhere
+      fail("transfer: endpoint " + std::to_string(e) + " received a message");
+      return false;
+    }
     if (done.context >= rx_slots_) {
       fail("transfer: a receive completed with a context the engine never posted");
       return false;
@@ -357,8 +475,9 @@ void Engine::fail(const std::string& why) {
     if (b.error.empty()) b.error = why;
     b.queued = 0;
     b.in_flight = 0;
+    b.fences.clear();
   }
-  queue_.clear();
+  for (Endpoint& ep : eps_) ep.queue.clear();
 }
 
 }  // namespace fabflow::bulk

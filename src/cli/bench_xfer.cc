@@ -19,6 +19,7 @@ struct XferFlags : CommonFlags {
   std::string bytes = "256M";
   std::uint64_t max_batches = 100000;
   std::size_t max_outstanding = 64;
+  std::size_t endpoints = 1;
   bool reference = false;
 };
 
@@ -44,6 +45,7 @@ XferValidated validate(const XferFlags& f) {
   p.max_batches = f.max_batches;
   p.min_batches = std::min<std::uint64_t>(p.min_batches, p.max_batches);
   p.max_outstanding = f.max_outstanding;
+  p.endpoints = f.endpoints;
   p.reference = f.reference;
   p.target = flags_target(f);
   v.providers = providers_to_run(f);
@@ -89,7 +91,11 @@ Runner add_bench_xfer(CLI::App& bench, const Invocation& self) {
   add_number<std::uint64_t>(*app, "--max-batches", f->max_batches, 1, kMaxCount,
                             "most batches per point (default 100000)");
   add_number<std::size_t>(*app, "--outstanding", f->max_outstanding, 1, 4096,
-                          "operations the engine keeps in flight at most (default 64)");
+                          "operations the engine keeps in flight at most per endpoint (default "
+                          "64)");
+  add_number<std::size_t>(*app, "--endpoints", f->endpoints, 1, 16,
+                          "endpoints (transports) per rank the engine stripes transfers over "
+                          "(default 1)");
   app->add_flag("--reference", f->reference,
                 "add a memcpy of the batch's bytes in the same run (the ceiling on local)");
   return rank_or_launch(f, self, run_xfer_rank);

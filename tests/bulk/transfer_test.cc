@@ -215,16 +215,25 @@ TEST(TransferPeer, APeerThatIsGoneFailsTheWait) {
 
 TEST(TransferDescriptor, EncodesAndDecodesWithEveryCheck) {
   const std::vector<std::byte> key(24, std::byte{7});
-  const auto blob = detail::encode_descriptor(3, 5, 11, 1 << 20, key);
+  const auto blob = detail::encode_descriptor(3, 5, 11, 1 << 20, {key, {}, key});
   const auto d = detail::decode_descriptor(blob, 3, 5);
   EXPECT_EQ(d.memory, 11u);
   EXPECT_EQ(d.length, 1u << 20);
-  EXPECT_EQ(d.key.size(), 24u);
+  ASSERT_EQ(d.keys.size(), 3u);  // one per endpoint, the second without a key
+  EXPECT_EQ(d.keys[0].size(), 24u);
+  EXPECT_TRUE(d.keys[1].empty());
+  EXPECT_EQ(d.keys[2].size(), 24u);
+  EXPECT_EQ(d.key.size(), 3 * 4 + 2 * 24u);
   EXPECT_THROW(detail::decode_descriptor(blob, 3, 4), PeerError);
-  EXPECT_THROW(detail::decode_descriptor(detail::encode_descriptor(3, 5, 11, 0, key), 3, 5),
+  EXPECT_THROW(detail::decode_descriptor(detail::encode_descriptor(3, 5, 11, 0, {key}), 3, 5),
                PeerError);
   EXPECT_THROW(detail::decode_descriptor(detail::encode_descriptor(3, 5, 11, 8, {}), 3, 5),
-               PeerError);
+               PeerError);  // no endpoint
+  EXPECT_THROW(detail::decode_descriptor(detail::encode_descriptor(3, 5, 11, 8, {{}, {}}), 3, 5),
+               PeerError);  // no endpoint with a key
+  auto lying = blob;        // the first key's length runs past the descriptor
+  lying[32] = std::byte{0xff};
+  EXPECT_THROW(detail::decode_descriptor(lying, 3, 5), PeerError);
 }
 
 }  // namespace

@@ -121,7 +121,8 @@ const std::vector<Subcommand>& table() {
       {"xfer",
        {{"--timeout", "100", "3600000", "3600001"},
         {"--max-batches", "1", "1000000000000", "1000000000001"},
-        {"--outstanding", "1", "4096", "4097"}}},
+        {"--outstanding", "1", "4096", "4097"},
+        {"--endpoints", "1", "16", "17"}}},
   };
   return t;
 }

@@ -3,7 +3,8 @@
 // rank 1's, each batch with a notification, and waits for each; rank 1 takes the
 // notifications. Per point: bandwidth, transfers and batches per second, the batch's
 // completion time (submit to done at rank 0) and both ranks' CPU time per byte; --reference
-// adds a memcpy of the batch's bytes in the same run.
+// adds a memcpy of the batch's bytes in the same run. With several endpoints the engine
+// stripes each batch over them.
 #pragma once
 
 #include <fabflow/bench/common.h>
@@ -27,7 +28,8 @@ struct XferParams {
   std::vector<bulk::Direction> directions{bulk::Direction::write};
   std::uint64_t bytes_per_point = std::uint64_t{256} << 20;  // sets the batch count per point
   std::uint64_t min_batches = 8, max_batches = 100000;
-  std::size_t max_outstanding = 64;  // the engine's operations in flight
+  std::size_t max_outstanding = 64;  // the engine's operations in flight, per endpoint
+  std::size_t endpoints = 1;         // transports the engine stripes over (1-16)
   bool reference = false;
 };
 
@@ -41,7 +43,8 @@ struct XferRow {
   double transfers_per_s = 0;
   LatencyStats batch_ns;  // submit to completion at rank 0
   double cpu_ns_per_byte_initiator = 0, cpu_ns_per_byte_target = 0;
-  std::optional<double> memcpy_mb_s;  // --reference: the batch's bytes copied in memory
+  std::optional<double> memcpy_mb_s;          // --reference: the batch's bytes copied in memory
+  std::vector<std::uint64_t> endpoint_bytes;  // rank 0's transfer bytes per endpoint, this point
 };
 
 struct XferResult {

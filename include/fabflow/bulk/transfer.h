@@ -41,22 +41,35 @@ namespace detail {
 class ChannelImpl;
 }
 
-// Memory registered with the engine's transport: allocated by it (on `local`, a segment the
-// peer maps, so a transfer is one copy in user space) or the caller's, registered once. Shared
-// ownership: a transfer keeps its local memory alive until it completes. A bulk channel
-// allocates it too (Channel::allocate): its messages then need no registration.
+// Memory registered with the engine's transport(s): allocated by it (on `local`, a segment the
+// peer maps, so a transfer is one copy in user space) or the caller's, registered once on every
+// endpoint that can reach it. Shared ownership: a transfer keeps its local memory alive until
+// it completes. A bulk channel allocates it too (Channel::allocate): its messages then need no
+// registration.
 class Memory {
  public:
-  std::byte* data() const noexcept { return mr_->data(); }
-  std::size_t size() const noexcept { return mr_->size(); }
+  ~Memory();
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  std::byte* data() const noexcept { return mrs_[0]->data(); }
+  std::size_t size() const noexcept { return mrs_[0]->size(); }
   std::uint32_t id() const noexcept { return id_; }  // unique among this engine's memories
-  const MemoryRegion& region() const noexcept { return *mr_; }
+  const MemoryRegion& region() const noexcept { return *mrs_[0]; }  // the first endpoint's
+  // Its registration on endpoint `e`, or nullptr where that endpoint cannot reach it (a
+  // transport that shares only memory it allocated itself: local).
+  const MemoryRegion* region_on(std::size_t e) const noexcept {
+    return e < mrs_.size() ? mrs_[e].get() : nullptr;
+  }
 
  private:
   friend class Engine;
   friend class detail::ChannelImpl;
-  Memory(std::unique_ptr<MemoryRegion> mr, std::uint32_t id) : mr_(std::move(mr)), id_(id) {}
-  std::unique_ptr<MemoryRegion> mr_;
+  Memory(std::vector<std::unique_ptr<MemoryRegion>> mrs, std::uint32_t id)
+      : mrs_(std::move(mrs)), id_(id) {}
+  Memory(std::unique_ptr<MemoryRegion> mr, std::uint32_t id) : id_(id) {
+    mrs_.push_back(std::move(mr));
+  }
+  std::vector<std::unique_ptr<MemoryRegion>> mrs_;  // [0] owns the bytes when allocated
   std::uint32_t id_;
 };
 
@@ -64,8 +77,10 @@ class Memory {
 struct RemoteRegion {
   int peer = -1;
   std::uint32_t id = 0;  // the peer's Memory::id
-  RemoteMemory memory;
-  std::uint64_t size() const noexcept { return memory.length; }
+  std::uint64_t length = 0;
+  // One per endpoint of the engine; a length of 0 where that endpoint cannot reach it.
+  std::vector<RemoteMemory> endpoints;
+  std::uint64_t size() const noexcept { return length; }
 };
 
 enum class Direction : std::uint8_t { write, read };  // local -> remote, remote -> local
@@ -92,8 +107,12 @@ struct EngineOptions {
   // A wait without progress for this long fails (a vanished peer is reported sooner, by the
   // bootstrap).
   std::chrono::milliseconds peer_timeout{2000};
-  // Operations posted and not yet completed, at most (keep it within the transport's tx_depth).
+  // Operations posted and not yet completed per endpoint, at most (keep it within the
+  // transport's tx_depth).
   std::size_t max_outstanding = 64;
+  // With several endpoints, a transfer of at least this many bytes is cut into one part per
+  // endpoint that reaches both memories; smaller ones go to those endpoints in turn.
+  std::size_t stripe_min = 256 * 1024;
   // Notifications from one peer that may arrive before this rank polls for them (receives
   // kept posted per peer: open the transport with rx_depth of at least this, times the peers
   // on endpoints with one receive queue).
@@ -107,6 +126,11 @@ class Engine {
   // `transport` is connected over `boot` and opened with required_ops(); from now on the
   // engine owns its receives and completions. Posts the notification receives.
   Engine(Transport& transport, Bootstrap& boot, EngineOptions options = {});
+  // Striping: several endpoints to every peer (each a transport like the one above, all
+  // connected over `boot`, 1..16 of them, the same count on every rank). Memory is registered
+  // on each endpoint that can reach it, a batch's transfers are spread over the endpoints that
+  // reach both memories, and notifications travel on the first.
+  Engine(std::vector<Transport*> endpoints, Bootstrap& boot, EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -150,6 +174,10 @@ class Engine {
   // Drives the transport: posts queued operations, reaps completions, re-posts receives.
   void progress();
 
+  std::size_t endpoints() const noexcept { return eps_.size(); }
+  // Bytes of transfers posted on each endpoint since the engine started.
+  const std::vector<std::uint64_t>& endpoint_bytes() const noexcept { return posted_bytes_; }
+
   bool failed() const noexcept { return !failure_.empty(); }
   const std::string& failure() const noexcept { return failure_; }
 
@@ -157,6 +185,7 @@ class Engine {
   struct Posting {
     Handle handle;
     int peer;
+    std::size_t ep;  // the endpoint it goes on
     std::byte* local;
     void* desc;
     RemoteMemory remote;
@@ -170,33 +199,46 @@ class Engine {
     std::size_t in_flight = 0;                  // posted, not completed
     std::optional<std::uint64_t> notify_tag;
     int notify_peer = -1;
+    // Before the notification (on the first endpoint): a 1-byte READ on every other endpoint
+    // that carried a WRITE of the batch, answered only once that endpoint's writes are placed.
+    std::vector<Posting> fences;
     bool notify_sent = false;  // the notification is posted (or there is none)
     bool notify_done = false;  // ... and completed
     bool cancelled = false;
     std::string error;
   };
+  struct Endpoint {
+    Transport* t;
+    std::deque<Posting> queue;
+    std::size_t outstanding = 0;
+    std::unique_ptr<MemoryRegion> fence;  // where fence READs land
+  };
 
   Batch& batch(Handle h);
   const Batch& batch(Handle h) const;
-  void post_queued();
-  void reap_tx();
-  void reap_rx();
+  // The endpoints that reach both `local` and `remote`.
+  std::vector<std::size_t> reaching(const Memory& local, const RemoteRegion& remote) const;
+  void post_queued(Endpoint& ep);
+  void reap_tx(std::size_t e);
+  void reap_rx(std::size_t e);
   bool post_receive(std::size_t slot);
   void post_notify(Handle h, Batch& b);
   void fail(const std::string& why);
   // One idle spin of a wait: the error that ends it, if it ended.
   std::optional<PeerError> spin(BoundedWait& watch, const char* what);
   bool finished(const Batch& b) const noexcept;
+  std::size_t pending() const noexcept;  // operations queued or in flight on every endpoint
 
-  Transport& t_;
+  std::vector<Endpoint> eps_;
+  Transport& t_;  // the first endpoint: notifications
   Bootstrap& boot_;
   EngineOptions o_;
-  std::size_t max_op_ = 0;  // the largest operation the transport takes
+  std::size_t max_op_ = 0;  // the largest operation every endpoint takes
   std::uint32_t next_memory_ = 1;
   Handle next_handle_ = 1;
+  std::size_t next_ep_ = 0;  // where the next transfer below stripe_min goes
   std::unordered_map<Handle, Batch> batches_;
-  std::deque<Posting> queue_;
-  std::size_t outstanding_ = 0;
+  std::vector<std::uint64_t> posted_bytes_;
   std::size_t rx_slots_ = 0;          // notification_slots per rank
   std::unique_ptr<MemoryRegion> rx_;  // notification receive slots, rank by rank
   std::unique_ptr<MemoryRegion> tx_;  // notification send slots, one per possible batch
