@@ -1,4 +1,5 @@
 // bench xfer: the transfer engine's batches between ranks 0 and 1 (fabflow/bench/xfer.h).
+#include <fabflow/bench/bulk.h>
 #include <fabflow/bench/xfer.h>
 #include <fabflow/bootstrap.h>
 
@@ -62,6 +63,31 @@ double run_point(bulk::Engine& e, Bootstrap& boot, const std::vector<bulk::Trans
   return initiator ? seconds : 0;
 }
 
+// The two-sided best at `size`: bench bulk's protocols that carry it (all but eager), each
+// ping-ponged and streamed over a transport and channel of their own; the fastest figure on
+// rank 0. Collective.
+struct TwoSided {
+  double mb_s = 0;
+  std::string protocol, phase;
+};
+TwoSided two_sided_best(const XferParams& p, Bootstrap& boot, std::size_t size) {
+  BulkParams bp;
+  bp.target = p.target;
+  bp.sizes = {size};
+  bp.protocols.clear();
+  for (bulk::Protocol proto : bulk::kAllProtocols)
+    if (proto != bulk::Protocol::eager) bp.protocols.push_back(proto);
+  bp.bytes_per_point = p.bytes_per_point;
+  TwoSided best;
+  for (const BulkRow& row : run_bulk(bp, boot).rows) {
+    if (!row.unsupported.empty()) continue;
+    for (auto [mb_s, phase] :
+         {std::pair{row.pingpong_mb_s, "pingpong"}, std::pair{row.stream_mb_s, "stream"}})
+      if (mb_s > best.mb_s) best = {mb_s, std::string(bulk::to_string(row.protocol)), phase};
+  }
+  return best;
+}
+
 }  // namespace
 
 XferResult run_xfer(const XferParams& params, Bootstrap& boot,
@@ -94,7 +120,8 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
   eo.max_outstanding = params.max_outstanding;
   bulk::Engine engine(endpoints, boot, eo);
   const int peer = 1 - boot.rank();
-  for (std::size_t size : params.sizes)
+  for (std::size_t size : params.sizes) {
+    const TwoSided two_sided = params.reference ? two_sided_best(params, boot, size) : TwoSided{};
     for (std::size_t batch : params.batches) {
       // The memory of one batch, on both ranks, described to the other.
       auto mine = engine.allocate(size * batch);
@@ -125,6 +152,11 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
         row.batches = n;
         row.seconds = seconds;
         row.memcpy_mb_s = memcpy_mb_s;
+        if (params.reference && boot.rank() == 0) {
+          row.two_sided_mb_s = two_sided.mb_s;
+          row.two_sided_protocol = two_sided.protocol;
+          row.two_sided_phase = two_sided.phase;
+        }
         if (boot.rank() == 0) {
           const double bytes =
               static_cast<double>(size) * static_cast<double>(batch) * static_cast<double>(n);
@@ -141,6 +173,7 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
       }
       boot.barrier([&] { engine.progress(); });  // neither frees its memory while in use
     }
+  }
   return result;
 }
 

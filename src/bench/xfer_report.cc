@@ -25,10 +25,16 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
                             : " endpoint"),
        "MB/s = 10^6 bytes/s of transfers; batch: submit to completion at rank 0; CPU: ns per byte "
        "on rank 0 | rank 1" +
-           std::string(p.reference ? "; memcpy: the batch's bytes copied in memory" : "")},
+           std::string(p.reference
+                           ? "; memcpy: the batch's bytes copied in memory; 2-sided: the fastest "
+                             "of bench bulk's protocols at the transfer size (ping-pong or "
+                             "stream), same run"
+                           : "")},
       "  dir        size  batch  batches       MB/s  transfers/s  batch p50(us)  batch p99(us)  "
       "cpu ns/B 0 | 1" +
-          std::string(p.reference ? "   memcpy MB/s  of memcpy" : ""));
+          std::string(p.reference
+                          ? "   memcpy MB/s  of memcpy  2-sided MB/s  of 2-sided  2-sided best"
+                          : ""));
 }
 
 void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) {
@@ -52,6 +58,12 @@ void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) 
                   *row.memcpy_mb_s > 0 ? row.mb_s / *row.memcpy_mb_s : 0.0);
     out << line;
   }
+  if (r.params.reference && row.two_sided_mb_s) {
+    const double two = *row.two_sided_mb_s;
+    std::snprintf(line, sizeof line, " %13.1f %10.2fx  %s/%s", two, two > 0 ? row.mb_s / two : 0.0,
+                  row.two_sided_protocol.c_str(), row.two_sided_phase.c_str());
+    out << line;
+  }
   out << "\n" << std::flush;
 }
 
@@ -72,6 +84,11 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
                           {"target", row.cpu_ns_per_byte_target}};
   j["memcpy_mb_s"] = report::optional_json(row.memcpy_mb_s);
   j["endpoint_bytes"] = row.endpoint_bytes;
+  j["two_sided_mb_s"] = report::optional_json(row.two_sided_mb_s);
+  if (row.two_sided_mb_s) {
+    j["two_sided_protocol"] = row.two_sided_protocol;
+    j["two_sided_phase"] = row.two_sided_phase;
+  }
   report::print_json_line(out, j);
 }
 

@@ -97,7 +97,8 @@ Runner add_bench_xfer(CLI::App& bench, const Invocation& self) {
                           "endpoints (transports) per rank the engine stripes transfers over "
                           "(default 1)");
   app->add_flag("--reference", f->reference,
-                "add a memcpy of the batch's bytes in the same run (the ceiling on local)");
+                "add, in the same run, a memcpy of the batch's bytes (the ceiling on local) and "
+                "the two-sided best of each size (bench bulk's fastest protocol)");
   return rank_or_launch(f, self, run_xfer_rank);
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <set>
+#include <vector>
 
 #include "support/run_cli.h"
 
@@ -41,9 +42,32 @@ TEST_P(XferCli, EverySizeBatchAndDirectionIsMeasured) {
     EXPECT_GT(j["transfers_per_s"].get<double>(), 0) << l;
     EXPECT_GT(j["batch_ns"]["p50"].get<double>(), 0) << l;
     EXPECT_GT(j["memcpy_mb_s"].get<double>(), 0) << l;
+    // The two-sided best of the same size, measured in this run.
+    EXPECT_GT(j["two_sided_mb_s"].get<double>(), 0) << l;
+    EXPECT_NE(j["two_sided_protocol"].get<std::string>(), "eager") << l;
+    EXPECT_TRUE(j["two_sided_phase"] == "pingpong" || j["two_sided_phase"] == "stream") << l;
     EXPECT_GE(j["cpu_ns_per_byte"]["initiator"].get<double>(), 0) << l;
   }
   EXPECT_EQ(points.size(), 8u) << r.out;
+}
+
+// --endpoints 2: the engine stripes a 1 MiB WRITE over both tcp endpoints; every byte is
+// counted on one of them.
+TEST(XferCliEndpoints, TwoEndpointsCarryTheBytes) {
+  CliResult r = run_cli({"fabflow", "bench", "xfer", "-p", "tcp", "-S", "1M", "--endpoints", "2",
+                         "--bytes", "16M", "--json"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  const auto j = nlohmann::json::parse(rows[0]);
+  EXPECT_EQ(j["endpoints"], 2);
+  const auto bytes = j["endpoint_bytes"].get<std::vector<std::uint64_t>>();
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_GT(bytes[0], 0u);
+  EXPECT_GT(bytes[1], 0u);
+  const std::uint64_t all = (1u << 20) * j["batches"].get<std::uint64_t>();
+  EXPECT_GE(bytes[0] + bytes[1], all);  // the timed batches, and the untimed ones before
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, XferCli, ::testing::Values("local", "shm", "tcp"),
@@ -56,6 +80,8 @@ TEST(XferCliBadInput, IsOneLine) {
       {{"-S", "512M", "--batch", "4"}, "outside 1 B .. 1 GiB"},
       {{"--direction", "sideways"}, "sideways"},
       {{"-p", "nosuch"}, "nosuch"},
+      {{"--endpoints", "0"}, "--endpoints"},
+      {{"--endpoints", "17"}, "--endpoints"},
   };
   for (const auto& [args, want] : cases) {
     std::vector<std::string> argv{"fabflow", "bench", "xfer"};

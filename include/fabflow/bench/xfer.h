@@ -3,8 +3,9 @@
 // rank 1's, each batch with a notification, and waits for each; rank 1 takes the
 // notifications. Per point: bandwidth, transfers and batches per second, the batch's
 // completion time (submit to done at rank 0) and both ranks' CPU time per byte; --reference
-// adds a memcpy of the batch's bytes in the same run. With several endpoints the engine
-// stripes each batch over them.
+// adds, in the same run, a memcpy of the batch's bytes and the two-sided best of each size
+// (bench bulk's protocols over a transport of their own, ping-pong and streaming: the fastest).
+// With several endpoints the engine stripes each batch over them.
 #pragma once
 
 #include <fabflow/bench/common.h>
@@ -45,6 +46,10 @@ struct XferRow {
   double cpu_ns_per_byte_initiator = 0, cpu_ns_per_byte_target = 0;
   std::optional<double> memcpy_mb_s;          // --reference: the batch's bytes copied in memory
   std::vector<std::uint64_t> endpoint_bytes;  // rank 0's transfer bytes per endpoint, this point
+  // --reference: the fastest two-sided figure of bench bulk at this transfer size, measured in
+  // the same run, with its protocol and phase ("pingpong" or "stream").
+  std::optional<double> two_sided_mb_s;
+  std::string two_sided_protocol, two_sided_phase;
 };
 
 struct XferResult {
