@@ -74,7 +74,9 @@ Engine::Engine(std::vector<Transport*> endpoints, Bootstrap& boot, EngineOptions
   if (o_.notification_slots == 0 || o_.notification_slots > 65536)
     throw UsageError("transfer: notification_slots must be in 1..65536");
   if (o_.stripe_min == 0) throw UsageError("transfer: stripe_min must be above 0");
-  max_op_ = std::size_t{1} << 30;
+  if (o_.max_batch == 0) throw UsageError("transfer: max_batch must be above 0");
+  max_op_ = o_.max_operation > 0 ? std::min(o_.max_operation, std::size_t{1} << 30)
+                                 : std::size_t{1} << 30;
   for (Transport* t : endpoints) {
     if (auto m = missing_op(t->caps(), required_ops())) throw UsageError("transfer: " + m->why);
     const Capabilities& caps = t->caps();
@@ -191,6 +193,10 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
                       std::optional<std::uint64_t> notify_tag) {
   if (!failure_.empty()) throw Error(failure_);
   if (batch.empty()) throw UsageError("transfer: an empty batch");
+  if (batch.size() > o_.max_batch)
+    throw UsageError("transfer: a batch of " + std::to_string(batch.size()) +
+                     " transfers is above the engine's max_batch (" + std::to_string(o_.max_batch) +
+                     ")");
   const Handle h = next_handle_++;
   Batch b;
   b.notify_tag = notify_tag;

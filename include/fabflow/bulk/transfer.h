@@ -113,6 +113,11 @@ struct EngineOptions {
   // With several endpoints, a transfer of at least this many bytes is cut into one part per
   // endpoint that reaches both memories; smaller ones go to those endpoints in turn.
   std::size_t stripe_min = 256 * 1024;
+  // Transfers in one batch, at most: a larger batch is refused whole (UsageError).
+  std::size_t max_batch = 65536;
+  // The largest operation posted; a larger transfer is split (0: the transports' largest, at
+  // most 1 GiB).
+  std::size_t max_operation = 0;
   // Notifications from one peer that may arrive before this rank polls for them (receives
   // kept posted per peer: open the transport with rx_depth of at least this, times the peers
   // on endpoints with one receive queue).
@@ -149,9 +154,9 @@ class Engine {
 
   // Starts a batch. With `notify_tag`, every transfer must go to one peer, which receives
   // {this rank, tag} after all of them have completed. Throws UsageError, naming the entry,
-  // for an empty batch or an entry with no memory, a length of 0 or a range outside either
-  // memory: then nothing of the batch is posted. Transfers larger than the transport's largest
-  // operation are split.
+  // for an empty batch, one of more than max_batch transfers, or an entry with no memory, a
+  // length of 0 or a range outside either memory: then nothing of the batch is posted. Transfers
+  // larger than the transport's largest operation are split.
   Handle submit(std::span<const TransferRequest> batch,
                 std::optional<std::uint64_t> notify_tag = std::nullopt);
   // ok: every transfer (and the notification) completed; again: still running; failed: see

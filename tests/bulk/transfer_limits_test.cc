@@ -1,0 +1,169 @@
+// The transfer engine's limits and released memory on local, shm and tcp: a batch above
+// max_batch is refused whole with one clear error and the next batch runs, with one
+// notification; a transfer above the largest operation is split and lands intact; a memory its
+// owner releases while a batch uses it stays alive until the batch ends; a peer's memory
+// released under a WRITE fails the batch clearly or takes the bytes in that memory alone, never
+// in the memory beside it.
+#include <gtest/gtest.h>
+
+#include <fabflow/bootstrap.h>
+#include <fabflow/bulk/transfer.h>
+
+#include <cstring>
+#include <string>
+
+#include "support/ranks.h"
+
+// A namespace of its own: the test files are compiled together in unity batches.
+namespace fabflow::bulk::transfer_limits_test {
+namespace {
+
+TransportOptions options(const char* provider) {
+  TransportOptions t;
+  t.provider = provider;
+  t.ops = Engine::required_ops();
+  t.rx_depth = 512;
+  return t;
+}
+
+std::byte byte_at(std::uint64_t seed, std::uint64_t i) {
+  return static_cast<std::byte>((seed * 37 + i * 11 + (i >> 10)) & 0xff);
+}
+
+long differs(const Memory& m, std::uint64_t at, std::uint64_t len, std::uint64_t seed,
+             std::uint64_t from) {
+  for (std::uint64_t i = 0; i < len; ++i)
+    if (m.data()[at + i] != byte_at(seed, from + i)) return static_cast<long>(at + i);
+  return -1;
+}
+
+// Each rank's memory of `len` bytes, described to the other and imported.
+struct Ends {
+  std::shared_ptr<Memory> mine;
+  RemoteRegion theirs;
+  Ends(Engine& e, Bootstrap& boot, std::size_t len) : mine(e.allocate(len)) {
+    const int peer = 1 - boot.rank();
+    auto all = boot.allgather(e.describe(*mine, peer));
+    theirs = e.import(peer, all[static_cast<std::size_t>(peer)]);
+  }
+};
+
+class TransferLimits : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TransferLimits, ABatchAboveTheLimitIsRefusedAndTheNextRuns) {
+  EngineOptions o;
+  o.max_batch = 16;
+  const std::string err =
+      testing::run_ranks(2, options(GetParam()), [&](int rank, Transport& t, Bootstrap& boot) {
+        Engine e(t, boot, o);
+        Ends p(e, boot, 1 << 16);
+        if (rank == 1) {
+          const Notification n = e.wait_notification();
+          if (n.tag != 2) throw Error("notification " + std::to_string(n.tag) + ", not 2");
+          if (long bad = differs(*p.mine, 0, 16 * 1024, 4, 0); bad >= 0)
+            throw Error("byte " + std::to_string(bad) + " differs");
+          return;
+        }
+        for (std::size_t i = 0; i < p.mine->size(); ++i) p.mine->data()[i] = byte_at(4, i);
+        std::vector<TransferRequest> batch;
+        for (std::uint64_t i = 0; i < 17; ++i)
+          batch.push_back({p.mine, i * 1024, &p.theirs, i * 1024, 1024, Direction::write});
+        try {
+          e.submit(batch, 1);
+          throw Error("a batch of 17 transfers was taken");
+        } catch (const UsageError& x) {
+          if (std::string(x.what()) !=
+              "transfer: a batch of 17 transfers is above the engine's max_batch (16)")
+            throw Error(std::string("refused with: ") + x.what());
+        }
+        batch.pop_back();
+        const Handle h = e.submit(batch, 2);
+        if (e.wait(h) != Status::ok) throw Error(e.error(h));
+      });
+  EXPECT_EQ(err, "");
+}
+
+TEST_P(TransferLimits, ATransferAboveTheLargestOperationIsSplit) {
+  EngineOptions o;
+  o.max_operation = 4096;
+  o.max_outstanding = 3;
+  const std::string err =
+      testing::run_ranks(2, options(GetParam()), [&](int rank, Transport& t, Bootstrap& boot) {
+        Engine e(t, boot, o);
+        Ends p(e, boot, 1 << 20);
+        if (rank == 1) {
+          e.wait_notification();
+          if (long bad = differs(*p.mine, 1000, 300001, 5, 7); bad >= 0)
+            throw Error("byte " + std::to_string(bad) + " differs");
+          if (p.mine->data()[999] != std::byte{0} || p.mine->data()[301001] != std::byte{0})
+            throw Error("a byte beside the transfer was written");
+          return;
+        }
+        for (std::size_t i = 0; i < p.mine->size(); ++i) p.mine->data()[i] = byte_at(5, i);
+        const TransferRequest big{p.mine, 7, &p.theirs, 1000, 300001, Direction::write};
+        const Handle h = e.submit(std::span(&big, 1), 3);
+        if (e.wait(h) != Status::ok) throw Error(e.error(h));
+      });
+  EXPECT_EQ(err, "");
+}
+
+// Rank 0 lets go of its memory right after submitting: the batch holds it until it is done.
+TEST_P(TransferLimits, MemoryReleasedByItsOwnerDuringABatchLivesUntilItEnds) {
+  const std::string err =
+      testing::run_ranks(2, options(GetParam()), [&](int rank, Transport& t, Bootstrap& boot) {
+        Engine e(t, boot);
+        Ends p(e, boot, 1 << 20);
+        if (rank == 1) {
+          e.wait_notification();
+          if (long bad = differs(*p.mine, 0, 1 << 20, 6, 0); bad >= 0)
+            throw Error("byte " + std::to_string(bad) + " differs");
+          return;
+        }
+        for (std::size_t i = 0; i < p.mine->size(); ++i) p.mine->data()[i] = byte_at(6, i);
+        const TransferRequest all{p.mine, 0, &p.theirs, 0, 1 << 20, Direction::write};
+        const Handle h = e.submit(std::span(&all, 1), 4);
+        p.mine.reset();
+        if (e.wait(h) != Status::ok) throw Error(e.error(h));
+      });
+  EXPECT_EQ(err, "");
+}
+
+// Rank 1 releases the memory rank 0 writes into (a second memory of rank 1 stays): the batch
+// ends failed with the engine's error, or ok where the transport keeps the released memory
+// mapped for the writer (local); the other memory of rank 1 is untouched either way.
+TEST_P(TransferLimits, APeersReleasedMemoryNeverTakesBytesOutsideIt) {
+  EngineOptions o;
+  o.peer_timeout = std::chrono::milliseconds(3000);
+  std::string outcome;  // what the write met, for the test's record
+  const std::string err =
+      testing::run_ranks(2, options(GetParam()), [&](int rank, Transport& t, Bootstrap& boot) {
+        Engine e(t, boot, o);
+        Ends p(e, boot, 1 << 16);
+        auto other = e.allocate(1 << 16);
+        if (rank == 1) p.mine.reset();  // released before rank 0 writes
+        boot.barrier([&] { e.progress(); });
+        if (rank == 0) {
+          std::memset(p.mine->data(), 0x5a, p.mine->size());
+          const TransferRequest w{p.mine, 0, &p.theirs, 0, 1 << 16, Direction::write};
+          const Handle h = e.submit(std::span(&w, 1));
+          const Status s = e.wait(h);
+          if (s == Status::failed && e.error(h).rfind("transfer", 0) != 0)
+            throw Error("failed without the engine's word: " + e.error(h));
+          if (s != Status::ok && s != Status::failed)
+            throw Error("the batch ended " + std::string(to_string(s)));
+          outcome = s == Status::ok ? "ok" : e.error(h);
+        }
+        boot.barrier([&] { e.progress(); });
+        for (std::size_t i = 0; i < other->size(); ++i)
+          if (other->data()[i] != std::byte{0})
+            throw Error("byte " + std::to_string(i) + " of the other memory was written");
+      });
+  EXPECT_EQ(err, "");
+  RecordProperty("write_into_released_memory", outcome);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, TransferLimits, ::testing::Values("local", "shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace fabflow::bulk::transfer_limits_test
