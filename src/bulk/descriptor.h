@@ -48,6 +48,8 @@ DecodedDescriptor decode_descriptor(std::span<const std::byte> blob, int exporte
 // A notification: {magic, sender, tag}, 16 bytes.
 struct NotificationWire {
   static constexpr std::uint32_t kMagic = 0x4e584646;  // "FFXN"
+  // "FFXR": the sender released its memory whose Memory::id is in `tag`.
+  static constexpr std::uint32_t kReleasedMagic = 0x52584646;
   std::uint32_t magic = kMagic;
   std::int32_t sender = -1;
   std::uint64_t tag = 0;

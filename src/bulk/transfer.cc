@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "bulk/descriptor.h"
 #include "common/bounded_wait.h"
@@ -59,6 +61,12 @@ Transport& first_endpoint(const std::vector<Transport*>& endpoints) {
 }  // namespace
 
 Memory::~Memory() {
+  if (on_release_) {
+    try {
+      on_release_();
+    } catch (...) {  // no memory to note it: the peers are not told
+    }
+  }
   // The later endpoints' registrations of the bytes go before the first's, which owns them
   // when the engine allocated them.
   while (!mrs_.empty()) mrs_.pop_back();
@@ -131,14 +139,18 @@ std::shared_ptr<Memory> Engine::allocate(std::size_t len) {
     mrs.push_back(eps_[e].t->caps().peer_mapping
                       ? nullptr
                       : eps_[e].t->register_memory(mrs[0]->data(), len, kAllAccess));
-  return std::shared_ptr<Memory>(new Memory(std::move(mrs), next_memory_++));
+  auto m = std::shared_ptr<Memory>(new Memory(std::move(mrs), next_memory_++));
+  m->on_release_ = [list = released_here_, id = m->id()] { list->push_back(id); };
+  return m;
 }
 
 std::shared_ptr<Memory> Engine::register_memory(void* addr, std::size_t len) {
   if (!addr || len == 0) throw UsageError("transfer: register_memory of no memory");
   std::vector<std::unique_ptr<MemoryRegion>> mrs;
   for (Endpoint& ep : eps_) mrs.push_back(ep.t->register_memory(addr, len, kAllAccess));
-  return std::shared_ptr<Memory>(new Memory(std::move(mrs), next_memory_++));
+  auto m = std::shared_ptr<Memory>(new Memory(std::move(mrs), next_memory_++));
+  m->on_release_ = [list = released_here_, id = m->id()] { list->push_back(id); };
+  return m;
 }
 
 std::vector<std::byte> Engine::describe(const Memory& m, int peer) const {
@@ -150,6 +162,8 @@ std::vector<std::byte> Engine::describe(const Memory& m, int peer) const {
     const MemoryRegion* mr = m.region_on(e);
     keys.push_back(mr ? eps_[e].t->export_key(mr->registered()) : std::vector<std::byte>{});
   }
+  auto& peers = described_[m.id()];
+  if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
   return detail::encode_descriptor(boot_.rank(), peer, m.id(), m.size(), keys);
 }
 
@@ -222,6 +236,10 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
     if (notify_tag && b.notify_peer >= 0 && r.remote->peer != b.notify_peer)
       throw bad("goes to rank " + std::to_string(r.remote->peer) +
                 ", another peer than the batch's notification's");
+    if (released_there_.count({r.remote->peer, r.remote->id}))
+      throw bad("reaches memory " + std::to_string(r.remote->id) + " of rank " +
+                std::to_string(r.remote->peer) + ", which rank " + std::to_string(r.remote->peer) +
+                " released");
     const std::vector<std::size_t> eps = reaching(*r.local, *r.remote);
     if (eps.empty()) throw bad("names memories that no endpoint of this engine reaches both of");
     b.notify_peer = r.remote->peer;
@@ -236,17 +254,18 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
       for (std::uint64_t done = 0; done < part;) {
         const std::size_t n =
             static_cast<std::size_t>(std::min<std::uint64_t>(max_op_, part - done));
-        ops.push_back({h, r.remote->peer, e, r.local->data() + r.local_offset + at + done,
-                       r.local->region_on(e)->desc(), r.remote->endpoints[e],
-                       r.remote_offset + at + done, n, r.direction});
+        ops.push_back({h, r.remote->peer, r.remote->id, e,
+                       r.local->data() + r.local_offset + at + done, r.local->region_on(e)->desc(),
+                       r.remote->endpoints[e], r.remote_offset + at + done, n, r.direction});
         done += n;
       }
       posted_bytes_[e] += part;
       const bool fenced = std::any_of(b.fences.begin(), b.fences.end(),
                                       [e](const Posting& f) { return f.ep == e; });
       if (notify_tag && r.direction == Direction::write && e != 0 && !fenced)
-        b.fences.push_back({h, r.remote->peer, e, eps_[e].fence->data(), eps_[e].fence->desc(),
-                            r.remote->endpoints[e], r.remote_offset + at, 1, Direction::read});
+        b.fences.push_back({h, r.remote->peer, r.remote->id, e, eps_[e].fence->data(),
+                            eps_[e].fence->desc(), r.remote->endpoints[e], r.remote_offset + at, 1,
+                            Direction::read});
       at += part;
     }
   }
@@ -315,6 +334,11 @@ void Engine::cancel(Handle h) {
 
 const std::string& Engine::error(Handle h) const { return batch(h).error; }
 
+bool Engine::released(const RemoteRegion& r) {
+  progress();
+  return released_there_.count({r.peer, r.id}) > 0;
+}
+
 void Engine::release(Handle h) {
   Batch& b = batch(h);
   if (b.in_flight != 0 || (b.error.empty() && !b.cancelled && !finished(b)))
@@ -367,12 +391,50 @@ void Engine::progress() {
     b.queued += b.fences.size();
     b.fences.clear();
   }
+  announce_releases();
   for (Endpoint& ep : eps_) post_queued(ep);
+}
+
+void Engine::announce_releases() {
+  for (std::uint32_t id : std::exchange(*released_here_, {})) {
+    auto it = described_.find(id);
+    if (it == described_.end()) continue;
+    for (int peer : it->second) to_announce_.emplace_back(peer, id);
+    described_.erase(it);
+  }
+  while (!to_announce_.empty() && !free_tx_.empty()) {
+    const auto [peer, id] = to_announce_.front();
+    const std::uint32_t slot = free_tx_.back();
+    NotificationWire w;
+    w.magic = NotificationWire::kReleasedMagic;
+    w.sender = boot_.rank();
+    w.tag = id;
+    std::byte* buf = tx_->data() + slot * sizeof w;
+    std::memcpy(buf, &w, sizeof w);
+    // Handle 0 is no batch's: the completion only frees the slot.
+    const std::uint64_t ctx = std::uint64_t{slot} << 1 | kNotifyBit;
+    const Status s = t_.post_send(peer, buf, sizeof w, tx_->desc(), ctx, kSignal);
+    if (s == Status::again) return;
+    to_announce_.pop_front();
+    if (s != Status::ok) continue;  // the peer is gone or going: nothing to tell
+    free_tx_.pop_back();
+  }
 }
 
 void Engine::post_queued(Endpoint& ep) {
   while (!ep.queue.empty() && ep.outstanding < o_.max_outstanding && failure_.empty()) {
     const Posting& op = ep.queue.front();
+    if (released_there_.count({op.peer, op.remote_id})) {
+      Batch& b = batch(op.handle);
+      b.error = "transfer: rank " + std::to_string(op.peer) + " released its memory " +
+                std::to_string(op.remote_id) + " before this batch's transfers to it were posted";
+      const Handle h = op.handle;
+      for (Endpoint& other : eps_)
+        std::erase_if(other.queue, [h](const Posting& o) { return o.handle == h; });
+      b.fences.clear();
+      b.queued = 0;
+      continue;
+    }
     const std::uint64_t ctx = op.handle << 1;
     const Status s = op.direction == Direction::write
                          ? ep.t->post_write(op.peer, op.local, op.length, op.desc, op.remote,
@@ -460,13 +522,18 @@ void Engine::reap_rx(std::size_t e) {
     }
     NotificationWire w;
     std::memcpy(&w, rx_->data() + done.context * sizeof w, sizeof w);
-    if (done.length != sizeof w || w.magic != NotificationWire::kMagic || w.sender < 0 ||
-        w.sender >= boot_.size() || w.sender == boot_.rank()) {
+    const bool released = w.magic == NotificationWire::kReleasedMagic;
+    if (done.length != sizeof w || (w.magic != NotificationWire::kMagic && !released) ||
+        w.sender < 0 || w.sender >= boot_.size() || w.sender == boot_.rank() ||
+        (released && w.tag > UINT32_MAX)) {
       fail("transfer: a malformed notification arrived (" + std::to_string(done.length) +
            " bytes)");
       return false;
     }
-    arrived_.push_back({w.sender, w.tag});
+    if (released)
+      released_there_.insert({w.sender, static_cast<std::uint32_t>(w.tag)});
+    else
+      arrived_.push_back({w.sender, w.tag});
     if (post_receive(done.context)) return true;
     fail("transfer: re-posting a notification receive: " + t_.last_error());
     return false;

@@ -22,8 +22,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -71,6 +73,7 @@ class Memory {
   }
   std::vector<std::unique_ptr<MemoryRegion>> mrs_;  // [0] owns the bytes when allocated
   std::uint32_t id_;
+  std::function<void()> on_release_;  // tells the engine, which tells the peers described to
 };
 
 // A peer's memory, imported from the descriptor it made for this rank.
@@ -172,6 +175,12 @@ class Engine {
   // Forgets a handle that test() no longer says again for.
   void release(Handle h);
 
+  // Whether the peer released the memory behind `r` (it says so when its last holder lets
+  // go; drives progress). A batch that reaches such memory is refused at submit, and one whose
+  // operations are still queued when the word comes fails with it; what was posted before
+  // lands as the transport places it.
+  bool released(const RemoteRegion& r);
+
   // One notification that arrived, if any (drives progress).
   bool poll_notification(Notification* out);
   // Waits for one, bounded like wait().
@@ -190,7 +199,8 @@ class Engine {
   struct Posting {
     Handle handle;
     int peer;
-    std::size_t ep;  // the endpoint it goes on
+    std::uint32_t remote_id;  // the peer's Memory::id
+    std::size_t ep;           // the endpoint it goes on
     std::byte* local;
     void* desc;
     RemoteMemory remote;
@@ -228,6 +238,8 @@ class Engine {
   void reap_rx(std::size_t e);
   bool post_receive(std::size_t slot);
   void post_notify(Handle h, Batch& b);
+  // Tells the peers that memories of this rank were released (those it was described to).
+  void announce_releases();
   void fail(const std::string& why);
   // One idle spin of a wait: the error that ends it, if it ended.
   std::optional<PeerError> spin(BoundedWait& watch, const char* what);
@@ -249,6 +261,13 @@ class Engine {
   std::unique_ptr<MemoryRegion> tx_;  // notification send slots, one per possible batch
   std::vector<std::uint32_t> free_tx_;
   std::deque<Notification> arrived_;
+  // Memories of this rank released by their users (filled by ~Memory), the peers each was
+  // described to, the word still to send, and the peers' memories they said are released.
+  std::shared_ptr<std::vector<std::uint32_t>> released_here_ =
+      std::make_shared<std::vector<std::uint32_t>>();
+  mutable std::unordered_map<std::uint32_t, std::vector<int>> described_;
+  std::deque<std::pair<int, std::uint32_t>> to_announce_;
+  std::set<std::pair<int, std::uint32_t>> released_there_;
   std::string failure_;
 };
 
