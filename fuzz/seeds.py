@@ -154,11 +154,15 @@ write("bulk_wire", "fin", b"\x10" + bulk(FIN, RNDV_WRITE, 0))
 write("bulk_wire", "nack", b"\x01" + bulk(NACK, COPY, 1, length=100))
 
 # transfer_descriptor: byte 0 = exporter (low 4 bits) and importer (high 4 bits), then a
-# descriptor of src/bulk/descriptor.h: the 32-byte header (little-endian) and the key.
-def descriptor(exporter, importer, memory, length, key):
-    return struct.pack("<IHHiiIIQ", 0x44584646, 1, 0, exporter, importer, memory, len(key),
-                       length) + key
+# descriptor of src/bulk/descriptor.h: the 32-byte header (little-endian, version 2) and per
+# endpoint a 4-byte key length and the key.
+def descriptor(exporter, importer, memory, length, keys):
+    body = b"".join(struct.pack("<I", len(k)) + k for k in keys)
+    return struct.pack("<IHHiiIIQ", 0x44584646, 2, len(keys), exporter, importer, memory,
+                       len(body), length) + body
 
 
-write("transfer_descriptor", "local_key", b"\x10" + descriptor(0, 1, 1, 1 << 20, fkey))
-write("transfer_descriptor", "fabric_key", b"\x23" + descriptor(3, 2, 7, 4096, bytes(24)))
+write("transfer_descriptor", "local_key", b"\x10" + descriptor(0, 1, 1, 1 << 20, [fkey]))
+write("transfer_descriptor", "fabric_key", b"\x23" + descriptor(3, 2, 7, 4096, [bytes(24)]))
+write("transfer_descriptor", "two_endpoints",
+      b"\x23" + descriptor(3, 2, 7, 4096, [bytes(24), b""]))
