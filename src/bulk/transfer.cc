@@ -215,6 +215,9 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
   Batch b;
   b.notify_tag = notify_tag;
   std::vector<Posting> ops;
+  // Counted and dealt here, kept only once the whole batch is taken.
+  std::vector<std::uint64_t> bytes(eps_.size(), 0);
+  std::size_t turn = next_ep_;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const TransferRequest& r = batch[i];
     auto bad = [&](const std::string& why) {
@@ -249,7 +252,7 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
     const std::size_t parts = r.length >= o_.stripe_min ? eps.size() : 1;
     const std::uint64_t per = ((r.length + parts - 1) / parts + 4095) / 4096 * 4096;
     for (std::uint64_t at = 0, k = 0; at < r.length; ++k) {
-      const std::size_t e = parts > 1 ? eps[k] : eps[next_ep_++ % eps.size()];
+      const std::size_t e = parts > 1 ? eps[k] : eps[turn++ % eps.size()];
       const std::uint64_t part = std::min<std::uint64_t>(per, r.length - at);
       for (std::uint64_t done = 0; done < part;) {
         const std::size_t n =
@@ -259,7 +262,7 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
                        r.remote->endpoints[e], r.remote_offset + at + done, n, r.direction});
         done += n;
       }
-      posted_bytes_[e] += part;
+      bytes[e] += part;
       const bool fenced = std::any_of(b.fences.begin(), b.fences.end(),
                                       [e](const Posting& f) { return f.ep == e; });
       if (notify_tag && r.direction == Direction::write && e != 0 && !fenced)
@@ -271,6 +274,8 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
   }
   b.queued = ops.size();
   b.notify_sent = b.notify_done = !notify_tag;
+  for (std::size_t e = 0; e < eps_.size(); ++e) posted_bytes_[e] += bytes[e];
+  next_ep_ = turn;
   batches_.emplace(h, std::move(b));
   for (const Posting& op : ops) eps_[op.ep].queue.push_back(op);
   progress();
