@@ -47,9 +47,9 @@ done < <(find "$prefix/include" -name '*.h' | sort)
 
 echo "== examples with find_package, from their installed copy"
 examples="$prefix/share/doc/fabflow/examples"
-for f in examples/*; do
-  cmp -s "$f" "$examples/$(basename "$f")" || fail "$f is not installed as $examples/$(basename "$f")"
-done
+while read -r f; do
+  cmp -s "$f" "$examples/${f#examples/}" || fail "$f is not installed as $examples/${f#examples/}"
+done < <(find examples -type f | sort)
 cmake -S "$examples" -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 ninja -C "$work/cmake" >/dev/null
 echo "== examples with pkg-config"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what fabflow needs from Debian packages (when missing) and builds the release tree.
-# The experiment plots use Debian's python3-matplotlib (/usr/bin/python3). libpmix-dev and libpmi2-0-dev
-# let ranks started by mpirun or srun bootstrap with no FABFLOW_* variable; Open MPI's mpirun and a
-# one-node Slurm (scripts/slurm-local.sh) are there for the tests that check it.
+# The experiment plots use Debian's python3-matplotlib (/usr/bin/python3); the Python package's
+# tests and examples python3-venv (`pip install ./python` into a venv), python3-pytest and
+# python3-numpy. libpmix-dev and libpmi2-0-dev let ranks started by mpirun or srun bootstrap
+# with no FABFLOW_* variable; Open MPI's mpirun and a one-node Slurm (scripts/slurm-local.sh)
+# are there for the tests that check it.
 #   scripts/setup.sh            install + release build into build/
 #   scripts/setup.sh --deps     install only
 set -euo pipefail
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-bin
           libgtest-dev libcli11-dev nlohmann-json3-dev libssl-dev iproute2 valgrind
           python3 python3-matplotlib clang-format dpkg-dev file memcached libmemcached-dev
-          libxxhash-dev clang pybind11-dev python3-dev
+          libxxhash-dev clang pybind11-dev python3-dev python3-venv python3-pytest python3-numpy
           libpmix-dev libpmi2-0-dev openmpi-bin slurm-wlm munge iptables)
 missing=()
 for p in "${packages[@]}"; do

@@ -74,16 +74,29 @@ scripts/chaos.sh 60s
 # (find_package and pkg-config) and run, the Debian package built and inspected.
 stage "install, examples, package"
 scripts/check_install.sh build
-# The Python tests (Debian's python3, which has python3-matplotlib): the plotting module's, and
-# the fabflow package's against the module just built (FABFLOW_PYTHON_BUILD: a module that is
-# missing fails them); then every
+# The Python tests under pytest, in a virtual environment of Debian's python3 (its
+# python3-matplotlib, python3-numpy and python3-pytest seen through --system-site-packages):
+# the fabflow package installed there by `pip install ./python` (scikit-build-core and pybind11
+# from PyPI), linked with the release tree's library through an install prefix so that the
+# library is not compiled twice (FABFLOW_PREFIX, python/CMakeLists.txt); the tests import the
+# installed package (FABFLOW_PYTHON_INSTALLED) and the plotting module's tests run beside them.
+# Then every
 # runnable experiment of the catalogue in quick mode on local: each must write its JSONL, PNG,
 # SVG and page, and `fabflow report` the index of them all. Every bench family's CLI tests run
 # it on shm and tcp as well; the whole catalogue on shm (2-3 minutes more) is left out of the
 # CI budget: `build/fabflow experiment run all --quick -p shm -o DIR` runs it by hand.
-stage "python: fabflow_plot and the fabflow package's tests"
-FABFLOW_PYTHON_BUILD=$PWD/build/python /usr/bin/python3 -m unittest discover -s python/tests \
-  -t python
+stage "python: pip install ./python into a venv, then fabflow_plot's and the package's tests"
+rm -rf build/python-prefix build/python-venv
+cmake --install build --prefix build/python-prefix >/dev/null
+/usr/bin/python3 -m venv --system-site-packages build/python-venv
+build/python-venv/bin/pip install -q scikit-build-core pybind11
+pip_flags=(--config-settings=cmake.define.FABFLOW_PREFIX="$PWD/build/python-prefix")
+command -v ccache >/dev/null && pip_flags+=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+pip_start=$SECONDS
+build/python-venv/bin/pip install -q --no-build-isolation ./python "${pip_flags[@]}"
+echo "pip install ./python: $((SECONDS - pip_start)) s"
+FABFLOW_PYTHON_INSTALLED=1 FABFLOW_CLI=$PWD/build/fabflow build/python-venv/bin/python -m pytest \
+  -q -p no:cacheprovider python/tests
 stage "experiments, quick, on local"
 out=build/experiments-quick-local
 rm -rf "$out"

@@ -1,42 +1,17 @@
-"""Tests of the fabflow Python package (python/fabflow, the _fabflow module built by CMake in
-build/python): flow queues between two thread ranks and between two processes started by
-`fabflow launch`, errors as fabflow.Error, and fabflow.results.load.
-
-The module is looked for in $FABFLOW_PYTHON_BUILD (the test command sets it: a missing module
-then fails the tests), else in build/python (skipped when that tree has none).
+"""Tests of the fabflow Python package: flow queues between two thread ranks and between two
+processes started by `fabflow launch`, errors as fabflow.Error, and fabflow.results.load.
+Which package they run against: fabflow_under_test.py.
 """
 
-import importlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import unittest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("FABFLOW_PYTHON_BUILD") or os.path.join(REPO, "build", "python")
-REQUIRED = bool(os.environ.get("FABFLOW_PYTHON_BUILD"))
-
-
-def load_fabflow():
-    """The built package (not python/fabflow, which has no compiled module), or None."""
-    sys.path.insert(0, BUILD)
-    for name in [m for m in sys.modules if m == "fabflow" or m.startswith("fabflow.")]:
-        del sys.modules[name]
-    try:
-        return importlib.import_module("fabflow")
-    except ImportError:
-        if REQUIRED:
-            raise
-        return None
-    finally:
-        sys.path.remove(BUILD)
-
-
-fabflow = load_fabflow()
+from .fabflow_under_test import BUILD, CLI, RANK_ENV, fabflow, run_ranks
 
 
 def item(i):
@@ -48,23 +23,7 @@ def item(i):
 class BindingsTest(unittest.TestCase):
     def pair(self, producer_body, consumer_body):
         """Runs the two bodies on two thread ranks; returns their exceptions."""
-        ranks = fabflow.thread_ranks(2)
-        errors = []
-
-        def run(body, rank):
-            try:
-                body(rank)
-            except Exception as e:  # noqa: BLE001 - reported by the test
-                errors.append(e)
-
-        threads = [threading.Thread(target=run, args=(producer_body, ranks[0])),
-                   threading.Thread(target=run, args=(consumer_body, ranks[1]))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        self.assertFalse(any(t.is_alive() for t in threads), "a rank did not finish")
-        return errors
+        return run_ranks(self, producer_body, consumer_body)
 
     def test_a_queue_moves_every_item_in_order(self):
         for provider in ("local", "shm", "tcp"):
@@ -116,7 +75,7 @@ class BindingsTest(unittest.TestCase):
         self.assertEqual(got, [b"aceg"])
 
     def test_two_processes_under_fabflow_launch(self):
-        exe = os.path.join(os.path.dirname(BUILD), "fabflow")
+        exe = CLI
         if not os.path.exists(exe):
             self.skipTest(f"no {exe}")
         script = textwrap.dedent("""
@@ -137,8 +96,7 @@ class BindingsTest(unittest.TestCase):
             path = os.path.join(d, "ranks.py")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(script)
-            env = dict(os.environ, PYTHONPATH=BUILD)
-            r = subprocess.run([exe, "launch", "-n", "2", "--", sys.executable, path], env=env,
+            r = subprocess.run([exe, "launch", "-n", "2", "--", sys.executable, path], env=RANK_ENV,
                                capture_output=True, text=True, timeout=120, check=False)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("[0] sent 500 auto on ", r.stdout)
