@@ -122,7 +122,10 @@ class QueueTest(unittest.TestCase):
             q.close()
 
         def consume(rank):
-            for view in fabflow.Consumer(rank, 0, provider="shm", item_bytes=8 * 100):
+            q = fabflow.Consumer(rank, 0, provider="shm", item_bytes=8 * 100)
+            with q.peek() as view:
+                got.append(np.frombuffer(view, dtype=np.float64).sum())
+            for view in q:
                 got.append(np.frombuffer(view, dtype=np.float64).sum())
 
         self.assertEqual(run_ranks(self, produce, consume), [])

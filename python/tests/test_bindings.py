@@ -11,7 +11,7 @@ import tempfile
 import textwrap
 import unittest
 
-from .fabflow_under_test import BUILD, CLI, RANK_ENV, fabflow, run_ranks
+from .fabflow_under_test import BUILD, CLI, RANK_ENV, REPO, fabflow, run_ranks
 
 
 def item(i):
@@ -101,6 +101,61 @@ class BindingsTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("[0] sent 500 auto on ", r.stdout)
         self.assertIn("[1] got 500 intact", r.stdout)
+
+
+def launch(script_or_args, timeout=120):
+    """Runs two ranks of a Python program under fabflow launch: the completed process."""
+    args = script_or_args if isinstance(script_or_args, list) else None
+    with tempfile.TemporaryDirectory() as d:
+        if args is None:
+            path = os.path.join(d, "ranks.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(textwrap.dedent(script_or_args))
+            args = [path]
+        return subprocess.run([CLI, "launch", "-n", "2", "--", sys.executable] + args,
+                              env=RANK_ENV, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+
+
+@unittest.skipIf(fabflow is None or not os.path.exists(CLI), f"no fabflow module or no {CLI}")
+class LaunchTest(unittest.TestCase):
+    def test_a_peer_that_dies_is_a_fabflow_error_not_a_crash(self):
+        r = launch("""
+            import os, fabflow
+            r = fabflow.Rank()
+            if r.rank == 1:
+                fabflow.Consumer(r, peer=0, provider="shm", item_bytes=64)
+                os._exit(3)
+            q = fabflow.Producer(r, peer=1, provider="shm", item_bytes=64, timeout=20)
+            try:
+                for i in range(1_000_000):
+                    q.enqueue(bytes(64))
+                print("no error")
+            except fabflow.Error as e:
+                print("caught:", e)
+            """)
+        self.assertIn("[0] caught: fabflow: enqueue: ", r.stdout, r.stderr)
+        self.assertIn("rank 1", r.stdout)
+        self.assertNotEqual(r.returncode, 0)  # rank 1 exited with 3
+
+    def test_the_examples_run_under_fabflow_launch(self):
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            self.skipTest("no numpy")
+        examples = os.path.join(REPO, "examples", "python")
+        for args, wants in (
+                (["pipeline.py", "--items", "30000"], ["[1] consumer: 30000 items received",
+                                                       "matches the producer's"]),
+                (["pipeline.py", "--items", "5000", "-p", "shm"], ["matches the producer's"]),
+                (["rpc_echo.py", "-n", "300"], ["[0] client: 300 echoes checked",
+                                                "[1] server: 300 requests served"]),
+                (["bulk_array.py", "--mib", "16"], ["[1] receiver: 16 MiB received in place",
+                                                    "as expected"])):
+            r = launch([os.path.join(examples, args[0])] + args[1:])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for want in wants:
+                self.assertIn(want, r.stdout, args)
 
 
 @unittest.skipIf(fabflow is None, f"no fabflow module built in {BUILD}")
