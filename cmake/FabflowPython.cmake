@@ -11,7 +11,7 @@ if(NOT pybind11_FOUND OR NOT Python3_FOUND)
   return()
 endif()
 file(GLOB FABFLOW_PYTHON_MODULE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/src/*.cc)
-pybind11_add_module(fabflow_python MODULE ${FABFLOW_PYTHON_MODULE_SOURCES})
+pybind11_add_module(fabflow_python MODULE NO_EXTRAS ${FABFLOW_PYTHON_MODULE_SOURCES})
 target_link_libraries(fabflow_python PRIVATE fabflow)
 target_compile_options(fabflow_python PRIVATE ${FABFLOW_WARNINGS})
 set_target_properties(fabflow_python PROPERTIES OUTPUT_NAME _fabflow
