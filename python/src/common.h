@@ -48,6 +48,10 @@ class Buffer {
   std::span<std::byte> writable() const noexcept {
     return {static_cast<std::byte*>(view_.buf), static_cast<std::size_t>(view_.len)};
   }
+  // A buffer of two or more dimensions as rows (its first dimension): how many, 0 otherwise.
+  std::size_t rows() const noexcept {
+    return view_.ndim >= 2 && view_.shape ? static_cast<std::size_t>(view_.shape[0]) : 0;
+  }
 
  private:
   Py_buffer view_{};

@@ -128,30 +128,46 @@ struct Producer : QueueEnd<flow::Producer> {
     check(s, "enqueue");
   }
 
-  // Every buffer of `items`, in order: runs of items of one length go in batches of reserved
-  // slots (reserve_many / commit_many), one copy each, the queue's per-call work paid per batch.
-  void enqueue_many(const py::sequence& items) {
+  // Every item of `items`, in order: a sequence of buffers, or one buffer of two or more
+  // dimensions whose rows are the items (a 2-D numpy array: no Python object per item). Runs
+  // of items of one length go in batches of reserved slots (reserve_many / commit_many), one
+  // copy each, the queue's per-call work paid per batch.
+  void enqueue_many(const py::object& items) {
     InUse in_use(busy, "enqueue_many");
     flow::Producer& q = live("enqueue_many", "the producer is closed");
-    std::vector<Buffer> buffers;
-    buffers.reserve(py::len(items));
-    for (const py::handle item : items) {
-      buffers.emplace_back(item, false, "enqueue_many");
-      check_length(buffers.back().bytes().size(), item_bytes, "enqueue_many");
+    std::vector<Buffer> held;
+    std::vector<std::span<const std::byte>> views;
+    if (PyObject_CheckBuffer(items.ptr())) {
+      const Buffer& block = held.emplace_back(items, false, "enqueue_many");
+      const std::size_t rows = block.rows();
+      if (rows == 0)
+        throw UsageError(
+            "fabflow: enqueue_many takes a sequence of buffers, or a buffer of two or more "
+            "dimensions (one item per row); this one has one");
+      const std::size_t row = block.bytes().size() / rows;
+      check_length(row, item_bytes, "enqueue_many");
+      views.reserve(rows);
+      for (std::size_t i = 0; i < rows; ++i) views.push_back(block.bytes().subspan(i * row, row));
+    } else {
+      const py::sequence seq = py::reinterpret_borrow<py::sequence>(items);
+      held.reserve(py::len(seq));
+      for (const py::handle item : seq) {
+        views.push_back(held.emplace_back(item, false, "enqueue_many").bytes());
+        check_length(views.back().size(), item_bytes, "enqueue_many");
+      }
     }
     Wait wait(timeout);
-    std::vector<std::span<std::byte>> slots(std::min<std::size_t>(buffers.size(), 1024));
+    std::vector<std::span<std::byte>> slots(std::min<std::size_t>(views.size(), 1024));
     std::size_t next = 0;
-    while (next < buffers.size()) {
+    while (next < views.size()) {
       Status s = Status::ok;
       {
         py::gil_scoped_release unlocked;
         const auto until = std::chrono::steady_clock::now() + wait.slice();
-        while (next < buffers.size()) {
-          const std::size_t len = buffers[next].bytes().size();
+        while (next < views.size()) {
+          const std::size_t len = views[next].size();
           std::size_t run = 1;
-          while (next + run < buffers.size() && run < slots.size() &&
-                 buffers[next + run].bytes().size() == len)
+          while (next + run < views.size() && run < slots.size() && views[next + run].size() == len)
             ++run;
           std::size_t granted = 0;
           s = q.reserve_many(len, std::span(slots.data(), run), &granted);
@@ -161,14 +177,14 @@ struct Producer : QueueEnd<flow::Producer> {
           }
           if (s != Status::ok) break;
           for (std::size_t i = 0; i < granted; ++i)
-            if (len) std::memcpy(slots[i].data(), buffers[next + i].bytes().data(), len);
+            if (len) std::memcpy(slots[i].data(), views[next + i].data(), len);
           s = q.commit_many(granted);
           if (s != Status::ok) break;
           next += granted;
         }
       }
       if (s != Status::ok && s != Status::full) check(s, "enqueue_many");
-      if (next < buffers.size()) wait.check("enqueue_many");
+      if (next < views.size()) wait.check("enqueue_many");
     }
   }
 
@@ -322,6 +338,45 @@ struct Consumer : QueueEnd<flow::Consumer> {
     return out;
   }
 
+  // Waits for at least one item, then copies up to one per row of `out` (a writable buffer of
+  // two or more dimensions, rows of at least item_bytes: a 2-D numpy array) that are there,
+  // item i into row i (the rest of a row left as it was): how many, 0 at the end.
+  std::size_t dequeue_many_into(const py::handle& out) {
+    InUse in_use(busy, "dequeue_many_into");
+    const Buffer b(out, true, "dequeue_many_into");
+    const std::size_t rows = b.rows();
+    if (rows == 0)
+      throw UsageError(
+          "fabflow: dequeue_many_into takes a buffer of two or more dimensions (one item per "
+          "row)");
+    const std::size_t row = b.writable().size() / rows;
+    if (row < buf.size())
+      throw UsageError("fabflow: dequeue_many_into: rows of " + std::to_string(row) +
+                       " bytes; items may be " + std::to_string(buf.size()) + " (item_bytes)");
+    if (!end) return 0;
+    not_peeked("dequeue_many_into");
+    flow::Consumer& q = *end;
+    std::vector<std::span<const std::byte>> items(std::min<std::size_t>(rows, 65536));
+    std::size_t n = 0;
+    Status s = Status::empty;
+    Wait wait(timeout);
+    wait_until(wait, "dequeue_many_into", [&] {
+      s = q.peek_many(items, &n);
+      if (s != Status::ok) return s != Status::empty;
+      for (std::size_t i = 0; i < n; ++i)
+        if (!items[i].empty())
+          std::memcpy(b.writable().data() + i * row, items[i].data(), items[i].size());
+      s = q.release_many(n);
+      return true;
+    });
+    if (s == Status::closed) {
+      finish();
+      return 0;
+    }
+    check(s, "dequeue_many_into");
+    return n;
+  }
+
   // Zero-copy: waits for the next item and returns a read-only memoryview of it where it lies
   // in this end's ring, or None at the end; release_peeked() hands the slot back.
   py::object peek_view() {
@@ -382,7 +437,8 @@ void bind_flow(py::module_& m) {
            "Enqueues a copy of the bytes of a contiguous buffer (bytes, bytearray, memoryview, a "
            "numpy array), waiting for room.")
       .def("enqueue_many", &Producer::enqueue_many, py::arg("items"),
-           "Enqueues every buffer of a sequence, in order, batching items of equal length.")
+           "Enqueues every buffer of a sequence, or every row of a buffer of two or more "
+           "dimensions (a 2-D numpy array), in order, batching items of equal length.")
       .def("close", &Producer::close,
            "Ends the stream and waits until the consumer has every item; the end then leaves.")
       .def_readonly("why", &Producer::why,
@@ -402,6 +458,10 @@ void bind_flow(py::module_& m) {
       .def("dequeue_many", &Consumer::dequeue_many, py::arg("max_items") = 256,
            "Waits for an item, then takes up to max_items that are there: a list of memoryviews "
            "(over one copy), empty at the end.")
+      .def("dequeue_many_into", &Consumer::dequeue_many_into, py::arg("out"),
+           "Waits for an item, then copies up to one per row of a writable buffer of two or "
+           "more dimensions (a 2-D numpy array, rows of at least item_bytes): how many, 0 at "
+           "the end.")
       .def("_peek", &Consumer::peek_view)
       .def("_release", &Consumer::release_peeked)
       .def_readonly("why", &Consumer::why, "As Producer.why.");

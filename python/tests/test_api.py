@@ -131,6 +131,43 @@ class QueueTest(unittest.TestCase):
         self.assertEqual(run_ranks(self, produce, consume), [])
         self.assertEqual(got, [4950.0 * i for i in range(50)])
 
+    def test_two_dimensional_arrays_go_in_and_out_a_row_per_item(self):
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("no numpy")
+        for provider in PROVIDERS:
+            got = []
+
+            def produce(rank):
+                q = fabflow.Producer(rank, 1, provider=provider, item_bytes=64, capacity=64)
+                with self.assertRaisesRegex(fabflow.Error, "this one has one"):
+                    q.enqueue_many(b"abc")
+                with self.assertRaisesRegex(fabflow.Error, "72 bytes; items are at most 64"):
+                    q.enqueue_many(np.zeros((4, 9), dtype=np.uint64))
+                for first in range(0, 1000, 100):
+                    q.enqueue_many(np.arange(first * 8, (first + 100) * 8,
+                                             dtype=np.uint64).reshape(100, 8))
+                q.close()
+
+            def consume(rank):
+                q = fabflow.Consumer(rank, 0, provider=provider, item_bytes=64, capacity=64)
+                out = np.zeros((37, 8), dtype=np.uint64)
+                with self.assertRaisesRegex(fabflow.Error, "rows of 32 bytes; items may be 64"):
+                    q.dequeue_many_into(np.zeros((4, 4), dtype=np.uint64))
+                with self.assertRaisesRegex(fabflow.Error, "two or more dimensions"):
+                    q.dequeue_many_into(bytearray(64))
+                while True:
+                    n = q.dequeue_many_into(out)
+                    if n == 0:
+                        break
+                    got.append(out[:n].copy())
+
+            self.assertEqual(run_ranks(self, produce, consume), [], provider)
+            values = np.concatenate(got)
+            self.assertEqual(values.shape, (1000, 8), provider)
+            self.assertTrue(np.array_equal(values.ravel(), np.arange(8000, dtype=np.uint64)))
+
     def test_the_gil_is_released_while_dequeue_waits(self):
         ticks, during = [0], []
         stop = threading.Event()
