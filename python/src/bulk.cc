@@ -103,7 +103,9 @@ struct Bulk {
                        "' (auto, copy, eager, rndv-write, rndv-read, leave-pinned, pipeline, "
                        "pipeline-read, caching-pipeline)");
     o.protocol = *p;
-    if (timeout_s) o.peer_timeout = std::chrono::milliseconds(static_cast<long>(*timeout_s * 1000));
+    // None: no bound on a silent peer (a vanished one is still reported by the bootstrap).
+    o.peer_timeout = timeout_s ? std::chrono::milliseconds(static_cast<long>(*timeout_s * 1000))
+                               : std::chrono::milliseconds(std::chrono::hours(24 * 365));
     py::gil_scoped_release unlocked;
     state->transport = open_connected(*state->boot, provider, {Op::send, Op::write, Op::read});
     state->channel = bulk::open_channel(*state->transport, *state->boot, o);

@@ -360,6 +360,33 @@ class BulkTest(unittest.TestCase):
             self.assertEqual(run_ranks(self, sender, receiver), [], provider)
             self.assertEqual(got, [True, True, True], provider)
 
+    def test_ctrl_c_interrupts_a_waiting_receive(self):
+        ranks = fabflow.thread_ranks(2)
+        opened, done, errors = threading.Event(), threading.Event(), []
+
+        def sender():
+            try:
+                ch = fabflow.Bulk(ranks[0], provider="local")
+                opened.set()
+                done.wait(30)
+                ch.close()
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        t = threading.Thread(target=sender)
+        t.start()
+        ch = fabflow.Bulk(ranks[1], provider="local", timeout=None)
+        opened.wait(30)
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        start = time.monotonic()
+        with self.assertRaises(KeyboardInterrupt):
+            ch.recv_into(bytearray(1000), 0)
+        self.assertLess(time.monotonic() - start, 5)
+        done.set()
+        ch.close()
+        t.join(30)
+        self.assertEqual(errors, [])
+
     def test_a_message_longer_than_the_buffer_fails_in_one_line(self):
         def sender(rank):
             ch = fabflow.Bulk(rank, provider="local", timeout=3)
