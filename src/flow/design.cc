@@ -170,8 +170,7 @@ SlotFormat slot_format(const Capabilities& caps, const QueueOptions& o) noexcept
   if (o.slot_format != SlotFormat::automatic) return o.slot_format;
   // Coalesced writes (batching, data mover) publish only their last slot in order: with the
   // watermark transfer, compact slots would cost them a write per item, so they stay framed.
-  const bool coalesced =
-      o.design.transfer == TransferNotify::watermark && (o.batching || o.active_producer);
+  const bool coalesced = detail::coalesces_writes(o.design.transfer, o.batching, o.active_producer);
   const bool compact =
       !o.socket && o.design.data == DataFlow::push1 && caps.in_order_data && !coalesced;
   return compact ? SlotFormat::compact : SlotFormat::framed;

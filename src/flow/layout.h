@@ -158,18 +158,29 @@ struct Layout {
   std::size_t peer_notify_bytes() const noexcept { return separate() ? cell(kCells) : 0; }
 };
 
+// Whether the producer coalesces several slots into one write that the consumer polls
+// (batching or a data mover, with the watermark transfer).
+constexpr bool coalesces_writes(TransferNotify t, bool batching, bool active_producer) noexcept {
+  return t == TransferNotify::watermark && (batching || active_producer);
+}
+
 // Whether framed slots carry the payload sum: where the consumer polls slots (watermark
 // transfer) that a copy may still be placing. Pull data: the consumer reads speculatively.
 // Push1 data on a transport that does not place writes in order: the provider's copy may run
 // in the producer's process while the consumer polls (shm's cross-memory attach), and a copy's
-// cache lines land in no set order. The sum guards against the torn reads (below).
-constexpr bool needs_sum(DataFlow d, TransferNotify t, bool in_order_data) noexcept {
+// cache lines land in no set order. Push1 data in coalesced writes (`coalesced`) even where
+// writes are placed in order: that order covers only a write's last word (local), and the
+// slots before it are copied by one string copy (rep movsb) whose cache lines another core
+// may see in any order, so a slot's header and trailer can be seen before its payload. The sum
+// guards against the torn reads (below).
+constexpr bool needs_sum(DataFlow d, TransferNotify t, bool in_order_data,
+                         bool coalesced) noexcept {
 #ifdef FABFLOW_UNSAFE_NO_PAYLOAD_SUM
-  (void)d, (void)t, (void)in_order_data;
+  (void)d, (void)t, (void)in_order_data, (void)coalesced;
   return false;  // measurement-only build (CMakeLists.txt): torn reads go undetected
 #else
   return t == TransferNotify::watermark &&
-         (d == DataFlow::pull || (d == DataFlow::push1 && !in_order_data));
+         (d == DataFlow::pull || (d == DataFlow::push1 && (!in_order_data || coalesced)));
 #endif
 }
 

@@ -26,8 +26,9 @@ Shared setup_end(Transport& t, Transport& n, Bootstrap& boot, int peer, const Qu
   const SlotFormat format = slot_format(t.caps(), o);
   Layout layout = Layout::make(effective_capacity(o), o.item_bytes, pool.cells, separate,
                                pool.on == RecvOn::notify, format);
-  layout.sum =
-      !layout.compact && needs_sum(o.design.data, o.design.transfer, t.caps().in_order_data);
+  layout.sum = !layout.compact &&
+               needs_sum(o.design.data, o.design.transfer, t.caps().in_order_data,
+                         coalesces_writes(o.design.transfer, o.batching, o.active_producer));
   layout.word_first = role == EndRole::producer && stores_directly(t, o, layout);
   Shared s{t, n, boot, peer, o, layout, {}, {}, {}, {}};
   s.mr = t.allocate(s.layout.region_bytes, kAllAccess);

@@ -174,7 +174,9 @@ struct FakeEnd {
     const SlotFormat format = slot_format(t.caps(), o);
     layout = detail::Layout::make(o.capacity, o.item_bytes, 0, separate, false, format);
     layout.sum = !layout.compact &&
-                 detail::needs_sum(o.design.data, o.design.transfer, t.caps().in_order_data);
+                 detail::needs_sum(
+                     o.design.data, o.design.transfer, t.caps().in_order_data,
+                     detail::coalesces_writes(o.design.transfer, o.batching, o.active_producer));
     layout.word_first = word_first && layout.compact;
     mr = t.allocate(layout.region_bytes, kAllAccess);
     if (separate) nmr = notify->allocate(layout.notify_bytes, kAllAccess);
