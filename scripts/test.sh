@@ -107,6 +107,10 @@ rm -rf "$out"
 FABFLOW_PYTHON=/usr/bin/python3 build/fabflow experiment run all --quick -p local -o "$out"
 FABFLOW_PYTHON=/usr/bin/python3 build/fabflow report "$out"
 build/fabflow experiment list --json | /usr/bin/python3 scripts/check_experiments.py "$out"
+# fabflow.results.load (the installed package) reads every experiment's JSON lines, and bench
+# xfer's rows, the one family the catalogue does not run.
+build/fabflow bench xfer -p local -S 64K --bytes 1M --json >build/xfer-rows.jsonl
+build/python-venv/bin/python scripts/check_results_load.py "$out" build/xfer-rows.jsonl
 # Under the sanitizers every flow design point and request-response combination still runs,
 # with fewer items / requests each.
 export FABFLOW_FLOW_ITEMS=300 FABFLOW_FLOW_PRESET_ITEMS=60 FABFLOW_RR_REQUESTS=60
