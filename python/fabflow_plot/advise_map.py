@@ -135,8 +135,9 @@ def render(path, base):
               frameon=False, title="winning design")
     provider_text = ", ".join(m["providers"]) if isinstance(m["providers"], list) else m["providers"]
     what = vary["flag"] if vary else "objective"
+    passive = f", {m['passive']} passive" if isinstance(m.get("passive"), str) else ""
     ax.set_title(f"advise {m.get('family', '?')}: the winner per size and {what}\n"
-                 f"providers {provider_text}, {m.get('cell_budget_s', '?')} s per cell",
+                 f"providers {provider_text}{passive}, {m.get('cell_budget_s', '?')} s per cell",
                  fontsize=9, loc="left")
     png, svg = f"{base}.png", f"{base}.svg"
     try:

@@ -450,7 +450,8 @@ std::string workload_text(const ojson& v, const std::string& key, const std::str
 
 // Fills what the command line left out from --workload FILE: a workload file ({"family",
 // "providers", "size", "objective", "candidates", "budget", "passive", "args"}) or a kept answer
-// (its family, providers, objective and workload), so that a search can be repeated as it was.
+// (its family, providers, objective and workload, the candidates it was limited to included), so
+// that a search can be repeated as it was.
 void merge_workload_file(AdviseFlags& f) {
   const std::string& file = f.workload_file;
   std::ifstream in(file);
@@ -463,7 +464,7 @@ void merge_workload_file(AdviseFlags& f) {
     for (const char* k : {"family", "providers", "objective"})
       if (w.contains(k)) given[k] = w[k];
     if (w.contains("workload") && w["workload"].is_object())
-      for (const char* k : {"size", "args", "passive"})
+      for (const char* k : {"size", "args", "passive", "candidates"})
         if (w["workload"].contains(k) && !w["workload"][k].is_null()) given[k] = w["workload"][k];
   } else {
     for (const auto& [k, v] : w.items()) {
@@ -574,8 +575,6 @@ int run_advise(AdviseFlags f) {
         std::find(f.workload.begin(), f.workload.end(), "--active-consumer") != f.workload.end())
       throw UsageError("advise: --passive " + f.passive +
                        " and --active-consumer (a helper thread at the consumer) contradict");
-    if (!f.map.empty())
-      throw UsageError("advise: --passive is for one search; a map with it is not built");
   }
   if (!f.vary.empty() && f.map.empty())
     throw UsageError("advise: --vary draws a map: give --map BASE too");
@@ -584,6 +583,7 @@ int run_advise(AdviseFlags f) {
         f.family,     f.providers,
         f.candidates, f.size.empty() ? std::vector<std::string>{} : split(f.size, ','),
         objectives,   f.workload};
+    r.passive = f.passive;
     if (!f.vary.empty()) parse_vary(f, &r);
     r.budget_s = budget_s;
     r.out = f.map;

@@ -47,6 +47,7 @@ ojson run_cell(const AdviseMapRequest& r, const std::string& size, const std::st
             "--no-save",
             "--json"};
   if (!r.candidates.empty()) c.argv.insert(c.argv.end(), {"--candidates", r.candidates});
+  if (!r.passive.empty()) c.argv.insert(c.argv.end(), {"--passive", r.passive});
   if (!r.workload.empty() || !r.vary_flag.empty()) {
     c.argv.emplace_back("--");
     c.argv.insert(c.argv.end(), r.workload.begin(), r.workload.end());
@@ -121,7 +122,8 @@ void print_map(const ojson& m, std::ostream& out) {
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   out << "advise " << m["family"].get<std::string>() << " map: the winner per size and " << what
-      << (vary ? " (" + m["objectives"][0].get<std::string>() + ")" : "") << "\n";
+      << (vary ? " (" + m["objectives"][0].get<std::string>() + ")" : "")
+      << (m.contains("passive") ? ", " + m["passive"].get<std::string>() + " passive" : "") << "\n";
   for (const auto& row : rows) {
     for (std::size_t c = 0; c < row.size(); ++c)
       out << row[c] << (c + 1 < row.size() ? std::string(width[c] - row[c].size() + 2, ' ') : "");
@@ -173,6 +175,7 @@ int run_advise_map(const AdviseMapRequest& r) {
              {"sizes", r.sizes},          {"objectives", r.objectives}, {"budget_s", r.budget_s},
              {"cell_budget_s", per_cell}, {"cells", ojson::array()}};
   if (vary) m["vary"] = {{"flag", r.vary_flag}, {"values", r.vary_values}};
+  if (!r.passive.empty()) m["passive"] = r.passive;
   int done = 0;
   for (const auto& size : r.sizes)
     for (const auto& column : cols) {

@@ -131,6 +131,7 @@ void add_advise(CLI::App& app, Runner& run);
 struct AdviseMapRequest {
   std::string family, providers, candidates;
   std::vector<std::string> sizes, objectives, workload;
+  std::string passive;  // queue: the end(s) that must stay passive in every cell, or empty
   // --vary NAME=V1,V2: the map's columns are these values of the bench flag NAME (-N for a
   // one-letter name, --NAME else) for the one objective, instead of the objectives.
   std::string vary_flag;

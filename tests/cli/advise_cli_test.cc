@@ -111,11 +111,14 @@ TEST(AdviseCli, PassiveConsumerAndTheCpuObjective) {
   EXPECT_EQ(a["ranked"].size(), 2u) << r.out;
   EXPECT_NE(a["winner"], "local:pull-pull-pull");
   EXPECT_EQ(a["workload"]["passive"], "consumer");
-  // Repeating the kept search keeps its constraint.
+  EXPECT_EQ(a["workload"]["candidates"], "push1-watermark-pull,pull-pull-pull,socket");
+  // Repeating the kept search keeps its constraint and its candidates.
   CliResult again = run_cli(
       {"fabflow", "advise", "--workload", profile, "--budget", "4s", "--no-save", "--json"}, 120s);
   ASSERT_EQ(again.status, 0) << again.err;
-  EXPECT_EQ(nlohmann::json::parse(again.out)["workload"]["passive"], "consumer");
+  const auto b = nlohmann::json::parse(again.out);
+  EXPECT_EQ(b["workload"]["passive"], "consumer");
+  EXPECT_EQ(b["ranked"].size() + b["refused"].size(), 3u) << again.out;
 
   CliResult cpu =
       run_cli({"fabflow", "advise", "kv", "-p", "local", "--objective", "cpu", "--candidates",
@@ -276,16 +279,18 @@ TEST(AdviseCli, MapAnswersEveryCellAndDrawsIt) {
   }
 }
 
-// --map --vary: the columns are the values of one bench flag; each cell's search ran with it.
+// --map --vary: the columns are the values of one bench flag; each cell's search ran with it,
+// and with the --passive constraint.
 TEST(AdviseCli, MapVariesABenchFlag) {
   TempDir dir;
   const std::string base = dir.file("vary");
   CliResult r = run_cli({"fabflow", "advise", "queue", "-p", "local", "-S", "64", "--candidates",
-                         "push1-watermark-pull,socket", "--budget", "12s", "--vary",
-                         "capacity=16,256", "--map", base, "--json"},
+                         "push1-watermark-pull,socket,pull-pull-pull", "--passive", "consumer",
+                         "--budget", "12s", "--vary", "capacity=16,256", "--map", base, "--json"},
                         180s);
   ASSERT_TRUE(r.status == 0 || r.status == 3) << r.err;
   const auto m = nlohmann::json::parse(r.out);
+  EXPECT_EQ(m["passive"], "consumer");
   EXPECT_EQ(m["vary"]["flag"], "--capacity");
   EXPECT_EQ(m["vary"]["values"], nlohmann::json::array({"16", "256"}));
   ASSERT_EQ(m["cells"].size(), 2u) << r.out;
@@ -295,6 +300,9 @@ TEST(AdviseCli, MapVariesABenchFlag) {
     // The cell's search measured the bench with --capacity at the cell's value.
     EXPECT_EQ(a["workload"]["args"], nlohmann::json::array({"--capacity", cell["vary"]}))
         << cell.dump();
+    EXPECT_EQ(a["workload"]["passive"], "consumer");
+    ASSERT_EQ(a["refused"].size(), 1u) << cell.dump();
+    EXPECT_EQ(a["refused"][0]["design"], "pull-pull-pull");
   }
   ASSERT_FALSE(m["winner_runs"].empty());
   EXPECT_TRUE(m["winner_runs"][0].contains("vary")) << m.dump();
