@@ -287,7 +287,7 @@ def repeats_text(exp, pdata):
     return f"{asked} asked, {got} measured" if asked else got
 
 
-_VOLATILE = ("load_start", "load_end", "busy")  # differ from run to run by nature
+_VOLATILE = ("load_start", "load_end", "others_cpu", "busy")  # differ from run to run by nature
 
 
 def gathered_environment(items):
@@ -393,7 +393,7 @@ def report_page(items, skipped=()):
         if entries or rows_busy:
             listed = ", ".join(entries[:8]) + (f" and {len(entries) - 8} more" if len(entries) > 8 else "")
             body.append(f"<p class=\"busy\">Busy machine: {len(entries)} of {len(items)} entries "
-                        f"started or ended with the load average above the cores"
+                        f"started while other processes took CPU time from the run"
                         f"{': ' + esc(listed) if entries else ''}; {rows_busy} of {rows_all} bench "
                         f"rows carry the busy warning. Their numbers may be far off.</p>")
     thumbs = [thumbnail(png) for _, _, _, png, _ in items]

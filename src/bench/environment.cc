@@ -11,9 +11,12 @@
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "common/affinity.h"
 #include "common/idle_poll.h"
@@ -23,6 +26,10 @@
 
 namespace fabflow {
 namespace {
+
+// Other processes' CPU, in cores on average, at which a run counts as busy: on a 2-core machine
+// an eighth of its time taken from two pinned busy-polling ranks.
+constexpr double kBusyOthersCpu = 0.25;
 
 std::string first_line(const char* path) {
   std::ifstream in(path);
@@ -75,6 +82,56 @@ std::vector<std::uint64_t> device_irqs() {
     }
   }
   return per_cpu;
+}
+
+// The machine's busy CPU time so far in clock ticks: user, nice, system, irq and softirq of
+// /proc/stat's "cpu" line (idle, iowait and steal, time the guest did not run, left out); 0 when
+// it cannot be read.
+std::uint64_t machine_busy_ticks() {
+  std::ifstream in("/proc/stat");
+  std::string label;
+  std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  if (!(in >> label >> user >> nice >> system >> idle >> iowait >> irq >> softirq) ||
+      label != "cpu")
+    return 0;
+  return user + nice + system + irq + softirq;
+}
+
+// This run's own processes' CPU time so far in clock ticks (utime, stime and the children's
+// cutime, cstime of /proc/PID/stat, all threads): this process and the children it waited for
+// (the benches an experiment run started), or when a launcher started it, the launcher (its
+// parent) and the launcher's other children, the ranks on this host. A sibling that exited
+// unwaited-for is not counted.
+std::uint64_t own_ticks() {
+  const auto ticks = [](const std::string& pid, pid_t* parent) -> std::uint64_t {
+    std::ifstream in("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) return 0;
+    const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) return 0;
+    std::istringstream f(line.substr(close + 1));
+    std::string field;
+    std::uint64_t utime = 0, stime = 0, cutime = 0, cstime = 0;
+    f >> field >> *parent;  // state, ppid
+    for (int i = 5; i <= 13 && f >> field; ++i) {
+    }
+    if (!(f >> utime >> stime >> cutime >> cstime)) return 0;
+    return utime + stime + cutime + cstime;
+  };
+  pid_t parent = 0;
+  const std::uint64_t self = ticks("self", &parent);
+  if (BootstrapConfig::detect_launcher().empty()) return self;
+  const pid_t launcher = ::getppid();
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t p = 0;
+    const std::uint64_t t = ticks(pid, &p);
+    if (p == launcher || std::to_string(launcher) == pid) total += t;
+  }
+  return total;
 }
 
 double monotonic_seconds() {
@@ -137,12 +194,14 @@ RunEnvironment gather() {
   env.launcher = BootstrapConfig::detect_launcher();
   env.device_irqs_start = device_irqs();
   env.irq_window_start_s = monotonic_seconds();
+  start_others_cpu(env);
   return env;
 }
 
 }  // namespace
 
 bool RunEnvironment::busy() const noexcept {
+  if (others_cpu >= 0) return others_cpu >= kBusyOthersCpu;
   const double load = std::max(load_start, load_end);
   return cores > 0 && load > static_cast<double>(cores);
 }
@@ -188,8 +247,34 @@ std::function<void(unsigned)> bench::Target::worker_pinning() const {
   return [cpus = cpus, first](unsigned w) { pin_current_thread(cpus[(first + w) % cpus.size()]); };
 }
 
+void start_others_cpu(RunEnvironment& env) {
+  env.cpu_window_start_s = monotonic_seconds();
+  env.machine_busy_ticks_start = machine_busy_ticks();
+  env.own_ticks_start = own_ticks();
+}
+
+void measure_others_cpu(RunEnvironment& env) {
+  // Others' CPU needs a window of some clock ticks (10 ms each, usually) to mean anything.
+  const double window = monotonic_seconds() - env.cpu_window_start_s;
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  const std::uint64_t machine = machine_busy_ticks();
+  if (hz > 0 && window >= 0.5 && env.machine_busy_ticks_start > 0 &&
+      machine >= env.machine_busy_ticks_start) {
+    const std::uint64_t own = own_ticks();
+    const double all_s =
+        static_cast<double>(machine - env.machine_busy_ticks_start) / static_cast<double>(hz);
+    const double own_s =
+        own >= env.own_ticks_start
+            ? static_cast<double>(own - env.own_ticks_start) / static_cast<double>(hz)
+            : 0;
+    env.others_cpu = std::max(0.0, all_s - own_s) / window;
+    env.cpu_window_s = window;
+  }
+}
+
 void finish_environment(RunEnvironment& env) {
   env.load_end = load_average();
+  measure_others_cpu(env);
   if (env.pinned && !env.pinned_smt_siblings)
     env.pinned_smt_siblings = smt_siblings(env.cpu_initiator, env.cpu_target);
   const auto now = device_irqs();
@@ -215,11 +300,17 @@ std::vector<std::string> environment_warnings(const RunEnvironment& env) {
     out.push_back("sanitizer build (" + env.sanitizer + "): numbers are not representative");
   if (!env.pinned) out.push_back("threads are not pinned: busy-polling numbers may be far off");
   if (env.busy()) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf,
-                  "the machine was busy (load average %.2f at start, %.2f at end, %u cores): "
-                  "numbers may be far off",
-                  env.load_start, env.load_end, env.cores);
+    char buf[200];
+    if (env.others_cpu >= 0)
+      std::snprintf(buf, sizeof buf,
+                    "the machine was busy (other processes used %.2f of its %u cores on average "
+                    "during the run's %.1f s): numbers may be far off",
+                    env.others_cpu, env.cores, env.cpu_window_s);
+    else
+      std::snprintf(buf, sizeof buf,
+                    "the machine was busy (load average %.2f at start, %.2f at end, %u cores): "
+                    "numbers may be far off",
+                    env.load_start, env.load_end, env.cores);
     out.push_back(buf);
   }
   if (!env.tsc_invariant)

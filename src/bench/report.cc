@@ -89,7 +89,9 @@ void print_table_header(std::ostream& out, const RunEnvironment& env, std::strin
   out.flush();
 }
 
-nlohmann::json environment_json(const RunEnvironment& e) {
+nlohmann::json environment_json(const RunEnvironment& env) {
+  RunEnvironment e = env;
+  if (e.others_cpu < 0) measure_others_cpu(e);  // a row reported before the run finished
   return {{"cpu_model", e.cpu_model},
           {"cores", e.cores},
           {"governor", e.governor},
@@ -98,6 +100,7 @@ nlohmann::json environment_json(const RunEnvironment& e) {
           {"kernel", e.kernel},
           {"load_start", e.load_start},
           {"load_end", e.load_end < 0 ? nlohmann::json(nullptr) : nlohmann::json(e.load_end)},
+          {"others_cpu", e.others_cpu < 0 ? nlohmann::json(nullptr) : nlohmann::json(e.others_cpu)},
           {"busy", e.busy()},
           {"fabflow_version", e.fabflow_version},
           {"git_revision", e.git_revision},

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -216,6 +217,33 @@ TEST(StatsEnvironment, TimingHazardsAreWarnedOnce) {
   EXPECT_NE(w[1].find("cpu 0 and cpu 4, two hardware threads of one core"), std::string::npos)
       << w[1];
   EXPECT_NE(w[2].find("5000 device interrupts"), std::string::npos) << w[2];
+}
+
+// Others' CPU: a process outside the run that spins during it is counted, and once this
+// process has waited for it (a bench an experiment run started) its time is the run's own.
+TEST(StatsEnvironment, OthersCpuCountsProcessesOutsideTheRun) {
+  RunEnvironment env;
+  env.cores = 2;
+  start_others_cpu(env);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    timespec t{};
+    do ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    while (t.tv_sec < 1);  // one second of CPU time
+    ::_exit(0);
+  }
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  measure_others_cpu(env);  // the child exited but was not waited for: someone else's time
+  ASSERT_GE(env.others_cpu, 0);
+  const double others_s = env.others_cpu * env.cpu_window_s;
+  EXPECT_GE(others_s, 0.9) << env.others_cpu << " cores over " << env.cpu_window_s << " s";
+  EXPECT_EQ(env.busy(), env.others_cpu >= 0.25);  // the rule, not the load average
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  measure_others_cpu(env);  // waited for: this process' children's time, ours
+  EXPECT_LE(env.others_cpu * env.cpu_window_s, others_s - 0.8)
+      << env.others_cpu << " cores over " << env.cpu_window_s << " s";
 }
 
 // A pinned run whose idle CPUs may halt is warned about, with the reason no request was held.

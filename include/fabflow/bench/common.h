@@ -94,6 +94,17 @@ struct RunEnvironment {
   std::string kernel;          // uname -r
   double load_start = 0;       // 1-minute load average when the run started
   double load_end = -1;        // ... and when it was reported (-1: not yet)
+  // CPU time that processes outside this run used while it ran (from this process' first read
+  // of the machine to finish_environment), in cores on average: the machine's busy time (user,
+  // nice, system, irq, softirq in /proc/stat) less this run's own processes' (this process, and
+  // under a launcher its parent and the parent's other children: the ranks of this host); -1
+  // until finished or when /proc cannot tell.
+  double others_cpu = -1;
+  double cpu_window_s = 0;  // the span others_cpu covers, in seconds
+  // Where that span starts (start_others_cpu): CLOCK_MONOTONIC seconds and the CPU ticks then.
+  double cpu_window_start_s = 0;
+  std::uint64_t machine_busy_ticks_start = 0;
+  std::uint64_t own_ticks_start = 0;
   // The software.
   std::string fabflow_version;
   std::string git_revision;  // of the source tree built, or "unknown"
@@ -124,8 +135,8 @@ struct RunEnvironment {
   std::string cpu_idle;
   std::string cpu_idle_why_not;
 
-  // The load at which numbers are suspect on this machine: more runnable threads than cores
-  // besides the benchmark's own.
+  // Whether other processes took CPU time from the run: at least a quarter of a core on average
+  // (others_cpu), or, where that is not measured, a load average above the number of cores.
   bool busy() const noexcept;
 };
 
@@ -141,7 +152,13 @@ const RunEnvironment& machine_environment();
 // answer.
 void gather_pinning(RunEnvironment& env, Bootstrap& boot, int cpu);
 
-// Refreshes load_end; call when the result is reported.
+// Starts the span of others_cpu now (machine_environment() starts it at its first read).
+void start_others_cpu(RunEnvironment& env);
+// Measures others_cpu (and cpu_window_s) from the span's start until now; leaves them as they
+// are when the span is under 0.5 s or /proc cannot tell.
+void measure_others_cpu(RunEnvironment& env);
+
+// Refreshes load_end and measures others_cpu; call when the result is reported.
 void finish_environment(RunEnvironment& env);
 
 // Whether numbers from this environment deserve a warning, one line each: a debug build, a
