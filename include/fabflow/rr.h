@@ -139,6 +139,11 @@ struct ChannelStats {
   std::uint64_t direct_frames = 0;      // WRITE frames stored into a peer's mapped region (local)
   std::uint64_t in_place_receives = 0;  // SEND frames read where they landed (local's ring)
   std::uint64_t empty_polls = 0;        // polls or scans that found nothing
+  // Responder: rounds of looking for requests (a scan of every mailbox, or a receive poll),
+  // and for WRITE requests the mailboxes read in those scans and those that held a new one.
+  std::uint64_t scans = 0;
+  std::uint64_t mailboxes_read = 0;
+  std::uint64_t mailboxes_with_request = 0;
 };
 
 // A response as it lies in the channel's registered memory; valid until release().

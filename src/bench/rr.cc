@@ -67,6 +67,10 @@ void collect(const RrParams& p, Bootstrap& boot, const bench_rr::RankSummary& mi
       sent += all[r].messages;
     } else {
       served += all[r].served;
+      row.responder_scans += all[r].scans;
+      row.empty_scans += all[r].empty_scans;
+      row.mailboxes_read += all[r].mailboxes_read;
+      row.mailboxes_with_request += all[r].mailboxes_with_request;
     }
   }
   // Every request answered exactly once: the responders served what the requesters got.
@@ -188,6 +192,10 @@ void merge(bench_rr::RankSummary& sum, const bench_rr::RankSummary& s) {
   sum.measured += s.measured;
   sum.served += s.served;
   sum.idle_turns += s.idle_turns;
+  sum.scans += s.scans;
+  sum.empty_scans += s.empty_scans;
+  sum.mailboxes_read += s.mailboxes_read;
+  sum.mailboxes_with_request += s.mailboxes_with_request;
   sum.callgrind_ir =
       sum.callgrind_ir < 0 || s.callgrind_ir < 0 ? -1 : sum.callgrind_ir + s.callgrind_ir;
 }

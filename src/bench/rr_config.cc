@@ -426,7 +426,14 @@ RankSummary Config::serve(std::vector<Lane>& lane) {
     }
   });
   served = 0;
-  for (auto& l : lane) served += l.responder->stats().requests;
+  for (auto& l : lane) {
+    const rr::ChannelStats& st = l.responder->stats();
+    served += st.requests;
+    s.scans += st.scans;
+    s.empty_scans += st.empty_polls;
+    s.mailboxes_read += st.mailboxes_read;
+    s.mailboxes_with_request += st.mailboxes_with_request;
+  }
   s.cpu_s = load.cpu_s;
   s.messages = served;
   s.served = served;

@@ -63,7 +63,10 @@ struct RankSummary {
   std::uint64_t measured = 0;
   std::uint64_t served = 0;      // responder: requests answered
   std::uint64_t idle_turns = 0;  // requester: its threads' idle waits (measured phase)
-  double callgrind_ir = -1;      // whole process during the run; < 0: not measured
+  // Responder: its rounds of looking for requests, those that found none, and for WRITE
+  // requests the mailboxes read and those that held a new request (rr::ChannelStats).
+  std::uint64_t scans = 0, empty_scans = 0, mailboxes_read = 0, mailboxes_with_request = 0;
+  double callgrind_ir = -1;  // whole process during the run; < 0: not measured
 };
 
 // Runs one configuration (pattern, model, response size) on this rank. Not thread-safe: one

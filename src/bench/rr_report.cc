@@ -112,6 +112,8 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
   j["idle_requesters_pct"] = p.idle_requesters_pct;
   j["idle_wait_ns"] = p.idle_wait_ns;
   j["idle_turns"] = row.idle_turns;
+  j["requester_threads_per_responder"] =
+      static_cast<double>(p.requesters) * p.threads / std::max(p.responders, 1);
   j["request_bytes"] = p.request_bytes;
   j["response_bytes"] = row.response_bytes;
   if (report::print_if_unsupported(out, j, row.unsupported)) return;
@@ -123,6 +125,14 @@ void print_rr_json(std::ostream& out, const RrResult& r, const RrRow& row) {
   j["requests_per_s"] = row.requests_per_s;
   j["MBps"] = row.mbps;
   j["latency_ns"] = report::latency_json(row.latency);
+  const auto share = [](std::uint64_t part, std::uint64_t whole) {
+    return whole ? nlohmann::json(static_cast<double>(part) / static_cast<double>(whole))
+                 : nlohmann::json(nullptr);
+  };
+  j["responder_scans"] = row.responder_scans;
+  j["empty_scan_share"] = share(row.empty_scans, row.responder_scans);
+  j["empty_mailbox_share"] =
+      share(row.mailboxes_read - row.mailboxes_with_request, row.mailboxes_read);
   j["cpu"] = {{"requester", cpu_json(row.requester)}, {"responder", cpu_json(row.responder)}};
   j["responder_profile"] = nullptr;
   if (const auto& prof = row.responder_profile) {

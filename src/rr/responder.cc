@@ -151,6 +151,7 @@ class ResponderImpl final : public Responder, Endpoint {
   // next round). ok when something was taken, empty when nothing, failed.
   Status collect(bool one_per_requester, std::size_t limit) noexcept {
     round_.clear();
+    ++stats_.scans;
     if (one_per_requester) in_round_.assign(static_cast<std::size_t>(peers_.requesters), false);
     std::size_t requests = 0;
     auto admit = [&](const Arrival& a) {
@@ -177,6 +178,7 @@ class ResponderImpl final : public Responder, Endpoint {
     const std::size_t n = mailboxes_;
     const bool dense = o_.mailbox == Mailbox::dense;
     const std::byte* flags = mr_->data() + layout_->flag_off;
+    stats_.mailboxes_read += n;
     for (std::size_t i = 0; i < n; ++i) {
       if (dense && __atomic_load_n(reinterpret_cast<const std::uint8_t*>(flags + i),
                                    __ATOMIC_RELAXED) == flag_seen_[i])
@@ -201,6 +203,7 @@ class ResponderImpl final : public Responder, Endpoint {
       if (source_of(frame) != static_cast<std::uint32_t>(r) || slot_of(frame) != slot)
         return failed("requester " + std::to_string(r) + " wrote a request with foreign ids");
       if (!admit(Arrival{r, slot, s.seq, s.len, s.bye, frame})) continue;  // next round
+      ++stats_.mailboxes_with_request;
       last_seq_[i] = s.seq;
       if (dense) flag_seen_[i] = static_cast<std::uint8_t>(s.seq % 255 + 1);
     }

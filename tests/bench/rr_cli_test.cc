@@ -125,7 +125,11 @@ TEST(RrCli, NToOneReportsAggregateBandwidth) {
     EXPECT_EQ(j["responders"], 1);
     EXPECT_EQ(j["topology"], "N:1");
     EXPECT_EQ(j["requests"], 3 * std::stoi(requests("500")));
+    EXPECT_EQ(j["requester_threads_per_responder"], 3.0);
   }
+  // A SEND request has no mailbox to find empty.
+  EXPECT_TRUE(rows[0]["empty_mailbox_share"].is_number()) << rows[0].dump();
+  EXPECT_TRUE(rows[1]["empty_mailbox_share"].is_null()) << rows[1].dump();
 }
 
 TEST(RrCli, EmptyMailboxStepsAndRawReference) {
@@ -141,6 +145,17 @@ TEST(RrCli, EmptyMailboxStepsAndRawReference) {
   }
   EXPECT_EQ(rows[0]["empty_mailboxes"], 0);
   EXPECT_EQ(rows[2]["empty_mailboxes"], 36);  // 2 requesters x 2 threads x depth 1 = 4 active
+  for (const auto& j : rows) {
+    EXPECT_EQ(j["requester_threads_per_responder"], 2.0);  // 2 x 2 over 2 responders
+    // Every request was found by a scan, so there were at least as many scans as requests
+    // answered by each responder in the fullest case, and the shares are fractions.
+    EXPECT_GT(j["responder_scans"].get<std::uint64_t>(), 0u);
+    EXPECT_GE(j["empty_scan_share"].get<double>(), 0.0);
+    EXPECT_LT(j["empty_scan_share"].get<double>(), 1.0);
+    EXPECT_LE(j["empty_mailbox_share"].get<double>(), 1.0);
+  }
+  // 36 of every responder's 40 mailboxes never hold a request: at least 90 % are read empty.
+  EXPECT_GE(rows[2]["empty_mailbox_share"].get<double>(), 0.9) << rows[2].dump();
 
   // Idle requesters (Fig. 9b as the paper ran it): at 0 % no thread waits; at 60 % the waits
   // before 4 x 300 requests number about 1.5 per request (0 has odds of 0.4^1200).

@@ -81,11 +81,16 @@ struct RrRow {
   std::string receive_queue;        // "shared" / "per-endpoint" where SENDs are received
   std::size_t empty_mailboxes = 0;  // per responder
   std::uint64_t idle_turns = 0;     // waits before measured requests, all requester threads
-  std::uint64_t requests = 0;       // measured requests, all requester threads
-  double seconds = 0;               // longest requester thread's measured time
-  double requests_per_s = 0;        // sum of every requester thread's rate
-  double mbps = 0;                  // requests_per_s x response bytes / 10^6
-  LatencyStats latency;             // full round trip, every measured request
+  // Every responder's rounds of looking for requests over the whole loop (warm-up included),
+  // those that found none, and for WRITE requests the mailboxes read and those holding a new
+  // request: how often a responder polls without work (the paper's Table 2).
+  std::uint64_t responder_scans = 0, empty_scans = 0;
+  std::uint64_t mailboxes_read = 0, mailboxes_with_request = 0;
+  std::uint64_t requests = 0;  // measured requests, all requester threads
+  double seconds = 0;          // longest requester thread's measured time
+  double requests_per_s = 0;   // sum of every requester thread's rate
+  double mbps = 0;             // requests_per_s x response bytes / 10^6
+  LatencyStats latency;        // full round trip, every measured request
   RrCpu requester, responder;
   std::optional<RrProfile> responder_profile;  // --callgrind only
   bool raw_measured = false;
