@@ -49,7 +49,9 @@ inline std::string queue_error(const char* end, const std::string& why, Status s
 struct EndSummary {
   double seconds = 0;
   std::uint64_t items = 0, data = 0, transfer = 0, space = 0, full = 0, empty = 0;
-  std::uint64_t timed = 0;  // consumer: items within `seconds` (after the first call's)
+  // Consumer: first to last item, and the items within (after the first call's); producer:
+  // first enqueue to last commit, every item.
+  std::uint64_t timed = 0;
 };
 
 inline EndSummary summary_of(const flow::QueueStats& s) {

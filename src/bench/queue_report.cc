@@ -183,6 +183,13 @@ void print_queue_json(std::ostream& out, const QueueResult& r, const QueueRow& r
   j["MBps"] = r.params.pingpong || r.params.api == QueueApi::seq_only ? nlohmann::json(nullptr)
                                                                       : nlohmann::json(row.mbps);
   j["seconds"] = row.seconds;
+  const bool producer_timed = !r.params.pingpong && row.producer_items_per_s > 0;
+  j["producer_items_per_s"] =
+      producer_timed ? nlohmann::json(row.producer_items_per_s) : nlohmann::json(nullptr);
+  j["producer_MBps"] =
+      producer_timed && r.params.api != QueueApi::seq_only
+          ? nlohmann::json(row.producer_items_per_s * static_cast<double>(row.item_bytes) / 1e6)
+          : nlohmann::json(nullptr);
   j["ops_per_item"] = {{"data", row.data_per_item},
                        {"transfer_notify", row.transfer_per_item},
                        {"space_notify", row.space_per_item}};

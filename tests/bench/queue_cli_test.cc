@@ -156,12 +156,18 @@ TEST(QueueCli, ApiAndAutomaticCapacityAreReported) {
       EXPECT_EQ(j["api"], api);
       EXPECT_EQ(j["items"], 3000);
       EXPECT_GT(j["items_per_s"].get<double>(), 0) << line;
-      if (std::string(api) == "seq-only")
+      EXPECT_GT(j["producer_items_per_s"].get<double>(), 0) << line;
+      if (std::string(api) == "seq-only") {
         EXPECT_TRUE(j["MBps"].is_null()) << line;
-      else
+        EXPECT_TRUE(j["producer_MBps"].is_null()) << line;
+      } else {
         EXPECT_DOUBLE_EQ(j["MBps"].get<double>(),
                          j["items_per_s"].get<double>() * j["item_bytes"].get<double>() / 1e6)
             << line;
+        EXPECT_DOUBLE_EQ(j["producer_MBps"].get<double>(), j["producer_items_per_s"].get<double>() *
+                                                               j["item_bytes"].get<double>() / 1e6)
+            << line;
+      }
       EXPECT_EQ(j["capacity"], j["item_bytes"] == 64 ? 1024 : 64) << line;
     }
   }
