@@ -65,10 +65,11 @@ double run_point(bulk::Engine& e, Bootstrap& boot, const std::vector<bulk::Trans
 
 // The two-sided best at `size`: bench bulk's protocols that carry it (all but eager), each
 // ping-ponged and streamed over a transport and channel of their own; the fastest figure on
-// rank 0. Collective.
+// rank 0, and bench bulk's raw RMA write of the size over that transport. Collective.
 struct TwoSided {
   double mb_s = 0;
   std::string protocol, phase;
+  std::optional<double> raw_write_mb_s;  // bench bulk's raw write of the size, same transport
 };
 TwoSided two_sided_best(const XferParams& p, Bootstrap& boot, std::size_t size) {
   BulkParams bp;
@@ -78,8 +79,10 @@ TwoSided two_sided_best(const XferParams& p, Bootstrap& boot, std::size_t size) 
   for (bulk::Protocol proto : bulk::kAllProtocols)
     if (proto != bulk::Protocol::eager) bp.protocols.push_back(proto);
   bp.bytes_per_point = p.bytes_per_point;
+  bp.reference = true;  // the raw write (and a memcpy, not used here)
   TwoSided best;
   for (const BulkRow& row : run_bulk(bp, boot).rows) {
+    if (row.raw_write_mb_s) best.raw_write_mb_s = row.raw_write_mb_s;
     if (!row.unsupported.empty()) continue;
     for (auto [mb_s, phase] :
          {std::pair{row.pingpong_mb_s, "pingpong"}, std::pair{row.stream_mb_s, "stream"}})
@@ -156,6 +159,7 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
           row.two_sided_mb_s = two_sided.mb_s;
           row.two_sided_protocol = two_sided.protocol;
           row.two_sided_phase = two_sided.phase;
+          row.raw_write_mb_s = two_sided.raw_write_mb_s;
         }
         if (boot.rank() == 0) {
           const double bytes =

@@ -28,12 +28,14 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
            std::string(p.reference
                            ? "; memcpy: the batch's bytes copied in memory; 2-sided: the fastest "
                              "of bench bulk's protocols at the transfer size (ping-pong or "
-                             "stream), same run"
+                             "stream), same run; raw: the provider's streaming RMA write of the "
+                             "transfer size (bench bulk's raw write), same run"
                            : "")},
       "  dir        size  batch  batches       MB/s  transfers/s  batch p50(us)  batch p99(us)  "
       "cpu ns/B 0 | 1" +
           std::string(p.reference
-                          ? "   memcpy MB/s  of memcpy  2-sided MB/s  of 2-sided  2-sided best"
+                          ? "   memcpy MB/s  of memcpy  2-sided MB/s  of 2-sided     raw MB/s  "
+                            "  of raw  2-sided best"
                           : ""));
 }
 
@@ -60,8 +62,17 @@ void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) 
   }
   if (r.params.reference && row.two_sided_mb_s) {
     const double two = *row.two_sided_mb_s;
-    std::snprintf(line, sizeof line, " %13.1f %10.2fx  %s/%s", two, two > 0 ? row.mb_s / two : 0.0,
-                  row.two_sided_protocol.c_str(), row.two_sided_phase.c_str());
+    std::snprintf(line, sizeof line, " %13.1f %10.2fx", two, two > 0 ? row.mb_s / two : 0.0);
+    out << line;
+    if (row.raw_write_mb_s) {
+      const double raw = *row.raw_write_mb_s;
+      std::snprintf(line, sizeof line, " %12.1f %8.2fx", raw, raw > 0 ? row.mb_s / raw : 0.0);
+    } else {
+      std::snprintf(line, sizeof line, " %12s %9s", "n/a", "");
+    }
+    out << line;
+    std::snprintf(line, sizeof line, "  %s/%s", row.two_sided_protocol.c_str(),
+                  row.two_sided_phase.c_str());
     out << line;
   }
   out << "\n" << std::flush;
@@ -89,6 +100,7 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
     j["two_sided_protocol"] = row.two_sided_protocol;
     j["two_sided_phase"] = row.two_sided_phase;
   }
+  j["raw_write_mb_s"] = report::optional_json(row.raw_write_mb_s);
   report::print_json_line(out, j);
 }
 

@@ -97,8 +97,9 @@ Runner add_bench_xfer(CLI::App& bench, const Invocation& self) {
                           "endpoints (transports) per rank the engine stripes transfers over "
                           "(default 1)");
   app->add_flag("--reference", f->reference,
-                "add, in the same run, a memcpy of the batch's bytes (the ceiling on local) and "
-                "the two-sided best of each size (bench bulk's fastest protocol)");
+                "add, in the same run, a memcpy of the batch's bytes (the ceiling on local), "
+                "the two-sided best of each size (bench bulk's fastest protocol) and the "
+                "provider's raw RMA write of that size (bench bulk's raw write)");
   return rank_or_launch(f, self, run_xfer_rank);
 }
 

@@ -46,6 +46,8 @@ TEST_P(XferCli, EverySizeBatchAndDirectionIsMeasured) {
     EXPECT_GT(j["two_sided_mb_s"].get<double>(), 0) << l;
     EXPECT_NE(j["two_sided_protocol"].get<std::string>(), "eager") << l;
     EXPECT_TRUE(j["two_sided_phase"] == "pingpong" || j["two_sided_phase"] == "stream") << l;
+    // The provider's raw write of the same size, same run (every engine transport writes).
+    EXPECT_GT(j["raw_write_mb_s"].get<double>(), 0) << l;
     EXPECT_GE(j["cpu_ns_per_byte"]["initiator"].get<double>(), 0) << l;
   }
   EXPECT_EQ(points.size(), 8u) << r.out;

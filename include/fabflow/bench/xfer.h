@@ -4,7 +4,8 @@
 // notifications. Per point: bandwidth, transfers and batches per second, the batch's
 // completion time (submit to done at rank 0) and both ranks' CPU time per byte; --reference
 // adds, in the same run, a memcpy of the batch's bytes and the two-sided best of each size
-// (bench bulk's protocols over a transport of their own, ping-pong and streaming: the fastest).
+// (bench bulk's protocols over a transport of their own, ping-pong and streaming: the fastest)
+// and the raw RMA write of that size over the same transport (the provider's streaming rate).
 // With several endpoints the engine stripes each batch over them.
 #pragma once
 
@@ -50,6 +51,11 @@ struct XferRow {
   // the same run, with its protocol and phase ("pingpong" or "stream").
   std::optional<double> two_sided_mb_s;
   std::string two_sided_protocol, two_sided_phase;
+  // --reference: the provider's own streaming RMA write at the transfer size in the same run
+  // (bench bulk's raw write: a window of writes from one region, no engine, no protocol), the
+  // ceiling both the engine and the two-sided protocols move their bytes under; null where the
+  // transport has no RMA write.
+  std::optional<double> raw_write_mb_s;
 };
 
 struct XferResult {
