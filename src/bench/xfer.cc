@@ -86,7 +86,11 @@ TwoSided two_sided_best(const XferParams& p, Bootstrap& boot, std::size_t size) 
     if (!row.unsupported.empty()) continue;
     for (auto [mb_s, phase] :
          {std::pair{row.pingpong_mb_s, "pingpong"}, std::pair{row.stream_mb_s, "stream"}})
-      if (mb_s > best.mb_s) best = {mb_s, std::string(bulk::to_string(row.protocol)), phase};
+      if (mb_s > best.mb_s) {
+        best.mb_s = mb_s;
+        best.protocol = bulk::to_string(row.protocol);
+        best.phase = phase;
+      }
   }
   return best;
 }
