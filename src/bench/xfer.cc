@@ -14,6 +14,10 @@
 namespace fabflow {
 namespace {
 
+// The most memory one transfer size's batches walk through: above the last-level cache of most
+// machines, below what a 2-rank run on a small machine can spare.
+constexpr std::size_t kFootprint = std::size_t{64} << 20;
+
 using bulk::Direction;
 
 // What each rank tells rank 0 after a point.
@@ -22,11 +26,13 @@ struct Tally {
   std::uint64_t notifications = 0;
 };
 
-// The batches of one point: rank 0 submits `n` batches (plus `warm` untimed ones first) and
-// waits for each; rank 1 takes one notification per batch. Rank 0's batch times go to
-// *batch_ns and the measured seconds are returned (0 on rank 1).
-double run_point(bulk::Engine& e, Bootstrap& boot, const std::vector<bulk::TransferRequest>& batch,
-                 std::uint64_t warm, std::uint64_t n, std::vector<double>* batch_ns, Tally* mine) {
+// The batches of one point: rank 0 submits `n` batches (plus `warm` untimed ones first), batch i
+// the transfers of windows[i % windows.size()], and waits for each; rank 1 takes one
+// notification per batch. Rank 0's batch times go to *batch_ns and the measured seconds are
+// returned (0 on rank 1).
+double run_point(bulk::Engine& e, Bootstrap& boot,
+                 const std::vector<std::vector<bulk::TransferRequest>>& windows, std::uint64_t warm,
+                 std::uint64_t n, std::vector<double>* batch_ns, Tally* mine) {
   const bool initiator = boot.rank() == 0;
   double seconds = 0;
   for (int phase = 0; phase < 2; ++phase) {
@@ -44,7 +50,7 @@ double run_point(bulk::Engine& e, Bootstrap& boot, const std::vector<bulk::Trans
         continue;
       }
       const auto s0 = std::chrono::steady_clock::now();
-      const bulk::Handle h = e.submit(batch, i);
+      const bulk::Handle h = e.submit(windows[i % windows.size()], i);
       if (e.wait(h) != Status::ok) throw Error("bench xfer: " + e.error(h));
       e.release(h);
       if (phase == 1)
@@ -127,11 +133,17 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
   eo.max_outstanding = params.max_outstanding;
   bulk::Engine engine(endpoints, boot, eo);
   const int peer = 1 - boot.rank();
+  const std::size_t largest_batch = *std::max_element(params.batches.begin(), params.batches.end());
   for (std::size_t size : params.sizes) {
+    // Every batch size of this transfer size walks through the same memory, the largest
+    // batch's (at most kFootprint): a small batch is not favoured by a cache-hot region.
+    const std::size_t footprint = std::min(size * largest_batch, std::max(size, kFootprint));
     const TwoSided two_sided = params.reference ? two_sided_best(params, boot, size) : TwoSided{};
     for (std::size_t batch : params.batches) {
-      // The memory of one batch, on both ranks, described to the other.
-      auto mine = engine.allocate(size * batch);
+      // The memory batches walk through, on both ranks, described to the other: `windows`
+      // windows of one batch each.
+      const std::size_t windows = std::max<std::size_t>(1, footprint / (size * batch));
+      auto mine = engine.allocate(size * batch * windows);
       auto all = boot.allgather(engine.describe(*mine, peer));
       const bulk::RemoteRegion theirs = engine.import(peer, all[static_cast<std::size_t>(peer)]);
       std::optional<double> memcpy_mb_s;
@@ -140,9 +152,12 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
       const std::uint64_t n = std::clamp<std::uint64_t>(params.bytes_per_point / (size * batch),
                                                         params.min_batches, params.max_batches);
       for (Direction dir : params.directions) {
-        std::vector<bulk::TransferRequest> requests;
-        for (std::size_t i = 0; i < batch; ++i)
-          requests.push_back({mine, i * size, &theirs, i * size, size, dir});
+        std::vector<std::vector<bulk::TransferRequest>> requests(windows);
+        for (std::size_t w = 0; w < windows; ++w)
+          for (std::size_t i = 0; i < batch; ++i) {
+            const std::size_t at = (w * batch + i) * size;
+            requests[w].push_back({mine, at, &theirs, at, size, dir});
+          }
         std::vector<double> batch_ns;
         Tally tally;
         const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
@@ -157,6 +172,7 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
         row.batch = batch;
         row.direction = dir;
         row.batches = n;
+        row.footprint_bytes = size * batch * windows;
         row.seconds = seconds;
         row.memcpy_mb_s = memcpy_mb_s;
         if (params.reference && boot.rank() == 0) {

@@ -87,6 +87,7 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
   j["endpoints"] = r.params.endpoints;
   if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["batches"] = row.batches;
+  j["footprint_bytes"] = row.footprint_bytes;
   j["seconds"] = row.seconds;
   j["mb_s"] = row.mb_s;
   j["transfers_per_s"] = row.transfers_per_s;

@@ -40,6 +40,7 @@ struct XferRow {
   bulk::Direction direction = bulk::Direction::write;
   std::string unsupported;  // non-empty: not run, with the reason
   std::uint64_t batches = 0;
+  std::size_t footprint_bytes = 0;  // the memory the point's batches walk through, each rank
   double seconds = 0;
   double mb_s = 0;  // transfer bytes per second, MB = 10^6 bytes
   double transfers_per_s = 0;
