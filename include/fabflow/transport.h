@@ -30,12 +30,16 @@ namespace fabflow {
 
 class Bootstrap;
 
-enum class EndpointType : std::uint8_t { automatic, msg, rdm };
+// msg: connected, reliable; rdm: reliable datagrams; dgram: unreliable datagrams (FI_EP_DGRAM:
+// a message may be lost, and no RMA), never picked by "auto".
+enum class EndpointType : std::uint8_t { automatic, msg, rdm, dgram };
 enum class Op : std::uint8_t { write, read, send, writedata, fadd, cswap };
 enum class ProgressMode : std::uint8_t { automatic, thread, inline_only };
 
-inline constexpr NameTable<EndpointType, 3> kEndpointNames{
-    {{{"auto", EndpointType::automatic}, {"msg", EndpointType::msg}, {"rdm", EndpointType::rdm}}}};
+inline constexpr NameTable<EndpointType, 4> kEndpointNames{{{{"auto", EndpointType::automatic},
+                                                             {"msg", EndpointType::msg},
+                                                             {"rdm", EndpointType::rdm},
+                                                             {"dgram", EndpointType::dgram}}}};
 inline constexpr NameTable<Op, 6> kOpNames{{{{"write", Op::write},
                                              {"read", Op::read},
                                              {"send", Op::send},
@@ -76,6 +80,10 @@ struct Capabilities {
   std::size_t cq_data_size = 0;  // bytes of remote CQ data carried by writedata
   std::size_t max_rma_size = 0;  // == max_msg_size for libfabric
   bool rma = false;
+  // Every message sent is delivered (msg, rdm). False for dgram endpoints: a message may be
+  // dropped without an error on either side; only loops that time a lost message out and count
+  // it may use them.
+  bool reliable = true;
   bool atomics_u64 = false;  // fetch-add and compare-swap on u64
   bool shared_rx = false;    // shared receive context available
   bool multi_recv = false;   // FI_MULTI_RECV: one posted buffer takes many messages (if asked)

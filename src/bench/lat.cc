@@ -58,6 +58,12 @@ LatResult run_lat_fabric(const LatParams& params, Bootstrap& boot) {
       out.notes.push_back(std::string(name_of(mode)) + ": not run: " + e.what());
       continue;
     }
+    if (!caps.reliable && mode != LatMode::send) {
+      out.notes.push_back(std::string(name_of(mode)) + ": not run on " + caps.provider +
+                          "'s unreliable (dgram) endpoint: only the send ping-pong counts a lost "
+                          "message instead of waiting for it");
+      continue;
+    }
     if (mode == LatMode::write_like && caps.rx_lands_on_poll) {
       out.notes.push_back("write-like: not run on " + caps.provider +
                           ": it places a message in the posted buffer only when the receiver "
@@ -71,9 +77,19 @@ LatResult run_lat_fabric(const LatParams& params, Bootstrap& boot) {
     };
     std::vector<Variant> variants;
     for (RecvPost post : mode == LatMode::send ? params.recv_posts : std::vector{RecvPost::one}) {
+      if (!caps.reliable && post != RecvPost::one) {
+        out.notes.push_back("send --recv-post " + std::string(name_of(post)) + ": not run on " +
+                            caps.provider +
+                            "'s unreliable (dgram) endpoint: it keeps a receive posted per slot");
+        continue;
+      }
       variants.push_back({post, 0});
-      if (mode == LatMode::send && params.rate > 0) variants.push_back({post, params.rate});
+      if (mode == LatMode::send && params.rate > 0 && caps.reliable)
+        variants.push_back({post, params.rate});
     }
+    if (!caps.reliable && mode == LatMode::send && params.rate > 0)
+      out.notes.push_back("send --rate: the open loop is not run on " + caps.provider +
+                          "'s unreliable (dgram) endpoint: a lost answer would stall its window");
     for (bool inlined : params.inject_modes)
       for (const Variant& variant : variants) {
         if (variant.post == RecvPost::multi) {
@@ -107,8 +123,8 @@ LatResult run_lat_fabric(const LatParams& params, Bootstrap& boot) {
         const std::string post = mode == LatMode::send ? std::string(name_of(variant.post)) : "";
         for (auto& row : r.rows)
           out.rows.push_back({"fabric", caps.provider, std::string(name_of(mode)), post,
-                              variant.rate, row.injected, row.size, row.iterations, 0, 0,
-                              row.latency, std::move(row.samples)});
+                              variant.rate, row.injected, row.size, row.iterations - row.lost,
+                              row.lost, 0, row.latency, std::move(row.samples)});
       }
   }
   return out;

@@ -54,11 +54,13 @@ void print_lat_table(std::ostream& out, const std::vector<LatRow>& rows) {
 }
 
 void print_lat_json(std::ostream& out, const RunEnvironment& env, const std::vector<LatRow>& rows,
-                    double loss, const std::string& loss_method, const std::string& more_hint) {
+                    double loss, const std::string& loss_method, const std::string& more_hint,
+                    unsigned rto_min_ms) {
   for (const auto& r : rows) {
     nlohmann::json j = report::base_row(env, "lat");
     j["loss_percent"] = loss * 100;
     if (loss > 0) j["loss_method"] = loss_method;
+    j["rto_min_ms"] = rto_min_ms > 0 ? nlohmann::json(rto_min_ms) : nlohmann::json(nullptr);
     j["type"] = "latency";
     j["path"] = r.path;
     j["provider"] = r.provider;
@@ -74,10 +76,10 @@ void print_lat_json(std::ostream& out, const RunEnvironment& env, const std::vec
     j["iterations"] = r.iterations;
     j["latency_kind"] = "one_way";
     j["latency_ns"] = report::latency_json(r.latency);
-    if (r.path == "socket") {
-      j["lost"] = r.lost;
-      j["path_mtu"] = r.mtu;
-    }
+    // Pings that got no answer within the loss timeout: UDP sockets and unreliable (dgram)
+    // fabric endpoints; 0 on reliable ones, which wait for every answer.
+    j["lost"] = r.lost;
+    if (r.path == "socket") j["path_mtu"] = r.mtu;
     out << j.dump() << "\n";
   }
   out.flush();

@@ -6,6 +6,9 @@
 #include <fabflow/bootstrap.h>
 #include <fabflow/progress.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -43,6 +46,7 @@ RawRunner<T>::RawRunner(std::span<T* const> queues, Bootstrap& boot, const RawPa
   src_slots_ = p.rate > 0 ? kRxDepth : 1;
   std::size_t rx_slots = 1;
   if (write_like()) rx_slots = p.reap_every;
+  if (unreliable()) rx_slots = kRxDepth;  // a receive per slot: a late answer cannot overwrite
   if (multi()) rx_slots = 2 * std::size_t{p.recv_batch};
   rx_len_ = slot_len_ * rx_slots;
   buf_len_ = slot_len_ * src_slots_ + rx_len_;
@@ -67,6 +71,7 @@ std::optional<RawRow> RawRunner<T>::run(RawTest test, std::size_t size) {
 
   std::vector<double> samples;
   if (initiator_ && test == RawTest::latency) samples.reserve(iters);
+  lost_ = 0;
   double cpu0 = process_cpu_seconds();
   double seconds = 0;
   if (passive_me)
@@ -104,12 +109,20 @@ std::optional<RawRow> RawRunner<T>::run(RawTest test, std::size_t size) {
   row.cpu.target_ns_per_msg = cpu_target * 1e9 / static_cast<double>(iters);
   if (test == RawTest::latency) {
     if (p_.keep_samples) row.samples = samples;  // in measurement order, before sorting
+    row.lost = lost_;
+    row.reliable = t_.caps().reliable;
+    if (samples.empty())
+      throw Error("raw bench: every one of " + std::to_string(iters) +
+                  " pings was lost on the unreliable endpoint: no latency to report");
     row.latency = summarize(samples);
     row.seconds = seconds;
   } else {
     row.seconds = seconds;
     row.mbps = static_cast<double>(size) * static_cast<double>(iters) / seconds / 1e6;
     row.msgs_per_s = static_cast<double>(iters) / seconds;
+    row.threads = 1;
+    row.threads_pinned = p_.target.cpu >= 0;
+    row.per_thread = {{p_.target.cpu, iters, seconds, row.mbps, row.msgs_per_s}};
   }
   return row;
 }
@@ -182,6 +195,157 @@ double RawRunner<T>::phase(RawTest test, std::size_t size, std::uint64_t count,
   return s;
 }
 
+// ---- multi-threaded bandwidth tests (RawParams::threads) ----
+
+// The CPUs of a rank's team threads: thread 0 on the rank's own CPU, the others on CPUs no
+// other busy thread of the run holds (on one host, rank 0's extra threads take the first free
+// CPUs and rank 1's the next ones). Where the host has too few, no thread is pinned.
+struct TeamPlan {
+  std::vector<int> cpus;  // per thread; -1: not pinned
+  bool pinned = false;
+};
+
+TeamPlan plan_team(const RawParams& p, Bootstrap& boot, bool active_target) {
+  const unsigned n = p.threads;
+  const int rank = boot.rank();
+  const auto mains = allgather_value(boot, p.target.cpu, "raw bench: team CPUs");  // collective
+  TeamPlan plan;
+  plan.cpus.assign(n, -1);
+  if (!p.target.pin || mains[0] < 0 || mains[1] < 0) return plan;
+  const bool shared = p.target.same_host;
+  if (shared && mains[0] == mains[1]) return plan;
+  const std::vector<int> host = p.target.cpus.empty() ? allowed_cpus() : p.target.cpus;
+  const int own = mains[static_cast<std::size_t>(rank)];
+  const int other = mains[static_cast<std::size_t>(1 - rank)];
+  std::vector<int> free;
+  for (int c : host)
+    if (c != own && (!shared || c != other)) free.push_back(c);
+  const std::size_t extra0 = n - 1;
+  const std::size_t extra1 = active_target ? n - 1 : 0;
+  const std::size_t mine = rank == 0 ? extra0 : extra1;
+  const std::size_t offset = shared && rank == 1 ? extra0 : 0;
+  const std::size_t needed = shared ? extra0 + extra1 : mine;
+  if (free.size() < needed) return plan;
+  plan.pinned = true;
+  plan.cpus[0] = own;
+  for (std::size_t k = 1; k <= mine; ++k) plan.cpus[k] = free[offset + k - 1];
+  return plan;
+}
+
+// Places the calling team thread: on its CPU, or (unpinned) anywhere on the host's CPUs, not
+// the CPU its spawning thread was pinned to.
+void place_team_thread(const TeamPlan& plan, std::size_t k, const std::vector<int>& host) {
+  if (plan.pinned && plan.cpus[k] >= 0) {
+    pin_current_thread(plan.cpus[k]);
+    return;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : host) CPU_SET(c, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+template <class T>
+void run_team(std::span<T* const> typed, Bootstrap& boot, const RawParams& params,
+              const Clock& clock, bool progress_thread, RawResult& result) {
+  using Runner = RawRunner<T>;
+  const unsigned n = params.threads;
+  const bool initiator = boot.rank() == 0;
+  const bool active_target = !target_passive(params.op, RawTest::bandwidth);
+  const bool passive_me = !initiator && !active_target;
+  const TeamPlan plan = plan_team(params, boot, active_target);
+  const std::vector<int> host = params.target.cpus.empty() ? allowed_cpus() : params.target.cpus;
+
+  std::vector<std::unique_ptr<Runner>> runners;  // collective, one thread's endpoints at a time
+  for (unsigned k = 0; k < n; ++k)
+    runners.push_back(
+        std::make_unique<Runner>(typed.subspan(std::size_t{k} * params.queues, params.queues), boot,
+                                 params, clock, progress_thread));
+  auto drive_all = [&] {
+    for (auto& r : runners) r->drive();
+  };
+  TeamBarrier team(n, [&] { boot.barrier(drive_all); });
+  for (unsigned k = 0; k < n; ++k) runners[k]->join_team(&team, k == 0 ? &boot : nullptr);
+  auto wait_all = [&] {
+    if (!progress_thread)
+      boot.barrier([&] {
+        for (int i = 0; i < 256; ++i) drive_all();
+      });
+    else
+      boot.barrier([] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
+  };
+
+  // Runs one phase in n threads; each thread's start (after a common gate) and end.
+  using TimePoint = std::chrono::steady_clock::time_point;
+  std::vector<TimePoint> start(n), end(n);
+  auto run_threads = [&](std::size_t size, std::uint64_t count) {
+    TeamBarrier gate(n, {});
+    std::mutex m;
+    std::exception_ptr error;
+    std::vector<std::thread> threads;
+    for (unsigned k = 0; k < n; ++k)
+      threads.emplace_back([&, k] {
+        try {
+          place_team_thread(plan, k, host);
+          gate.arrive_and_wait();
+          start[k] = std::chrono::steady_clock::now();
+          runners[k]->bandwidth_phase(size, count);
+          end[k] = std::chrono::steady_clock::now();
+        } catch (...) {
+          std::lock_guard lock(m);
+          if (!error) error = std::current_exception();
+          team.fail(std::current_exception());
+          gate.fail(std::current_exception());
+        }
+      });
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+  };
+
+  for (std::size_t size : params.sizes) {
+    wait_all();
+    if (!passive_me) run_threads(size, params.warmup);
+    wait_all();
+    const std::uint64_t iters = params.iterations;
+    const double cpu0 = process_cpu_seconds();
+    if (!passive_me) run_threads(size, iters);
+    wait_all();
+    const double cpu = process_cpu_seconds() - cpu0;
+    const auto reports = allgather_value(boot, cpu, "raw bench: phase report");
+    const double cpu_target = reports[1];
+    if (!(cpu_target >= 0 && cpu_target < 1e6))
+      throw PeerError(1, "raw bench: rank 1 reported an impossible CPU time");
+    if (!initiator) continue;
+
+    RawRow row;
+    row.test = RawTest::bandwidth;
+    row.op = params.op;
+    row.size = size;
+    row.injected = runners.front()->injects(size);
+    row.one_way = is_pingpong(params.op);
+    row.threads = n;
+    row.threads_pinned = plan.pinned;
+    const TimePoint first = *std::min_element(start.begin(), start.end());
+    const TimePoint last = *std::max_element(end.begin(), end.end());
+    for (unsigned k = 0; k < n; ++k) {
+      RawThreadShare share;
+      share.cpu = plan.cpus[k];
+      share.iterations = iters;
+      share.seconds = std::chrono::duration<double>(end[k] - first).count();
+      share.msgs_per_s = static_cast<double>(iters) / share.seconds;
+      share.mbps = static_cast<double>(size) * share.msgs_per_s / 1e6;
+      row.per_thread.push_back(share);
+    }
+    row.iterations = iters * n;
+    row.seconds = std::chrono::duration<double>(last - first).count();
+    row.msgs_per_s = static_cast<double>(row.iterations) / row.seconds;
+    row.mbps = static_cast<double>(size) * row.msgs_per_s / 1e6;
+    row.cpu.initiator_ns_per_msg = cpu * 1e9 / static_cast<double>(row.iterations);
+    row.cpu.target_ns_per_msg = cpu_target * 1e9 / static_cast<double>(row.iterations);
+    result.rows.push_back(row);
+  }
+}
+
 }  // namespace raw_detail
 
 bool raw_progress_thread(const RawParams& params, const Capabilities& caps, int rank) {
@@ -213,7 +377,7 @@ RawResult run_raw(const RawParams& params, Bootstrap& boot) {
   opts.thread_safe = raw_progress_thread(params, probe_transport(opts), boot.rank());
   std::vector<std::unique_ptr<Transport>> owned;
   std::vector<Transport*> queues;
-  for (unsigned q = 0; q < params.queues; ++q) {
+  for (unsigned q = 0; q < params.queues * std::max(params.threads, 1u); ++q) {
     owned.push_back(open_transport(opts));
     owned.back()->connect(boot);
     queues.push_back(owned.back().get());
@@ -225,13 +389,25 @@ RawResult run_raw(const RawParams& params, Transport& transport, Bootstrap& boot
   Transport* one[] = {&transport};
   RawParams p = params;
   p.queues = 1;
+  p.threads = 1;
   return run_raw(p, one, boot);
 }
 
 RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, Bootstrap& boot) {
-  if (queues.empty() || queues.size() != params.queues)
-    throw UsageError("raw bench: " + std::to_string(params.queues) + " queues asked for, " +
+  if (params.threads == 0 || params.threads > 64)
+    throw UsageError("raw bench: initiator threads: 1..64, got " + std::to_string(params.threads));
+  const std::size_t endpoints = std::size_t{params.queues} * params.threads;
+  if (queues.empty() || queues.size() != endpoints)
+    throw UsageError("raw bench: " + std::to_string(params.queues) + " queues x " +
+                     std::to_string(params.threads) + " threads asked for, " +
                      std::to_string(queues.size()) + " transports given");
+  if (params.threads > 1) {
+    if (params.test != RawTest::bandwidth)
+      throw UsageError("initiator threads (--threads " + std::to_string(params.threads) +
+                       ") are for the bandwidth test only: add -t bw");
+    if (params.duration_s > 0)
+      throw UsageError("initiator threads (--threads) stream -I iterations each: drop --duration");
+  }
   Transport& transport = *queues.front();
   if (boot.size() != 2)
     throw UsageError("raw bench needs exactly 2 processes, got " + std::to_string(boot.size()));
@@ -245,6 +421,20 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
     if (is_atomic(params.op) && s != 8)
       throw UsageError("atomics operate on 8-byte words: use -S 8 with -o " +
                        std::string(to_string(params.op)));
+  }
+  if (!caps.reliable) {
+    // A lost message would leave a streaming sink, a write-like poller or an open loop waiting
+    // for what never comes; the closed send ping-pong counts it lost instead.
+    if (params.op != Op::send || params.test != RawTest::latency || params.reap_every > 0 ||
+        params.recv_post != RecvPost::one || params.rate > 0)
+      throw UsageError(caps.provider +
+                       "'s dgram endpoint is unreliable: it runs only the closed send ping-pong "
+                       "(-o send -t lat, receives posted one by one), which counts lost pings");
+    for (std::size_t s : params.sizes)
+      if (s == 0)
+        throw UsageError(
+            "size 0 on an unreliable endpoint: a ping of no bytes carries no sequence number, "
+            "so a late answer could not be told from the awaited one");
   }
   if (params.signal_every == 0 || params.window == 0 || params.batch == 0)
     throw UsageError("window, signal interval and batch must be at least 1");
@@ -318,6 +508,10 @@ RawResult run_raw(const RawParams& params, std::span<Transport* const> queues, B
       auto* same = dynamic_cast<T*>(q);
       if (!same) throw UsageError("raw bench: the queues are transports of different kinds");
       typed.push_back(same);
+    }
+    if (params.threads > 1) {
+      raw_detail::run_team<T>(typed, boot, params, clock, thread, result);
+      return;
     }
     raw_detail::RawRunner<T> runner(typed, boot, params, clock, thread);
     for (RawTest test : {RawTest::latency, RawTest::bandwidth}) {

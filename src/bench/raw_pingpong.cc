@@ -2,6 +2,7 @@
 // loop at a given rate (params.rate), and WRITE-like send/recv (params.reap_every).
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ void RawRunner<T>::post_ping_from(const std::byte* from, std::size_t size, std::
   unsigned flags = (inject ? kInject : 0) | (signal ? kSignal : 0);
   // Unsignalled non-inject posts are retired by later signalled ones: context = span.
   std::uint64_t ctx = signal ? (p_.signal_every) : 0;
-  Watchdog dog(boot_, p_.target.timeout_ms, "posting");
+  Watchdog dog(liveness_, p_.target.timeout_ms, "posting");
   for (;;) {
     Status s;
     switch (p_.op) {
@@ -55,6 +56,7 @@ void RawRunner<T>::post_ping_from(const std::byte* from, std::size_t size, std::
 
 template <class T>
 void RawRunner<T>::pingpong(std::size_t size, std::uint64_t count, std::vector<double>* samples) {
+  if (unreliable()) return pingpong_unreliable(size, count, samples);
   if (write_like()) return pingpong_write_like(size, count, samples);
   if (p_.rate > 0) return open_loop(size, count, samples);
   RecvPool pool = recv_pool(count);
@@ -85,7 +87,7 @@ void RawRunner<T>::pingpong(std::size_t size, std::uint64_t count, std::vector<d
 // Waits for message `seq`, then keeps the receive pool topped up.
 template <class T>
 void RawRunner<T>::wait_reply(std::size_t size, std::uint64_t seq, RecvPool& pool) {
-  Watchdog dog(boot_, p_.target.timeout_ms, "waiting for the peer's message");
+  Watchdog dog(liveness_, p_.target.timeout_ms, "waiting for the peer's message");
   if (p_.op == Op::write) {
     while (!stamped(rx(), size, seq)) {
       if (inline_progress_) t_.progress();
@@ -145,7 +147,7 @@ bool RawRunner<T>::consume_multi(const Completion& c, std::size_t size, RecvPool
 template <class T>
 void RawRunner<T>::settle_multi(RecvPool& pool) {
   if (!multi()) return;
-  Watchdog dog(boot_, p_.target.timeout_ms, "waiting for a multi-receive buffer's release");
+  Watchdog dog(liveness_, p_.target.timeout_ms, "waiting for a multi-receive buffer's release");
   Completion c[1];
   while (pool.buffers > 0) {
     const int n = t_.poll_rx(c);
@@ -185,7 +187,7 @@ void RawRunner<T>::open_loop(std::size_t size, std::uint64_t count, std::vector<
   const std::uint64_t cap = in_flight_cap();
   const std::uint64_t first_seq = seq_ + 1;
   std::uint64_t sent = 0, answered = 0, last_sent_at = schedule.start;
-  Watchdog dog(boot_, p_.target.timeout_ms, "waiting for the peer's answers in the open loop");
+  Watchdog dog(liveness_, p_.target.timeout_ms, "waiting for the peer's answers in the open loop");
   while (answered < count) {
     // A ping is due: it goes out unless the peer's receive window is full (then replies are
     // reaped first; the ping's sample still counts from its due time).
@@ -260,7 +262,7 @@ void RawRunner<T>::pingpong_write_like(std::size_t size, std::uint64_t count,
   auto post_batch = [&] {
     while (posted < count && posted - reaped < n) {
       std::byte* slot = rx() + (posted % n) * slot_len_;
-      Watchdog dog(boot_, p_.target.timeout_ms, "posting a receive");
+      Watchdog dog(liveness_, p_.target.timeout_ms, "posting a receive");
       Status s;
       while ((s = t_.post_recv(peer_, slot, size, desc(), 0)) == Status::again) dog.idle();
       check(s, "post_recv");
@@ -269,7 +271,7 @@ void RawRunner<T>::pingpong_write_like(std::size_t size, std::uint64_t count,
   };
   auto wait_slot = [&](std::uint64_t i, std::uint64_t seq) {
     const std::byte* slot = rx() + (i % n) * slot_len_;
-    Watchdog dog(boot_, p_.target.timeout_ms, "waiting for the peer's message in memory");
+    Watchdog dog(liveness_, p_.target.timeout_ms, "waiting for the peer's message in memory");
     while (!stamped(slot, size, seq)) {
       t_.progress();
       dog.idle();
@@ -277,7 +279,7 @@ void RawRunner<T>::pingpong_write_like(std::size_t size, std::uint64_t count,
     std::atomic_thread_fence(std::memory_order_acquire);
   };
   auto reap = [&](std::uint64_t upto) {
-    Watchdog dog(boot_, p_.target.timeout_ms, "reaping receive completions");
+    Watchdog dog(liveness_, p_.target.timeout_ms, "reaping receive completions");
     Completion c[kPollBatch];
     while (reaped < upto) {
       const int got = t_.poll_rx(std::span(c).first(
@@ -316,6 +318,110 @@ void RawRunner<T>::pingpong_write_like(std::size_t size, std::uint64_t count,
       post_ping(size, seq, i);
     }
   }
+  drain_tx();
+}
+
+// ---- unreliable endpoints (dgram) ----
+// Every rx slot keeps a receive of its own posted, for the largest size (the context names the
+// slot): a message is read where it landed and the slot's receive posted again, so nothing is
+// ever left unposted and no late message lands on another's bytes.
+template <class T>
+void RawRunner<T>::post_dgram_receives() {
+  if (dgram_posted_) return;
+  Watchdog dog(liveness_, p_.target.timeout_ms, "posting datagram receives");
+  for (std::size_t k = 0; k < kRxDepth;) {
+    Status s = t_.post_recv(peer_, rx() + k * slot_len_, slot_len_, desc(), k);
+    if (s == Status::again) {
+      dog.idle();
+      continue;
+    }
+    check(s, "post_recv");
+    ++k;
+  }
+  dgram_posted_ = true;
+}
+
+// Reads what arrived: on_message(bytes, length) for each message, then posts its slot's
+// receive again. Returns after one poll.
+template <class T>
+template <class OnMessage>
+void RawRunner<T>::take_dgram(OnMessage&& on_message) {
+  Completion c[kPollBatch];
+  const int n = t_.poll_rx(c);
+  if (n < 0) throw Error("raw bench: " + t_.last_error());
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t k = c[i].context;
+    if (c[i].kind != CompletionKind::recv || k >= kRxDepth)
+      throw Error("raw bench: a datagram completion for no posted slot");
+    std::byte* slot = rx() + k * slot_len_;
+    on_message(slot, std::size_t{c[i].length});
+    Watchdog dog(liveness_, p_.target.timeout_ms, "posting a datagram receive again");
+    for (;;) {
+      Status s = t_.post_recv(peer_, slot, slot_len_, desc(), k);
+      if (s == Status::ok) break;
+      check(s, "post_recv");
+      dog.idle();
+    }
+  }
+}
+
+// Rank 0 sends a ping and waits for its answer up to loss_timeout_ms(); then it is lost (the
+// ping or its answer was dropped), and the next ping goes out. An answer that comes later
+// carries an older sequence number and is dropped. A sample is half the round trip of one
+// answered ping. Rank 1 answers every ping it gets (an echo of its bytes) until rank 0 is done,
+// inside the barrier that ends the phase.
+template <class T>
+void RawRunner<T>::pingpong_unreliable(std::size_t size, std::uint64_t count,
+                                       std::vector<double>* samples) {
+  post_dgram_receives();
+  wait_all_light();
+  std::uint64_t answers = 0;
+  if (!initiator_) {
+    boot_.barrier([&] {
+      take_dgram([&](const std::byte* bytes, std::size_t len) {
+        if (len != size) return;  // a late ping of an earlier size
+        std::memcpy(src(), bytes, size);
+        post_ping(size, 0, answers++);
+      });
+    });
+    drain_tx();
+    return;
+  }
+  const std::uint64_t loss_ns = loss_timeout_ms() * 1000000;
+  const std::uint64_t silence_ns = p_.target.timeout_ms * 1000000;
+  std::uint64_t last_answer = clock_.now();
+  std::uint64_t lost_in_a_row = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t seq = ++seq_;
+    stamp(src(), size, seq);
+    const std::uint64_t sent = clock_.now();
+    post_ping(size, seq, i);
+    bool answered = false;
+    std::uint64_t now = sent;
+    while (!answered) {
+      take_dgram([&](const std::byte* bytes, std::size_t len) {
+        if (len == size && stamped(bytes, size, seq)) answered = true;  // else a late answer
+      });
+      now = clock_.now();
+      if (!answered && clock_.to_ns(now - sent) > static_cast<double>(loss_ns)) break;
+    }
+    if (answered) {
+      if (samples) samples->push_back(clock_.to_ns(now - sent) / 2);
+      last_answer = now;
+      lost_in_a_row = 0;
+      continue;
+    }
+    ++lost_;
+    ++lost_in_a_row;
+    if (liveness_ && liveness_->peer_failed())
+      throw peer_failure_error(liveness_, "raw bench", "waiting for a datagram answer");
+    if (clock_.to_ns(now - last_answer) > static_cast<double>(silence_ns))
+      throw Error("raw bench: no answer on the unreliable endpoint for " +
+                  std::to_string(p_.target.timeout_ms) + " ms (" + std::to_string(lost_in_a_row) +
+                  " pings lost in a row): the peer's datagrams do not arrive");
+  }
+  // Late answers still arriving are read (and dropped) while rank 1 finishes.
+  boot_.barrier([&] { take_dgram([](const std::byte*, std::size_t) {}); });
   drain_tx();
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -52,7 +53,7 @@ void print_raw_header(std::ostream& out, const RawResult& r) {
       {"op " + std::string(to_string(p.op)) + "  warmup " + std::to_string(p.warmup) + "  window " +
            std::to_string(p.window) + "  signal every " + std::to_string(p.signal_every) +
            "  batch " + std::to_string(p.batch) + "  queues " + std::to_string(p.queues) +
-           "  inject " + (p.inject ? "on" : "off"),
+           "  threads " + std::to_string(p.threads) + "  inject " + (p.inject ? "on" : "off"),
        "FI_MORE (batch > 1): " + r.more_hint,
        "progress " + std::string(to_string(p.progress)) + " (thread: initiator " +
            (e.progress_thread_initiator ? "yes" : "no") + ", target " +
@@ -87,6 +88,10 @@ void print_raw_table(std::ostream& out, const RawResult& r) {
     if (row.test != RawTest::bandwidth) continue;
     if (!header) {
       out << "\n  op          bytes    iters       MB/s     Mmsg/s  cpu ns/msg init/target\n";
+      if (r.params.threads > 1)
+        out << "  (" << r.params.threads << " initiator threads"
+            << (row.threads_pinned ? ", each on a core of its own" : ", not pinned (too few cores)")
+            << ": iters, MB/s and Mmsg/s are their sum; per thread in --json)\n";
       header = true;
     }
     std::snprintf(line, sizeof line, "  %-10s %6s %8llu %10.2f %10.4f  %7.0f / %-7.0f %s\n",
@@ -107,6 +112,8 @@ void print_raw_json(std::ostream& out, const RawResult& r) {
     nlohmann::json j = common_fields(r, row);
     if (row.test == RawTest::latency) {
       j["latency_kind"] = row.one_way ? "one_way" : "completion";
+      j["reliable"] = row.reliable;
+      j["lost"] = row.lost;  // unreliable endpoints: pings of `iterations` with no answer
       j["latency_ns"] = report::latency_json(row.latency);
     } else {
       j["window"] = r.params.window;
@@ -117,6 +124,23 @@ void print_raw_json(std::ostream& out, const RawResult& r) {
       j["seconds"] = row.seconds;
       j["MBps"] = row.mbps;
       j["msgs_per_s"] = row.msgs_per_s;
+      j["threads"] = row.threads;
+      j["threads_pinned"] = row.threads_pinned;
+      nlohmann::json shares = nlohmann::json::array();
+      for (const auto& t : row.per_thread)
+        shares.push_back({{"cpu", t.cpu},
+                          {"iterations", t.iterations},
+                          {"seconds", t.seconds},
+                          {"MBps", t.mbps},
+                          {"msgs_per_s", t.msgs_per_s}});
+      j["per_thread"] = shares;
+      if (!row.per_thread.empty()) {
+        auto [lo, hi] = std::minmax_element(row.per_thread.begin(), row.per_thread.end(),
+                                            [](const RawThreadShare& a, const RawThreadShare& b) {
+                                              return a.msgs_per_s < b.msgs_per_s;
+                                            });
+        j["thread_msgs_per_s"] = {{"min", lo->msgs_per_s}, {"max", hi->msgs_per_s}};
+      }
     }
     out << j.dump() << "\n";
   }

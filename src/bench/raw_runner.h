@@ -10,9 +10,13 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -65,17 +69,61 @@ inline bool stamped(const std::byte* p, std::size_t size, std::uint64_t seq) {
   return true;
 }
 
-// A bounded wait of the raw bench (common/bounded_wait.h) that names what it waits for.
+// A bounded wait of the raw bench (common/bounded_wait.h) that names what it waits for. It asks
+// `liveness` about the peer (nullptr: a thread that must not touch the bootstrap; it still times
+// out).
 class Watchdog {
  public:
-  Watchdog(Bootstrap& boot, std::uint64_t timeout_ms, const char* what)
-      : wait_(std::chrono::milliseconds(timeout_ms), &boot), what_(what) {}
+  Watchdog(Bootstrap* liveness, std::uint64_t timeout_ms, const char* what)
+      : wait_(std::chrono::milliseconds(timeout_ms), liveness), what_(what) {}
   void reset() noexcept { wait_.reset(); }
   void idle() { wait_.idle("raw bench", what_); }
 
  private:
   BoundedWait wait_;
   const char* what_;
+};
+
+// The barrier of a rank's initiator (or sink) threads in a multi-threaded bandwidth test: the
+// last thread to arrive runs `last` (the rank-wide barrier, which drives every thread's
+// endpoints: the others are asleep here and do not touch them) and then releases them all. A
+// thread that failed calls fail(): every waiting and later arrival throws its error instead of
+// waiting for a thread that will not come.
+class TeamBarrier {
+ public:
+  TeamBarrier(unsigned n, std::function<void()> last) : n_(n), last_(std::move(last)) {}
+  void arrive_and_wait() {
+    std::unique_lock lock(m_);
+    if (error_) std::rethrow_exception(error_);
+    const std::uint64_t generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      try {
+        if (last_) last_();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation || error_; });
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+  void fail(std::exception_ptr e) {
+    std::lock_guard lock(m_);
+    if (!error_) error_ = e;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  const unsigned n_;
+  unsigned arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  std::function<void()> last_;
+  std::exception_ptr error_;
 };
 
 // The queue post i of a bandwidth test goes to, and the number of `count` posts queue `q`
@@ -105,6 +153,22 @@ class RawRunner {
   // Runs warm-up and measurement for one size and test; rank 0 returns the row.
   std::optional<RawRow> run(RawTest test, std::size_t size);
 
+  // A multi-threaded bandwidth test (run_raw's team): this runner is one thread's. Its phase
+  // barriers meet the team's (the team's last arrival meets the peer), and it asks the
+  // bootstrap about the peer only as the team's first runner (`liveness`, else nullptr).
+  void join_team(TeamBarrier* team, Bootstrap* liveness) {
+    team_ = team;
+    liveness_ = liveness;
+  }
+  // One thread's bandwidth phase of `count` operations (stream or sink; nothing on a passive
+  // target); returns its seconds.
+  double bandwidth_phase(std::size_t size, std::uint64_t count) {
+    return phase(RawTest::bandwidth, size, count, nullptr);
+  }
+  bool injects(std::size_t size) const noexcept { return injecting(size); }
+  // Drives every endpoint of this runner once (the team's barriers).
+  void drive() { progress_all(); }
+
  private:
   struct PhaseReport {
     double cpu;                // CPU seconds of the measured phase
@@ -125,6 +189,7 @@ class RawRunner {
     return src() + (i % src_slots_) * slot_len_;
   }
   std::byte* rx(std::size_t q = 0) const noexcept { return queues_[q].mr->data() + rx_offset(); }
+  bool unreliable() const noexcept { return !t_.caps().reliable; }
   void* desc(std::size_t q = 0) const noexcept { return queues_[q].mr->desc(); }
   const RemoteMemory& remote() const noexcept { return queues_.front().remote; }
   void progress_all() {
@@ -237,10 +302,24 @@ class RawRunner {
   std::string report_unsustainable(std::uint64_t sent, std::uint64_t now,
                                    const OpenLoopSchedule& s) const;
   void pingpong_write_like(std::size_t size, std::uint64_t count, std::vector<double>* samples);
+  // Unreliable endpoints (caps().reliable false, dgram): a ping whose answer has not come
+  // within loss_timeout_ms() is counted lost (lost_), never waited for; the target answers
+  // every ping it gets until the initiator is done (it cannot know how many arrive).
+  void pingpong_unreliable(std::size_t size, std::uint64_t count, std::vector<double>* samples);
+  void post_dgram_receives();
+  template <class OnMessage>
+  void take_dgram(OnMessage&& on_message);
+  std::uint64_t loss_timeout_ms() const noexcept {
+    return std::min<std::uint64_t>(200, p_.target.timeout_ms);
+  }
 
-  // A barrier used inside a phase: both sides progress while waiting.
+  // A barrier used inside a phase: both sides progress while waiting (in a team, the team's
+  // barrier, whose last arrival meets the peer).
   void wait_all_light() {
-    boot_.barrier([this] { progress_all(); });
+    if (team_)
+      team_->arrive_and_wait();
+    else
+      boot_.barrier([this] { progress_all(); });
   }
 
   void drain_tx() {
@@ -257,6 +336,8 @@ class RawRunner {
 
   T& t_;
   Bootstrap& boot_;
+  Bootstrap* liveness_ = &boot_;  // what the watchdogs ask about the peer (join_team)
+  TeamBarrier* team_ = nullptr;
   const RawParams& p_;
   const Clock& clock_;
   const bool inline_progress_;
@@ -269,6 +350,8 @@ class RawRunner {
   std::size_t rx_len_ = 0;     // the target area: one slot, or reap_every of them
   std::vector<Queue> queues_;
   std::uint64_t seq_ = 0;
+  std::uint64_t lost_ = 0;     // unreliable: pings of the current phase counted lost
+  bool dgram_posted_ = false;  // unreliable: every receive slot has its receive posted
   double last_phase_seconds_ = 0;
   std::string overloaded_;  // rank 0: why the open loop could not keep its rate
 };

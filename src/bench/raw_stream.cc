@@ -14,7 +14,7 @@ void RawRunner<T>::one_sided_latency(std::size_t size, std::uint64_t count,
                                      std::vector<double>* samples) {
   auto* result = reinterpret_cast<std::uint64_t*>(src());
   for (std::uint64_t i = 0; i < count; ++i) {
-    Watchdog dog(boot_, p_.target.timeout_ms, "waiting for a one-sided completion");
+    Watchdog dog(liveness_, p_.target.timeout_ms, "waiting for a one-sided completion");
     std::uint64_t t0 = clock_.now();
     Status s;
     do {
@@ -57,7 +57,7 @@ void RawRunner<T>::stream(std::size_t size, std::uint64_t count) {
   const std::uint64_t nq = queues_.size();
   std::uint64_t posted = 0, retired = 0;
   std::vector<std::uint64_t> since_signal(nq, 0);
-  Watchdog dog(boot_, p_.target.timeout_ms, "streaming");
+  Watchdog dog(liveness_, p_.target.timeout_ms, "streaming");
   // An active target (send, writedata) posts its receives first; see sink().
   if (!target_passive(p_.op, RawTest::bandwidth)) wait_all_light();
   while (retired < count) {
@@ -115,7 +115,7 @@ void RawRunner<T>::sink(std::uint64_t count) {
     top_up(pools[q], len, q);
   }
   wait_all_light();
-  Watchdog dog(boot_, p_.target.timeout_ms, "receiving the stream");
+  Watchdog dog(liveness_, p_.target.timeout_ms, "receiving the stream");
   Completion c[kPollBatch];
   std::uint64_t got = 0;
   while (got < count) {

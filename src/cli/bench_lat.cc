@@ -13,7 +13,10 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
+#include <sstream>
+#include <utility>
 
 #include "bench/report.h"
 #include "cli/bench_shell.h"
@@ -36,6 +39,7 @@ struct LatFlags : CommonFlags {
   std::uint64_t iterations = 10000;
   std::uint64_t warmup = 1000;
   std::string loss;               // --loss: "1%", "0.5" (percent)
+  unsigned rto_min_ms = 0;        // --rto-min: TCP's minimum RTO on the ranks' routes (0: default)
   std::string samples;            // --samples FILE: every sample of every row
   bool launched_sockets = false;  // internal: this launch runs the socket baselines
 };
@@ -86,6 +90,10 @@ LatValidated validate(const LatFlags& f) {
   for (SocketProto proto : p.sockets)
     validate_socket_params(lat_socket_params(p, proto, SocketWait::spin));
   v.loss = parse_loss(f.loss);
+  if (f.rto_min_ms > 0 && !f.netns)
+    throw UsageError(
+        "--rto-min needs --netns: it is set on the routes of each rank's own network namespace, "
+        "never on this host's");
   if (v.loss > 0 && !f.netns)
     throw UsageError(
         "--loss needs --netns: the packets are dropped inside each rank's own "
@@ -129,9 +137,50 @@ std::string install_loss(double p) {
          " of the packets arriving on eth0 in each rank's namespace (no netem here)";
 }
 
+// Sets TCP's minimum retransmission timeout on every IPv4 route of eth0 in this rank's own
+// namespace (`ip route change ... rto_min MSms`, locked: the kernel then uses it as the RTO's
+// floor instead of its 200 ms). Throws UsageError with ip's refusal.
+void install_rto_min(unsigned ms) {
+  auto run = [](std::vector<std::string> argv) {
+    ChildOptions o;
+    o.argv = std::move(argv);
+    o.capture_stderr = true;
+    o.timeout = std::chrono::seconds(10);
+    std::string out;
+    ChildResult r = run_child(o, [&](const std::string& text) { out += text + "\n"; });
+    while (!r.err.empty() && r.err.back() == '\n') r.err.pop_back();
+    return std::pair{r, out};
+  };
+  const std::string ip = find_binary("ip", "/usr/sbin:/sbin:/usr/bin:/bin");
+  if (ip.empty()) throw UsageError("--rto-min: ip (iproute2) is not installed");
+  const auto [shown, routes] = run({ip, "-o", "-4", "route", "show", "dev", "eth0"});
+  if (shown.status != 0) throw UsageError("--rto-min: ip route show failed: " + shown.err);
+  std::istringstream lines(routes);
+  std::string line;
+  int changed = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+    if (w.empty()) continue;
+    // The route's own keys kept; flags the kernel prints (linkdown, ...) are not arguments.
+    std::vector<std::string> argv = {ip, "route", "change", w[0], "dev", "eth0"};
+    for (std::size_t i = 1; i + 1 < w.size(); ++i)
+      if (w[i] == "proto" || w[i] == "scope" || w[i] == "src" || w[i] == "metric") {
+        argv.push_back(w[i]);
+        argv.push_back(w[++i]);
+      }
+    argv.insert(argv.end(), {"rto_min", std::to_string(ms) + "ms"});
+    const ChildResult r = run(argv).first;
+    if (r.status != 0) throw UsageError("--rto-min: ip refused the route change: " + r.err);
+    ++changed;
+  }
+  if (changed == 0) throw UsageError("--rto-min: no IPv4 route on eth0 in the rank's namespace");
+}
+
 int run_lat_rank(const LatFlags& f, const LatValidated& v) {
   return run_family_rank(f, v.params, [&](Rank& rank, const LatParams& params) {
     const std::string loss_method = v.loss > 0 ? install_loss(v.loss) : "";
+    if (f.rto_min_ms > 0) install_rto_min(f.rto_min_ms);
     rank.boot.barrier();  // both drop points are in place before anything is measured
     LatResult r =
         f.launched_sockets ? run_lat_sockets(params, rank.boot) : run_lat_fabric(params, rank.boot);
@@ -143,7 +192,7 @@ int run_lat_rank(const LatFlags& f, const LatValidated& v) {
     if (!f.samples.empty()) append_lat_samples(f.samples, rows);
     for (const auto& n : r.notes) std::cerr << "fabflow: note: " << n << "\n";
     if (f.json) {
-      print_lat_json(std::cout, env, rows, v.loss, loss_method, more);
+      print_lat_json(std::cout, env, rows, v.loss, loss_method, more, f.rto_min_ms);
       report::warn_stderr(env);
       return;
     }
@@ -171,6 +220,9 @@ int run_lat_rank(const LatFlags& f, const LatValidated& v) {
                        "about max(2 srtt, 10 ms), or the RTO, at least 200 ms), UDP counts the "
                        "ping lost after 200 ms; so p99 and above move once that exceeds 1%");
     }
+    if (f.rto_min_ms > 0)
+      config.push_back("TCP rto_min " + std::to_string(f.rto_min_ms) +
+                       " ms on the routes of each rank's namespace (the kernel's default: 200)");
     if (f.launched_sockets)
       config.push_back("kernel sockets on " + rank.boot.local_address() + ", path MTU " +
                        (rows.empty() ? std::string("n/a") : std::to_string(rows.front().mtu)));
@@ -219,6 +271,9 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
   app->add_option("--loss", f->loss,
                   "with --netns: drop this share of packets in each rank's namespace (1%; "
                   "netem, else iptables)");
+  add_number<unsigned>(*app, "--rto-min", f->rto_min_ms, 1, 60000,
+                       "with --netns: TCP's minimum retransmission timeout in ms on each rank's "
+                       "routes (ip route ... rto_min; the kernel's default is 200)");
   app->add_flag("--launched-sockets", f->launched_sockets)->group("");
 
   return [f, self]() -> int {

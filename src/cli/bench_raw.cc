@@ -35,6 +35,7 @@ struct RawFlags : CommonFlags {
   unsigned signal_every = 1;
   unsigned batch = 1;
   unsigned queues = 1;
+  unsigned threads = 1;
   std::string test = "both";
   std::string launched_op;  // internal: the one operation a launched rank runs
   std::string result_path;  // internal: rank 0 also writes its JSON lines here
@@ -79,6 +80,12 @@ RawValidated validate(const RawFlags& f) {
   p.progress = parse_name<ProgressMode>(f.progress).value();  // checked by the parser
   p.target = flags_target(f);
   p.test = parse_name<RawTest>(f.test).value();
+  p.threads = f.threads;
+  if (f.threads > 1 && p.test != RawTest::bandwidth)
+    throw UsageError("--threads " + std::to_string(f.threads) +
+                     " is for the bandwidth test only: add -t bw");
+  if (f.threads > 1 && f.duration > 0)
+    throw UsageError("--threads streams -I iterations in each thread: drop --duration");
   v.providers = providers_to_run(f);
   return v;
 }
@@ -102,6 +109,10 @@ std::vector<std::size_t> sizes_for(const RawFlags& f, const RawParams& p, Op op)
 void check_provider(const RawFlags& f, const RawValidated& v, const std::string& provider, Op op) {
   Capabilities caps = probe_transport(provider_options(provider, v.params.target.endpoint, {op}));
   const auto sizes = sizes_for(f, v.params, op);
+  if (!caps.reliable && (op != Op::send || v.params.test != RawTest::latency))
+    throw UsageError(caps.provider +
+                     "'s dgram endpoint is unreliable: bench raw runs only the send ping-pong "
+                     "there (-o send -t lat), which counts lost pings");
   for (std::size_t s : sizes)
     if (s > caps.max_msg_size)
       throw UsageError("size " + std::to_string(s) + " is above " + caps.provider +
@@ -202,6 +213,10 @@ Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
                        "post n operations back to back with FI_MORE (at most --window)");
   add_number<unsigned>(*app, "--queues", f->queues, 1, 64,
                        "bandwidth tests: endpoints per rank the batches rotate over");
+  add_number<unsigned>(*app, "--threads", f->threads, 1, 64,
+                       "bandwidth tests (-t bw): initiator threads streaming at once, each with "
+                       "its own endpoints (and the target's sink thread for send/writedata), "
+                       "pinned where there are cores enough");
   add_choice<RawTest>(*app, "-t,--test", f->test, "latency, bandwidth or both");
   app->add_flag("--reference", f->reference,
                 "send latency: also run libfabric's fi_pingpong on the same provider, size, "

@@ -9,7 +9,9 @@ namespace fabflow {
 namespace {
 
 bool wants_local(const TransportOptions& options) {
-  return options.provider == "local" || (options.provider == "auto" && options.same_host);
+  // "auto" never picks local for an unreliable endpoint: local has none (libfabric's udp has).
+  return options.provider == "local" || (options.provider == "auto" && options.same_host &&
+                                         options.endpoint != EndpointType::dgram);
 }
 
 }  // namespace

@@ -85,9 +85,12 @@ LatResult run_lat_sockets(const LatParams& params, Bootstrap& boot);
 // "250k", "1.5M", "800": a rate for the table and the header.
 std::string lat_rate_text(double rate);
 void print_lat_table(std::ostream& out, const std::vector<LatRow>& rows);
-// One JSON line a row; the loss applied (0..1) and how, and the FI_MORE hint of list postings.
+// One JSON line a row; the loss applied (0..1) and how, the FI_MORE hint of list postings, and
+// the TCP minimum retransmission timeout set on the ranks' routes (--rto-min, ms; 0: the
+// kernel's default, then the field is null).
 void print_lat_json(std::ostream& out, const RunEnvironment& env, const std::vector<LatRow>& rows,
-                    double loss, const std::string& loss_method, const std::string& more_hint);
+                    double loss, const std::string& loss_method, const std::string& more_hint,
+                    unsigned rto_min_ms = 0);
 // For each row a line "# path provider mode inject=on|off size=N [recv=P] [rate=R]", then every
 // sample in ns, one per line, in measurement order, appended to `path`.
 void append_lat_samples(const std::string& path, const std::vector<LatRow>& rows);

@@ -65,6 +65,12 @@ struct RawParams {
   // Bandwidth tests: endpoints (each its own connected transport) the batches rotate over:
   // post i goes to queue (i / batch) % queues. Latency tests use the first one only.
   unsigned queues = 1;
+  // Bandwidth tests only, > 1: initiator threads (seed 001 drives all cores, L264), each with
+  // its own `queues` endpoints, streaming `iterations` operations each at the same time; an
+  // active target (send, writedata) sinks each thread's endpoints in a thread of its own. Each
+  // thread is pinned to a core of its own where the host has one for every busy thread of both
+  // ranks, else none is pinned. 1..64.
+  unsigned threads = 1;
   RawTest test = RawTest::both;
   ProgressMode progress = ProgressMode::automatic;
   // Where it runs: provider, endpoint, this rank's CPU (-1: unpinned), the timeout (no
@@ -95,6 +101,15 @@ struct CpuUse {
   double progress_thread_s = 0;  // CPU seconds of progress threads (both ranks)
 };
 
+// One initiator thread's share of a bandwidth row (RawParams::threads).
+struct RawThreadShare {
+  int cpu = -1;  // the CPU it was pinned to (-1: not pinned)
+  std::uint64_t iterations = 0;
+  double seconds = 0;  // its own time, from the common start to its last completion
+  double mbps = 0;
+  double msgs_per_s = 0;
+};
+
 struct RawRow {
   RawTest test = RawTest::latency;
   Op op = Op::send;
@@ -105,13 +120,23 @@ struct RawRow {
   // completion time for read and atomics.
   bool one_way = true;
   RecvPost recv_post = RecvPost::one;
-  double rate = 0;  // open loop: pings per second asked for (0: closed loop)
-  LatencyStats latency;
+  double rate = 0;              // open loop: pings per second asked for (0: closed loop)
+  LatencyStats latency;         // of the answered pings
   std::vector<double> samples;  // with RawParams::keep_samples: every sample, ns, in order
+  // Latency rows: whether the endpoint is reliable, and (unreliable, dgram) how many of the
+  // `iterations` pings got no answer within the loss timeout (200 ms, or --timeout if less).
+  bool reliable = true;
+  std::uint64_t lost = 0;
   // Bandwidth rows.
   double seconds = 0;
   double mbps = 0;  // 10^6 bytes per second
   double msgs_per_s = 0;
+  // Bandwidth rows: initiator threads (iterations, seconds, mbps and msgs_per_s are then the
+  // aggregate: every thread's operations over the time from the common start to the last
+  // thread's end), whether each had a core of its own, and each thread's share.
+  unsigned threads = 1;
+  bool threads_pinned = false;
+  std::vector<RawThreadShare> per_thread;
   CpuUse cpu;
 };
 

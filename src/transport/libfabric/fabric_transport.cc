@@ -73,8 +73,10 @@ FabricTransport::FabricTransport(const TransportOptions& options)
     if (!fd) check(rc, "fi_cq_open", prov);
   }
 
-  // Plain fi_send/fi_write calls are the signalled ones; unsignalled posts pass flags.
-  info->tx_attr->op_flags |= FI_COMPLETION;
+  // Plain fi_send/fi_write calls are the signalled ones; unsignalled posts pass flags. The udp
+  // provider refuses FI_COMPLETION in op_flags (fi_endpoint: -FI_ENODATA) and completes every
+  // send anyway: the callers' unsignalled posts then carry context 0, which retires nothing.
+  if (endpoint_type_ != FI_EP_DGRAM) info->tx_attr->op_flags |= FI_COMPLETION;
   info->tx_attr->size = std::max<std::size_t>(info->tx_attr->size, options.tx_depth);
   info->rx_attr->size = std::max<std::size_t>(info->rx_attr->size, options.rx_depth);
 }
@@ -86,7 +88,7 @@ FabricTransport::~FabricTransport() {
 
 Fid<fid_ep> FabricTransport::open_endpoint(fi_info* info) {
   const std::string& prov = caps_.provider;
-  info->tx_attr->op_flags |= FI_COMPLETION;
+  if (endpoint_type_ != FI_EP_DGRAM) info->tx_attr->op_flags |= FI_COMPLETION;
   Fid<fid_ep> ep;
   check(fi_endpoint(domain_.get(), info, ep.out(), nullptr), "fi_endpoint", prov);
   check(fi_ep_bind(ep.get(), &tx_cq_.get()->fid, FI_TRANSMIT | FI_SELECTIVE_COMPLETION),

@@ -36,7 +36,9 @@ InfoPtr make_hints(const TransportOptions& o, EndpointType ep) {
   if (wants(o, {Op::fadd, Op::cswap})) hints->caps |= FI_ATOMIC;
   if (o.multi_recv) hints->caps |= FI_MULTI_RECV;
   hints->mode = FI_RX_CQ_DATA;
-  hints->ep_attr->type = ep == EndpointType::msg ? FI_EP_MSG : FI_EP_RDM;
+  hints->ep_attr->type = ep == EndpointType::msg     ? FI_EP_MSG
+                         : ep == EndpointType::dgram ? FI_EP_DGRAM
+                                                     : FI_EP_RDM;
   hints->domain_attr->mr_mode = static_cast<int>(kSupportedMrMode);
   hints->domain_attr->threading = o.thread_safe ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
   if (o.provider != "auto") hints->fabric_attr->prov_name = strdup(o.provider.c_str());
@@ -91,7 +93,10 @@ Capabilities describe(const fi_info* info, fid_domain* domain) {
   c.provider = info->fabric_attr->prov_name;
   c.fabric = info->fabric_attr->name ? info->fabric_attr->name : "";
   c.domain = info->domain_attr->name ? info->domain_attr->name : "";
-  c.endpoint = info->ep_attr->type == FI_EP_MSG ? EndpointType::msg : EndpointType::rdm;
+  c.endpoint = info->ep_attr->type == FI_EP_MSG     ? EndpointType::msg
+               : info->ep_attr->type == FI_EP_DGRAM ? EndpointType::dgram
+                                                    : EndpointType::rdm;
+  c.reliable = info->ep_attr->type != FI_EP_DGRAM;
   c.api_version = info->fabric_attr->prov_version;
   c.inject_size = info->tx_attr->inject_size;
   c.max_msg_size = info->ep_attr->max_msg_size;
@@ -138,7 +143,8 @@ Selection select(const TransportOptions& o) {
     }
     if (!list) list = getinfo(nullptr, 0, hints.get());
     for (fi_info* i = list.get(); i; i = i->next) {
-      if (o.provider == "auto" && !acceptable_for_auto(i)) continue;
+      // udp is the one datagram provider here: "auto" takes it where dgram is asked for.
+      if (o.provider == "auto" && ep != EndpointType::dgram && !acceptable_for_auto(i)) continue;
       s.info = i;
       break;
     }

@@ -323,6 +323,10 @@ std::unique_ptr<Transport> open_local(const TransportOptions& options) {
 }
 
 Capabilities local_capabilities(const TransportOptions& options) {
+  if (options.endpoint == EndpointType::dgram)
+    throw UsageError(
+        "provider 'local' offers no dgram endpoints: the local transport has no unreliable "
+        "(dgram) endpoint, its messages are never lost (libfabric's udp has one: -p udp)");
   Capabilities c;
   c.provider = "local";
   c.fabric = "local";
