@@ -14,7 +14,7 @@
 #include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/subprocess.h"
+#include "tools/subprocess.h"
 #include "references/memcached.h"
 #include "common/affinity.h"
 
@@ -232,7 +232,7 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
     if (parse_name<KvReference>(f->reference) == KvReference::memcached) {
       const KvParams& p = v.params;
       references::MemcachedParams m;
-      m.binary = find_binary("memcached");
+      m.binary = tools::find_binary("memcached");
       m.keys = p.keys * static_cast<std::uint64_t>(p.servers);
       m.value_size = p.value_bytes;
       m.put_fraction = p.put_fraction;

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/subprocess.h"
+
 namespace fabflow::cli {
 
 using Runner = std::function<int()>;
@@ -179,6 +181,6 @@ void add_launch(CLI::App& app, const Invocation& self, Runner& run);  // launch.
 void add_bulk(CLI::App& app, const Invocation& self, Runner& run);
 
 // Prints "fabflow: error: <msg>" (the launcher shows only the first such line of a run).
-void print_error(const std::string& msg);
+using tools::print_error;
 
 }  // namespace fabflow::cli

@@ -181,11 +181,4 @@ Runner add_info(CLI::App& app) {
   };
 }
 
-void print_error(const std::string& msg) {
-  std::string m = msg;
-  for (char& ch : m)
-    if (ch == '\n') ch = ' ';
-  std::fputs(("fabflow: error: " + m + "\n").c_str(), stderr);
-}
-
 }  // namespace fabflow::cli

@@ -17,7 +17,7 @@
 #include "bench/report.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/plot.h"
+#include "tools/plot.h"
 
 namespace fabflow::cli {
 namespace {
@@ -264,18 +264,18 @@ int draw(const std::string& png, const std::vector<Row>& rows) {
     for (const auto& r : rows) out << row_json(r).dump() << "\n";
     if (!out) throw UsageError("--plot: cannot write " + jsonl.string());
   }
-  Plotter plot("the data is in " + jsonl.string());
+  tools::Plotter plot("the data is in " + jsonl.string());
   int status = 1;
   std::string err;
   // The module prints a verdict line, and there is no claim to judge: ignore it.
   if (!plot.run(
           {"figure", jsonl.string()}, [](const std::string&) {}, &status, &err))
-    return kNoFigures;
+    return tools::kNoFigures;
   if (status == 0) {
     std::cerr << "fabflow: wrote " << png << " (and .svg, .html, .jsonl beside it)\n";
     return 0;
   }
-  const std::string why = Plotter::last_error_line(err);
+  const std::string why = tools::Plotter::last_error_line(err);
   print_error((why.empty() ? "the plot module failed" : why) +
               ": no figure drawn; the data is in " + jsonl.string());
   return 1;

@@ -1,4 +1,4 @@
-#include "cli/subprocess.h"
+#include "tools/subprocess.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,11 +13,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
-namespace fabflow::cli {
+namespace fabflow::tools {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -173,6 +174,13 @@ ChildResult run_child(const ChildOptions& o,
   return r;
 }
 
+void print_error(const std::string& msg) {
+  std::string m = msg;
+  for (char& ch : m)
+    if (ch == '\n') ch = ' ';
+  std::fputs(("fabflow: error: " + m + "\n").c_str(), stderr);
+}
+
 std::string find_binary(const std::string& name, const std::string& also) {
   auto executable = [](const std::string& p) {
     struct stat st {};
@@ -186,4 +194,4 @@ std::string find_binary(const std::string& name, const std::string& also) {
   return "";
 }
 
-}  // namespace fabflow::cli
+}  // namespace fabflow::tools

@@ -1,12 +1,11 @@
-#include "cli/plot.h"
+#include "tools/plot.h"
 
 #include <cstdlib>
 #include <sstream>
 
-#include "cli/commands.h"
-#include "cli/subprocess.h"
+#include "tools/subprocess.h"
 
-namespace fabflow::cli {
+namespace fabflow::tools {
 
 namespace fs = std::filesystem;
 
@@ -103,4 +102,4 @@ bool Plotter::give_up(const std::string& why) {
   return false;
 }
 
-}  // namespace fabflow::cli
+}  // namespace fabflow::tools
