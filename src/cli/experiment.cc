@@ -1,79 +1,27 @@
-// `fabflow experiment list|run` and `fabflow report`: the catalogue of the papers' figures run
-// as `fabflow bench` children of this executable, their rows written as DIR/<id>.jsonl, and
-// python/fabflow_plot called to draw each figure and check its claim (docs/experiments.md).
+// `fabflow experiment list|run|judge`, `report` and `plot`: their flags, the check of every
+// catalogue entry's flags against the real `fabflow bench` parser, the list and the run's
+// summary. The runner itself is src/tools/experiment.cc (docs/experiments.md).
+#include "tools/experiment.h"
+
 #include <fabflow/bench/experiment.h>
 #include <fabflow/status.h>
-#include <fabflow/transport.h>
-
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
-#include "common/affinity.h"
 #include "cli/flags.h"
-#include "cli/plot.h"
-#include "cli/subprocess.h"
+#include "common/affinity.h"
+#include "tools/plot.h"
 
 namespace fabflow::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using bench::ExperimentEntry;
 using ojson = nlohmann::ordered_json;
-using SteadyClock = std::chrono::steady_clock;
-
-constexpr const char* kFigureExtensions[] = {".png", ".svg", ".html"};  // fabflow_plot's
-
-std::vector<bench::Catalogue> load(const std::string& flag) {
-  if (!flag.empty()) return bench::load_catalogues(flag);
-  if (const char* env = std::getenv("FABFLOW_CATALOGUE"); env && *env)
-    return bench::load_catalogues(env);
-  auto candidates = install_candidates("experiments");
-  fs::path dir = first_dir(candidates);
-  if (dir.empty()) {
-    std::string looked;
-    for (const auto& c : candidates) {
-      const std::string dir_text = c.lexically_normal().string();
-      if (looked.find(dir_text) != std::string::npos) continue;
-      looked += (looked.empty() ? "" : ", ") + dir_text;
-    }
-    throw UsageError("no experiment catalogue found (looked in " + looked +
-                     "); give --catalogue DIR or set FABFLOW_CATALOGUE");
-  }
-  return bench::load_catalogues(dir);
-}
-
-std::string shell_quote(const std::string& s) {
-  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) ||
-           std::string_view("_./:=,@%+-").find(c) != std::string_view::npos;
-  });
-  if (plain) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string command_line(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) out += (out.empty() ? "" : " ") + shell_quote(a);
-  return out;
-}
-
-std::string seconds_text(double s) {
-  std::ostringstream o;
-  o.precision(s < 10 ? 1 : 0);
-  o << std::fixed << s << " s";
-  return o.str();
-}
+using tools::Outcome;
 
 // ---- experiment list ----
 
@@ -83,7 +31,7 @@ struct ListFlags {
 };
 
 int run_list(const ListFlags& f) {
-  const auto catalogues = load(f.catalogue);
+  const auto catalogues = tools::find_catalogues(f.catalogue);
   if (f.json) {
     for (const auto& c : catalogues)
       for (const auto& x : c.entries)
@@ -158,261 +106,6 @@ void check_flags(const ExperimentEntry& x, const CLI::App& bench_app) {
   }
 }
 
-std::vector<const ExperimentEntry*> select(const std::vector<bench::Catalogue>& catalogues,
-                                           const std::string& ids,
-                                           std::vector<const ExperimentEntry*>& skipped) {
-  std::vector<const ExperimentEntry*> out;
-  if (ids == "all") {
-    for (const auto& c : catalogues)
-      for (const auto& x : c.entries) (bench::runnable(x) ? out : skipped).push_back(&x);
-    return out;
-  }
-  for (const auto& id : split(ids, ',')) {
-    const ExperimentEntry* x = bench::find_experiment(catalogues, id);
-    if (!x)
-      throw UsageError("unknown experiment '" + id + "' (fabflow experiment list shows them)");
-    if (!bench::runnable(*x)) throw UsageError(id + " cannot run: " + bench::status_text(*x));
-    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
-  }
-  if (out.empty()) throw UsageError("no experiment given (an id, a comma list, or all)");
-  return out;
-}
-
-void prepare_output(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw UsageError("-o " + dir.string() + ": cannot create: " + ec.message());
-  const fs::path probe = dir / ".fabflow-write-test";
-  if (!std::ofstream(probe)) throw UsageError("-o " + dir.string() + ": cannot write there");
-  fs::remove(probe, ec);
-}
-
-// `<exe> bench <bench> <point's args> -p PROVIDER --json`.
-std::vector<std::string> bench_argv(const ExperimentEntry& x, const bench::SweepPoint& p,
-                                    const std::string& provider, const std::string& exe) {
-  std::vector<std::string> argv = {exe, "bench", x.bench};
-  argv.insert(argv.end(), p.args.begin(), p.args.end());
-  argv.insert(argv.end(), {"-p", provider, "--json"});
-  return argv;
-}
-
-// What one experiment left behind, for the summary.
-struct Outcome {
-  std::string id;
-  std::size_t points_done = 0, points = 0;
-  double seconds = 0;
-  std::string verdict;
-  std::vector<std::string> files;
-  bool failed = false;  // a bench run or the figure failed
-};
-
-// `fabflow report DIR`.
-int run_report(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw UsageError("report: " + dir + " is not a folder");
-  bool any = false;
-  for (const auto& f : fs::directory_iterator(dir, ec))
-    any = any || f.path().extension() == ".jsonl";
-  if (!any)
-    throw UsageError("report: " + dir + " has no .jsonl (fabflow experiment run -o " + dir +
-                     " writes them)");
-  Plotter plot("the data stays in the .jsonl files");
-  int status = 1;
-  std::string err;
-  auto print = [](const std::string& line) { std::cout << line << "\n"; };
-  if (!plot.run({"report", dir}, print, &status, &err)) return kNoFigures;
-  std::cerr << err;
-  return status == 0 ? 0 : 1;
-}
-
-// `fabflow plot FILE`: the CDF (and its tail) and the histogram of every latency row of a
-// bench's --json output, from the rows' log-bucketed histograms.
-int run_plot(const std::string& file, const std::string& out, const std::string& field) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec))
-    throw UsageError("plot: " + file + " is not a file (a bench's --json output)");
-  Plotter plot("the data stays in " + file);
-  int status = 1;
-  std::string err;
-  std::vector<std::string> args = {"distribution", file, "--field", field};
-  if (!out.empty()) args.insert(args.end(), {"--out", out});
-  auto print = [](const std::string& line) { std::cout << line << "\n"; };
-  if (!plot.run(args, print, &status, &err)) return kNoFigures;
-  std::cerr << err;
-  return status == 0 ? 0 : 1;
-}
-
-// Latency entries also get the distribution of every row: <id>-cdf.png and <id>-hist.png.
-void distribution(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
-  int status = 1;
-  std::string err;
-  const std::string base = fs::path(jsonl).replace_extension().string();
-  if (!plot.run(
-          {"distribution", jsonl.string(), "--out", base, "--title", x.id + ": " + x.title},
-          [&](const std::string& line) { o.files.push_back(fs::path(line).filename().string()); },
-          &status, &err))
-    return;
-  std::cerr << err;
-  if (status != 0) {
-    o.failed = true;
-    o.verdict += ", distribution failed";
-  }
-}
-
-// Draws `jsonl`'s figure and judges its claim (python/fabflow_plot), into `o`; latency
-// entries also get their distributions.
-void figure(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outcome& o) {
-  int status = 1;
-  std::string err;
-  nlohmann::json verdict;
-  const bool ran = plot.run(
-      {"figure", jsonl.string()},
-      [&](const std::string& line) {
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_object() && j.contains("verdict")) verdict = j;
-      },
-      &status, &err);
-  if (!ran) {
-    o.verdict = "no figure (plotting unavailable)";
-    return;
-  }
-  std::cerr << err;  // the module's warnings, or why it failed
-  if (status != 0 || !verdict.is_object()) {
-    if (status == 0) print_error(x.id + ": the plot module printed no verdict");
-    o.failed = true;
-    o.verdict = "plot failed";
-  } else {
-    o.verdict = verdict.value("verdict", "?");
-    std::string detail = verdict.contains("detail") && verdict["detail"].is_string()
-                             ? verdict["detail"].get<std::string>()
-                             : "";
-    std::cout << x.id << ": " << o.verdict << (detail.empty() ? "" : " (" + detail + ")") << "\n"
-              << std::flush;
-  }
-  for (const char* ext : kFigureExtensions) {
-    const fs::path p = fs::path(jsonl).replace_extension(ext);
-    if (std::error_code ec; fs::exists(p, ec)) o.files.push_back(p.filename().string());
-  }
-  if (x.bench == "lat" && !o.failed) distribution(x, jsonl, plot, o);
-}
-
-class ExperimentRunner {
- public:
-  ExperimentRunner(const RunFlags& f, fs::path exe) : f_(f), exe_(std::move(exe)) {}
-
-  Outcome run(const ExperimentEntry& x, Plotter& plot) {
-    Outcome o;
-    o.id = x.id;
-    const auto points = bench::expand(x, f_.quick, f_.cores);
-    o.points = points.size();
-    const fs::path jsonl = fs::path(f_.out) / (x.id + ".jsonl");
-    // Figures of an earlier run in DIR would be taken for this run's.
-    for (const char* ext : kFigureExtensions)
-      fs::remove(fs::path(jsonl).replace_extension(ext), ec_);
-    std::ofstream out(jsonl, std::ios::trunc);
-    if (!out) throw Error("cannot write " + jsonl.string());
-    std::vector<std::vector<std::string>> argvs;
-    ojson command_lines = ojson::array();
-    for (const auto& p : points) {
-      command_lines.push_back(command_line(bench_argv(x, p, f_.provider, "fabflow")));
-      argvs.push_back(bench_argv(x, p, f_.provider, exe_.string()));
-    }
-    ojson header = {{"type", "experiment"},
-                    {"id", x.id},
-                    {"entry", bench::entry_json(x, f_.quick, f_.cores)},
-                    {"provider", f_.provider},
-                    {"quick", f_.quick},
-                    {"repeat", f_.repeat},
-                    {"cores", f_.cores},
-                    {"command_lines", command_lines},
-                    {"environment", bench::experiment_environment()}};
-    out << header.dump() << "\n" << std::flush;
-
-    const auto start = SteadyClock::now();
-    const std::size_t runs = points.size() * f_.repeat;
-    std::size_t done = 0, not_json = 0;
-    for (std::size_t i = 0; i < points.size() && !o.failed; ++i) {
-      for (unsigned r = 0; r < f_.repeat && !o.failed; ++r) {
-        progress(x.id, i, points.size(), r, points[i].values, start, done, runs);
-        ChildOptions c;
-        c.argv = argvs[i];
-        c.timeout = std::chrono::seconds(f_.point_timeout_s);
-        c.capture_stderr = true;
-        std::size_t rows = 0;
-        ChildResult res = run_child(c, [&](const std::string& line) {
-          ojson row = ojson::parse(line, nullptr, false);
-          if (row.is_discarded() || !row.is_object()) {
-            ++not_json;
-            return;
-          }
-          bench::tag_row(row, x.id, i, points[i].values, r);
-          out << row.dump() << "\n" << std::flush;
-          ++rows;
-        });
-        std::cerr << res.err << std::flush;
-        if (interrupted()) throw Interrupted{};
-        if (res.status == 2 && !res.timed_out && rows == 0 &&
-            child_error(res.err).find("' offers no ") != std::string::npos) {
-          // The provider offers no endpoint of the point's kind ("provider 'shm' offers no msg
-          // endpoints on this machine", src/transport/libfabric/select.cc): a refused row, and
-          // the rest runs. Any other exit 2 is a fault of the entry, as before.
-          ojson row = {{"unsupported", child_error(res.err)}, {"refused_point", true}};
-          bench::tag_row(row, x.id, i, points[i].values, r);
-          out << row.dump() << "\n" << std::flush;
-          std::cerr << "fabflow: warning: [" << x.id << "] point " << i + 1
-                    << " refused on this provider: " << row["unsupported"].get<std::string>()
-                    << "\n";
-        } else if (res.status != 0 || res.timed_out) {
-          std::string why = res.timed_out
-                                ? "took longer than " + std::to_string(f_.point_timeout_s) +
-                                      " s and was stopped (--point-timeout)"
-                                : "failed (exit " + std::to_string(res.status) + ")";
-          print_error(x.id + " point " + std::to_string(i + 1) + ": " +
-                      command_lines[i].get<std::string>() + " " + why);
-          o.failed = true;
-        }
-        ++done;
-      }
-      if (!o.failed) o.points_done = i + 1;
-    }
-    if (!out.flush()) throw Error("writing " + jsonl.string() + " failed");
-    out.close();
-    if (not_json > 0)
-      std::cerr << "fabflow: warning: [" << x.id << "] " << not_json
-                << " line(s) of bench output were not JSON and were left out\n";
-    o.files.push_back(jsonl.filename().string());
-    if (o.failed) {
-      o.verdict = "bench failed: partial data, no figure";
-    } else {
-      figure(x, jsonl, plot, o);
-    }
-    o.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
-    return o;
-  }
-
-  struct Interrupted {};
-
- private:
-  void progress(const std::string& id, std::size_t i, std::size_t n, unsigned r,
-                const bench::FlagValues& values, SteadyClock::time_point start, std::size_t done,
-                std::size_t runs) const {
-    std::string swept;
-    for (const auto& [flag, value] : values)
-      swept += (swept.empty() ? "" : ", ") + flag + (value.empty() ? "" : " " + value);
-    if (swept.empty()) swept = "no sweep";
-    const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
-    std::cerr << "[" << id << "] point " << i + 1 << "/" << n << " (repeat " << r + 1 << "/"
-              << f_.repeat << "): " << swept << "  elapsed " << seconds_text(elapsed);
-    if (done > 0)
-      std::cerr << ", about " << seconds_text(elapsed / done * (runs - done)) << " left";
-    std::cerr << "\n";
-  }
-
-  const RunFlags& f_;
-  fs::path exe_;
-  std::error_code ec_;  // for file checks whose failure only means "not there"
-};
-
 void print_summary(const std::vector<Outcome>& outcomes,
                    const std::vector<const ExperimentEntry*>& skipped, const std::string& dir) {
   std::vector<std::vector<std::string>> rows = {{"id", "points", "seconds", "verdict", "files"}};
@@ -447,112 +140,54 @@ void print_summary(const std::vector<Outcome>& outcomes,
   std::cout << std::flush;
 }
 
-// Repeats let a verdict tell a difference from run-to-run noise (see "Claim checks" in
-// docs/experiments.md); --quick keeps one run per point.
-constexpr unsigned kDefaultRepeats = 3;
-
 int run_experiments(RunFlags f, const CLI::App& bench_app) {
-  if (f.repeat == 0) f.repeat = f.quick ? 1 : kDefaultRepeats;
-  const auto available = static_cast<unsigned>(allowed_cpus().size());
-  if (f.cores == 0) f.cores = available;
+  if (f.repeat == 0) f.repeat = f.quick ? 1 : tools::kDefaultRepeats;
+  if (f.cores == 0) f.cores = static_cast<unsigned>(allowed_cpus().size());
   if (f.provider.empty() || f.provider.find(',') != std::string::npos)
     throw UsageError("-p takes one provider (run once per provider, into separate -o folders)");
-  const auto catalogues = load(f.catalogue);
+  const auto catalogues = tools::find_catalogues(f.catalogue);
   std::vector<const ExperimentEntry*> skipped;
-  const auto selected = select(catalogues, f.ids, skipped);
+  const auto selected = tools::select_experiments(
+      catalogues, f.ids == "all", f.ids == "all" ? std::vector<std::string>{} : split(f.ids, ','),
+      skipped);
   for (const auto* x : selected) check_flags(*x, bench_app);
   if (f.dry_run) {
     for (const auto* x : selected)
       for (const auto& p : bench::expand(*x, f.quick, f.cores))
-        std::cout << x->id << ": " << command_line(bench_argv(*x, p, f.provider, "fabflow"))
-                  << "\n";
+        std::cout << x->id << ": "
+                  << tools::command_line(tools::bench_argv(*x, p, f.provider, "fabflow")) << "\n";
     for (const auto* x : skipped)
       std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
     return 0;
   }
-  for (const auto* x : selected) bench::expand(*x, f.quick, f.cores);  // every sweep resolves
-  if (f.cores > available)
-    std::cerr << "fabflow: warning: sweeps sized for --cores " << f.cores << " on " << available
-              << " CPU(s): the ranks and threads oversubscribe them\n";
-  TransportOptions probe;
-  probe.provider = f.provider;
-  probe_transport(probe);  // an unknown provider is a usage error before anything starts
-  prepare_output(f.out);
-
-  ExperimentRunner runner(f, exe_path());
-  Plotter plot("the data stays in the .jsonl files");
-  std::vector<Outcome> outcomes;
-  try {
-    for (const auto* x : selected) outcomes.push_back(runner.run(*x, plot));
-  } catch (const ExperimentRunner::Interrupted&) {
-    if (!outcomes.empty()) print_summary(outcomes, {}, f.out);
+  tools::RunOptions options;
+  options.quick = f.quick;
+  options.repeat = f.repeat;
+  options.cores = f.cores;
+  options.provider = f.provider;
+  options.out = f.out;
+  options.point_timeout_s = f.point_timeout_s;
+  const tools::RunResult r = tools::run_experiments(options, selected);
+  if (r.interrupted) {
+    if (!r.outcomes.empty()) print_summary(r.outcomes, {}, f.out);
     print_error("interrupted: the data measured so far is in " + f.out);
-    return 128 + interrupted();
+    return 128 + r.interrupted;
   }
-  print_summary(outcomes, skipped, f.out);
+  print_summary(r.outcomes, skipped, f.out);
   const bool failed =
-      std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.failed; });
+      std::any_of(r.outcomes.begin(), r.outcomes.end(), [](const Outcome& o) { return o.failed; });
   if (failed) return 1;
-  return plot.missing() ? kNoFigures : 0;
+  return r.figures_missing ? tools::kNoFigures : 0;
 }
 
-// ---- experiment judge ----
-
-// Re-draws and re-judges the rows an earlier `experiment run` saved in `dir` (every <id>.jsonl
-// whose first line is its entry), with the entry as it was run: the same verdicts, and no
-// bench started. `ids`: a comma list, or empty / "all".
+// `experiment judge DIR [IDS]`.
 int run_judge(const std::string& dir, const std::string& ids) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw UsageError("experiment judge: no folder '" + dir + "'");
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".jsonl") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  std::vector<std::string> wanted;
-  if (!ids.empty() && ids != "all") wanted = split(ids, ',');
-  std::vector<std::pair<ExperimentEntry, fs::path>> todo;
-  bool failed = false;
-  for (const auto& path : files) {
-    std::ifstream in(path);
-    std::string first;
-    std::getline(in, first);
-    const auto head = nlohmann::json::parse(first, nullptr, false);
-    if (!head.is_object() || head.value("type", "") != "experiment" || !head.contains("entry") ||
-        !head["entry"].is_object() || !head["entry"].contains("id") ||
-        !head["entry"]["id"].is_string() || !head["entry"].contains("bench") ||
-        !head["entry"]["bench"].is_string())
-      continue;  // another file: not an experiment's rows
-    ExperimentEntry x;
-    x.id = head["entry"]["id"].get<std::string>();
-    x.bench = head["entry"]["bench"].get<std::string>();
-    if (head["entry"].contains("title") && head["entry"]["title"].is_string())
-      x.title = head["entry"]["title"].get<std::string>();
-    if (x.id + ".jsonl" != path.filename().string()) {
-      print_error(path.string() + ": holds the rows of '" + x.id + "', not of its file name");
-      failed = true;
-      continue;
-    }
-    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), x.id) != wanted.end())
-      todo.emplace_back(x, path);
-  }
-  for (const auto& id : wanted)
-    if (std::none_of(todo.begin(), todo.end(), [&](const auto& t) { return t.first.id == id; }))
-      throw UsageError("experiment judge: " + dir + " holds no rows of '" + id + "'");
-  if (todo.empty() && !failed)
-    throw UsageError("experiment judge: " + dir + " holds no experiment rows (<id>.jsonl)");
-  Plotter plot("the data stays in the .jsonl files");
-  std::size_t judged = 0;
-  for (const auto& [x, path] : todo) {
-    Outcome o;
-    o.id = x.id;
-    figure(x, path, plot, o);
-    failed = failed || o.failed;
-    judged += !o.failed;
-  }
-  std::cout << "judged " << judged << " of " << todo.size() << " experiments in " << dir << "\n"
+  const tools::JudgeResult r = tools::judge_experiments(
+      dir, ids.empty() || ids == "all" ? std::vector<std::string>{} : split(ids, ','));
+  std::cout << "judged " << r.judged << " of " << r.total << " experiments in " << dir << "\n"
             << std::flush;
-  if (failed) return 1;
-  return plot.missing() ? kNoFigures : 0;
+  if (r.failed) return 1;
+  return r.figures_missing ? tools::kNoFigures : 0;
 }
 
 }  // namespace
@@ -611,7 +246,7 @@ void add_plot(CLI::App& app, Runner& run) {
                    "(default: FILE without .jsonl)");
   plot->add_option("--field", *field, "the latency object to draw (default latency_ns)");
   plot->callback([&run, file, out, field] {
-    run = [file, out, field] { return run_plot(*file, *out, *field); };
+    run = [file, out, field] { return tools::plot_distribution(*file, *out, *field); };
   });
 }
 
@@ -619,7 +254,7 @@ void add_report(CLI::App& app, Runner& run) {
   auto* report = app.add_subcommand("report", "one HTML page of every experiment in DIR");
   auto dir = std::make_shared<std::string>();
   report->add_option("dir", *dir, "folder written by fabflow experiment run -o")->required();
-  report->callback([&run, dir] { run = [dir] { return run_report(*dir); }; });
+  report->callback([&run, dir] { run = [dir] { return tools::report(*dir); }; });
 }
 
 }  // namespace fabflow::cli
