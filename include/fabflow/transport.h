@@ -114,6 +114,10 @@ struct Capabilities {
   // host, without registration on either side (local, by cross-memory attach). Whether the
   // kernel allows it between two given processes is found by trying (ptrace rules).
   bool cross_memory_attach = false;
+  // Every rank must run on this host in one network namespace: the transport finds its peers
+  // through abstract Unix sockets, which reach only their own namespace (local). A launch that
+  // gives each rank a namespace of its own (--netns) cannot run it.
+  bool one_network_namespace = false;
   bool data_progress_manual = false;             // target must drive progress for data to land
   bool data_progress_advertised_manual = false;  // what the provider itself says
   bool control_progress_manual = false;

@@ -1,6 +1,7 @@
-// `fabflow bench lat`: its flags, the packet loss it installs in the ranks' namespaces, and the
-// launches (one per provider, then the socket baselines); the engine and its output are in
-// src/bench/lat.cc and lat_report.cc (include/fabflow/bench/lat.h).
+// `fabflow bench lat`: its flags and the launches (one per provider, then the socket baselines);
+// the engine and its output are in src/bench/lat.cc and lat_report.cc
+// (include/fabflow/bench/lat.h), the packet loss installed in the ranks' namespaces in
+// src/tools/loss.cc.
 #include <fabflow/bench/lat.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/launcher.h>
@@ -22,7 +23,7 @@
 #include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/subprocess.h"
+#include "tools/loss.h"
 
 namespace fabflow::cli {
 namespace {
@@ -106,81 +107,10 @@ LatValidated validate(const LatFlags& f) {
   return v;
 }
 
-// Drops packets in this rank's own network namespace (both ranks do, so each packet meets one
-// drop point): netem on eth0's egress where the kernel has it, else an iptables statistic rule
-// on eth0's input. Returns what was installed; throws UsageError with the tool's refusal.
-std::string install_loss(double p) {
-  const std::string percent = report::fmt("%g", p * 100) + "%";
-  auto run = [](std::vector<std::string> argv) {
-    ChildOptions o;
-    o.argv = std::move(argv);
-    o.capture_stderr = true;
-    o.timeout = std::chrono::seconds(10);
-    ChildResult r = run_child(o, [](const std::string&) {});
-    while (!r.err.empty() && r.err.back() == '\n') r.err.pop_back();
-    return r;
-  };
-  if (const std::string tc = find_binary("tc", "/usr/sbin:/sbin"); !tc.empty()) {
-    if (run({tc, "qdisc", "add", "dev", "eth0", "root", "netem", "loss", percent}).status == 0)
-      return "netem loss " + percent + " on eth0's egress in each rank's namespace";
-  }
-  const std::string iptables = find_binary("iptables", "/usr/sbin:/sbin");
-  if (iptables.empty())
-    throw UsageError(
-        "--loss: this kernel has no netem and iptables is not installed "
-        "(apt install iptables)");
-  const ChildResult r = run({iptables, "-A", "INPUT", "-i", "eth0", "-m", "statistic", "--mode",
-                             "random", "--probability", report::fmt("%.6f", p), "-j", "DROP"});
-  if (r.status != 0)
-    throw UsageError("--loss: iptables refused the rule: " + r.err.substr(0, r.err.find('\n')));
-  return "iptables statistic match dropping " + percent +
-         " of the packets arriving on eth0 in each rank's namespace (no netem here)";
-}
-
-// Sets TCP's minimum retransmission timeout on every IPv4 route of eth0 in this rank's own
-// namespace (`ip route change ... rto_min MSms`, locked: the kernel then uses it as the RTO's
-// floor instead of its 200 ms). Throws UsageError with ip's refusal.
-void install_rto_min(unsigned ms) {
-  auto run = [](std::vector<std::string> argv) {
-    ChildOptions o;
-    o.argv = std::move(argv);
-    o.capture_stderr = true;
-    o.timeout = std::chrono::seconds(10);
-    std::string out;
-    ChildResult r = run_child(o, [&](const std::string& text) { out += text + "\n"; });
-    while (!r.err.empty() && r.err.back() == '\n') r.err.pop_back();
-    return std::pair{r, out};
-  };
-  const std::string ip = find_binary("ip", "/usr/sbin:/sbin:/usr/bin:/bin");
-  if (ip.empty()) throw UsageError("--rto-min: ip (iproute2) is not installed");
-  const auto [shown, routes] = run({ip, "-o", "-4", "route", "show", "dev", "eth0"});
-  if (shown.status != 0) throw UsageError("--rto-min: ip route show failed: " + shown.err);
-  std::istringstream lines(routes);
-  std::string line;
-  int changed = 0;
-  while (std::getline(lines, line)) {
-    std::istringstream words(line);
-    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
-    if (w.empty()) continue;
-    // The route's own keys kept; flags the kernel prints (linkdown, ...) are not arguments.
-    std::vector<std::string> argv = {ip, "route", "change", w[0], "dev", "eth0"};
-    for (std::size_t i = 1; i + 1 < w.size(); ++i)
-      if (w[i] == "proto" || w[i] == "scope" || w[i] == "src" || w[i] == "metric") {
-        argv.push_back(w[i]);
-        argv.push_back(w[++i]);
-      }
-    argv.insert(argv.end(), {"rto_min", std::to_string(ms) + "ms"});
-    const ChildResult r = run(argv).first;
-    if (r.status != 0) throw UsageError("--rto-min: ip refused the route change: " + r.err);
-    ++changed;
-  }
-  if (changed == 0) throw UsageError("--rto-min: no IPv4 route on eth0 in the rank's namespace");
-}
-
 int run_lat_rank(const LatFlags& f, const LatValidated& v) {
   return run_family_rank(f, v.params, [&](Rank& rank, const LatParams& params) {
-    const std::string loss_method = v.loss > 0 ? install_loss(v.loss) : "";
-    if (f.rto_min_ms > 0) install_rto_min(f.rto_min_ms);
+    const std::string loss_method = v.loss > 0 ? tools::install_loss(v.loss) : "";
+    if (f.rto_min_ms > 0) tools::install_rto_min(f.rto_min_ms);
     rank.boot.barrier();  // both drop points are in place before anything is measured
     LatResult r =
         f.launched_sockets ? run_lat_sockets(params, rank.boot) : run_lat_fabric(params, rank.boot);
@@ -283,20 +213,20 @@ Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
       std::ofstream create(f->samples, std::ios::trunc);
       if (!create) throw UsageError("--samples: cannot write " + f->samples);
     }
-    if (v.loss > 0 && find_binary("iptables", "/usr/sbin:/sbin").empty() &&
-        find_binary("tc", "/usr/sbin:/sbin").empty())
+    if (v.loss > 0 && !tools::loss_tool_installed())
       throw UsageError(
           "--loss: neither tc (netem) nor iptables is installed (apt install "
           "iptables)");
-    // The local transport needs both ranks in one network namespace (docs/local-transport.md):
-    // under --netns it is reported as not run, and the other rows still are.
+    // A transport that needs both ranks in one network namespace (local:
+    // docs/local-transport.md) is reported as not run under --netns, and the other rows still are.
     std::vector<std::string> providers;
     for (const auto& p : v.providers) {
-      if (!f->netns || p != "local") {
+      if (!f->netns || !probe_transport(provider_options(p, v.params.target.endpoint, {}))
+                            .one_network_namespace) {
         providers.push_back(p);
         continue;
       }
-      const std::string why = "the local transport needs both ranks in one network namespace";
+      const std::string why = "the " + p + " transport needs both ranks in one network namespace";
       if (f->json)
         std::cout << nlohmann::json{{"bench", "lat"},
                                     {"type", "latency"},

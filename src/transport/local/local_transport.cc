@@ -346,6 +346,7 @@ Capabilities local_capabilities(const TransportOptions& options) {
   c.rx_lands_on_poll = true;  // a message is copied from the ring when its receiver polls
   c.peer_mapping = true;
   c.cross_memory_attach = true;
+  c.one_network_namespace = true;  // peers meet through abstract Unix sockets
   c.data_progress_manual = false;
   c.mr_mode = 0;
   return c;
