@@ -433,14 +433,9 @@ void Engine::post_queued(Endpoint& ep) {
   while (!ep.queue.empty() && ep.outstanding < o_.max_outstanding && failure_.empty()) {
     const Posting& op = ep.queue.front();
     if (released_there_.count({op.peer, op.remote_id})) {
-      Batch& b = batch(op.handle);
-      b.error = "transfer: rank " + std::to_string(op.peer) + " released its memory " +
-                std::to_string(op.remote_id) + " before this batch's transfers to it were posted";
-      const Handle h = op.handle;
-      for (Endpoint& other : eps_)
-        std::erase_if(other.queue, [h](const Posting& o) { return o.handle == h; });
-      b.fences.clear();
-      b.queued = 0;
+      abandon(op.handle, "transfer: rank " + std::to_string(op.peer) + " released its memory " +
+                             std::to_string(op.remote_id) +
+                             " before this batch's transfers to it were posted");
       continue;
     }
     const std::uint64_t ctx = op.handle << 1;
@@ -453,20 +448,24 @@ void Engine::post_queued(Endpoint& ep) {
     Batch& b = batch(op.handle);
     --b.queued;
     if (s != Status::ok) {
-      b.error = "transfer: posting a " +
-                std::string(op.direction == Direction::write ? "write" : "read") + " to rank " +
-                std::to_string(op.peer) + ": " + ep.t->last_error();
-      const Handle h = op.handle;
-      for (Endpoint& other : eps_)
-        std::erase_if(other.queue, [h](const Posting& o) { return o.handle == h; });
-      b.fences.clear();
-      b.queued = 0;
+      abandon(op.handle, "transfer: posting a " +
+                             std::string(op.direction == Direction::write ? "write" : "read") +
+                             " to rank " + std::to_string(op.peer) + ": " + ep.t->last_error());
       continue;
     }
     ++b.in_flight;
     ++ep.outstanding;
     ep.queue.pop_front();
   }
+}
+
+void Engine::abandon(Handle h, std::string error) {
+  Batch& b = batch(h);
+  b.error = std::move(error);
+  for (Endpoint& ep : eps_)
+    std::erase_if(ep.queue, [h](const Posting& o) { return o.handle == h; });
+  b.fences.clear();
+  b.queued = 0;
 }
 
 void Engine::post_notify(Handle h, Batch& b) {

@@ -234,6 +234,8 @@ class Engine {
   // The endpoints that reach both `local` and `remote`.
   std::vector<std::size_t> reaching(const Memory& local, const RemoteRegion& remote) const;
   void post_queued(Endpoint& ep);
+  // Ends batch `h` with `error`: its postings still queued are dropped, on every endpoint.
+  void abandon(Handle h, std::string error);
   void reap_tx(std::size_t e);
   void reap_rx(std::size_t e);
   bool post_receive(std::size_t slot);
