@@ -46,12 +46,7 @@ struct PcieFlags {
   std::string plot;
 };
 
-// One input point of the grid and its result.
-struct Row {
-  PcieLink link;
-  PcieWork work;
-  PcieCost cost;
-};
+using Row = PcieRow;
 
 // -S as the bench commands take it, plus 0 (header-only).
 std::vector<std::size_t> parse_model_sizes(const std::string& text) {
@@ -67,42 +62,23 @@ std::vector<std::size_t> parse_model_sizes(const std::string& text) {
   return out;
 }
 
+// The grid the flags give, evaluated.
 std::vector<Row> evaluate(const PcieFlags& f, const NicModel& nic) {
-  const auto sizes = parse_model_sizes(f.sizes);
-  const bool inline_payload = parse_name<Switch>(f.inline_payload) == Switch::on;
-  std::vector<Row> rows;
-  for (PcieGen gen : parse_choice_list<PcieGen>(f.gens)) {
-    PcieLink link;
-    link.gen = gen;
-    link.lanes = f.lanes;
-    link.read_completion_bytes = f.read_completion;
-    link.max_read_request_bytes = f.max_read_request;
-    link.max_payload_bytes = f.max_payload;
-    link.mmio_lines_per_s = f.mmio_mlines * 1e6;
-    for (QpType qp : parse_choice_list<QpType>(f.qps))
-      for (Verb verb : parse_choice_list<Verb>(f.verbs))
-        for (unsigned batch : f.batches) {
-          std::vector<WqePath> paths;
-          if (f.methods.empty())
-            paths = {batch == 1 ? WqePath::mmio : WqePath::doorbell};
-          else
-            paths = parse_choice_list<WqePath>(f.methods);
-          if (verb == Verb::recv) paths.resize(1);  // receive WQEs are always DMA-read
-          for (WqePath path : paths)
-            for (std::size_t size : sizes) {
-              if (verb == Verb::atomic && size != sizes.front()) continue;  // always 8 bytes
-              const PcieWork w{.verb = verb,
-                               .qp = qp,
-                               .payload_bytes = verb == Verb::atomic ? nic.atomic_bytes : size,
-                               .inline_payload = inline_payload,
-                               .path = path,
-                               .batch = batch,
-                               .signal_every = f.signal_every};
-              rows.push_back({link, w, pcie_cost(link, nic, w)});
-            }
-        }
-  }
-  return rows;
+  PcieGrid g;
+  g.sizes = parse_model_sizes(f.sizes);
+  g.inline_payload = parse_name<Switch>(f.inline_payload) == Switch::on;
+  g.gens = parse_choice_list<PcieGen>(f.gens);
+  g.qps = parse_choice_list<QpType>(f.qps);
+  g.verbs = parse_choice_list<Verb>(f.verbs);
+  if (!f.methods.empty()) g.paths = parse_choice_list<WqePath>(f.methods);
+  g.batches = f.batches;
+  g.signal_every = f.signal_every;
+  g.link.lanes = f.lanes;
+  g.link.read_completion_bytes = f.read_completion;
+  g.link.max_read_request_bytes = f.max_read_request;
+  g.link.max_payload_bytes = f.max_payload;
+  g.link.mmio_lines_per_s = f.mmio_mlines * 1e6;
+  return pcie_grid(g, nic);
 }
 
 // Operations/s as the JSON gives them: null for "no limit".

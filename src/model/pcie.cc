@@ -165,4 +165,32 @@ PcieCost pcie_cost(const PcieLink& link, const NicModel& nic, const PcieWork& w)
   return c;
 }
 
+std::vector<PcieRow> pcie_grid(const PcieGrid& grid, const NicModel& nic) {
+  std::vector<PcieRow> rows;
+  for (PcieGen gen : grid.gens) {
+    PcieLink link = grid.link;
+    link.gen = gen;
+    for (QpType qp : grid.qps)
+      for (Verb verb : grid.verbs)
+        for (unsigned batch : grid.batches) {
+          std::vector<WqePath> paths = grid.paths;
+          if (paths.empty()) paths = {batch == 1 ? WqePath::mmio : WqePath::doorbell};
+          if (verb == Verb::recv) paths.resize(1);  // receive WQEs are always DMA-read
+          for (WqePath path : paths)
+            for (std::size_t size : grid.sizes) {
+              if (verb == Verb::atomic && size != grid.sizes.front()) continue;  // always 8 bytes
+              const PcieWork w{.verb = verb,
+                               .qp = qp,
+                               .payload_bytes = verb == Verb::atomic ? nic.atomic_bytes : size,
+                               .inline_payload = grid.inline_payload,
+                               .path = path,
+                               .batch = batch,
+                               .signal_every = grid.signal_every};
+              rows.push_back({link, w, pcie_cost(link, nic, w)});
+            }
+        }
+  }
+  return rows;
+}
+
 }  // namespace fabflow::model

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fabflow::model {
 
@@ -131,5 +132,29 @@ struct PcieCost {
 };
 
 PcieCost pcie_cost(const PcieLink& link, const NicModel& nic, const PcieWork& work);
+
+// A grid of inputs, for evaluating every combination at once (`fabflow model pcie`).
+struct PcieGrid {
+  PcieLink link;  // every generation's lanes, read and write sizes and MMIO rate
+  std::vector<PcieGen> gens;
+  std::vector<QpType> qps;
+  std::vector<Verb> verbs;
+  std::vector<unsigned> batches;
+  std::vector<WqePath> paths;      // empty: mmio for batch 1, doorbell for larger batches
+  std::vector<std::size_t> sizes;  // payload bytes (0: header only)
+  bool inline_payload = true;
+  unsigned signal_every = 1;
+};
+
+// One point of the grid and its cost.
+struct PcieRow {
+  PcieLink link;
+  PcieWork work;
+  PcieCost cost;
+};
+
+// Every combination of the grid, in the order gens, qps, verbs, batches, paths, sizes. A
+// receive has one path (its WQEs are always DMA-read); an atomic one size (its operand).
+std::vector<PcieRow> pcie_grid(const PcieGrid& grid, const NicModel& nic);
 
 }  // namespace fabflow::model
