@@ -70,15 +70,16 @@ int run_list(const ListFlags& f) {
 
 // ---- experiment run ----
 
-struct RunFlags {
+// The runner's options as the flags give them, and the flags that choose what it runs.
+struct RunFlags : tools::RunOptions {
+  RunFlags() {
+    repeat = 0;  // 0: kDefaultRepeats, or 1 with --quick
+    cores = 0;   // 0: the CPUs this process may use
+    provider = "shm";
+    out = "fabflow-results";
+  }
   std::string ids;
-  bool quick = false;
-  unsigned repeat = 0;  // 0: kDefaultRepeats, or 1 with --quick
-  unsigned cores = 0;   // 0: the CPUs this process may use
-  std::string provider = "shm";
-  std::string out = "fabflow-results";
   std::string catalogue;
-  unsigned point_timeout_s = 600;
   bool dry_run = false;
 };
 
@@ -160,14 +161,7 @@ int run_experiments(RunFlags f, const CLI::App& bench_app) {
       std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
     return 0;
   }
-  tools::RunOptions options;
-  options.quick = f.quick;
-  options.repeat = f.repeat;
-  options.cores = f.cores;
-  options.provider = f.provider;
-  options.out = f.out;
-  options.point_timeout_s = f.point_timeout_s;
-  const tools::RunResult r = tools::run_experiments(options, selected);
+  const tools::RunResult r = tools::run_experiments(f, selected);
   if (r.interrupted) {
     if (!r.outcomes.empty()) print_summary(r.outcomes, {}, f.out);
     print_error("interrupted: the data measured so far is in " + f.out);
