@@ -85,7 +85,7 @@ CLI::Validator choice_validator(std::function<bool(const std::string&)> accept,
       "");
 }
 
-std::vector<std::size_t> parse_sizes_or_zero(const std::string& text) {
+std::vector<std::size_t> parse_sizes_or_zero(const std::string& text, const std::string& flag) {
   std::vector<std::size_t> out;
   for (const auto& item : split(text, ',')) {
     if (item == "0") {
@@ -95,7 +95,7 @@ std::vector<std::size_t> parse_sizes_or_zero(const std::string& text) {
     auto more = parse_sizes(item);
     out.insert(out.end(), more.begin(), more.end());
   }
-  if (out.empty()) throw UsageError("no sizes given");
+  if (out.empty()) throw UsageError((flag.empty() ? "" : flag + ": ") + "no sizes given");
   return out;
 }
 

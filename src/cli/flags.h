@@ -113,8 +113,9 @@ inline std::size_t parse_one_size(const std::string& flag, const std::string& te
   return v.front();
 }
 
-// parse_sizes, plus 0 (a header-only message) as a list item of its own.
-std::vector<std::size_t> parse_sizes_or_zero(const std::string& text);
+// parse_sizes, plus 0 (a header-only message) as a list item of its own. An empty list is a
+// UsageError ("<flag>: no sizes given", or without the flag's name when `flag` is empty).
+std::vector<std::size_t> parse_sizes_or_zero(const std::string& text, const std::string& flag = "");
 
 // The values of a comma-separated list of E's names (as add_choice(..., list=true) checked
 // them), "all" meaning every value. Throws UsageError for an unknown name or an empty list.

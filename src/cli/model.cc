@@ -48,24 +48,10 @@ struct PcieFlags {
 
 using Row = PcieRow;
 
-// -S as the bench commands take it, plus 0 (header-only).
-std::vector<std::size_t> parse_model_sizes(const std::string& text) {
-  std::vector<std::size_t> out;
-  for (const auto& item : split(text, ',')) {
-    if (item == "0") {
-      out.push_back(0);
-      continue;
-    }
-    for (std::size_t s : parse_sizes(item)) out.push_back(s);
-  }
-  if (out.empty()) throw UsageError("-S: no sizes given");
-  return out;
-}
-
 // The grid the flags give, evaluated.
 std::vector<Row> evaluate(const PcieFlags& f, const NicModel& nic) {
   PcieGrid g;
-  g.sizes = parse_model_sizes(f.sizes);
+  g.sizes = parse_sizes_or_zero(f.sizes, "-S");  // 0: header only
   g.inline_payload = parse_name<Switch>(f.inline_payload) == Switch::on;
   g.gens = parse_choice_list<PcieGen>(f.gens);
   g.qps = parse_choice_list<QpType>(f.qps);
