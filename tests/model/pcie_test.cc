@@ -197,5 +197,38 @@ TEST(PcieModel, AGivenNicLimitOrMmioRateCanBind) {
   EXPECT_NEAR(limit(c, Limit::h2d), 87.5e6, 0.1e6);
 }
 
+// The grid: every combination in order, the default path by batch (mmio for 1, doorbell
+// above), one path for receives and one size for atomics, each row costed as pcie_cost does.
+TEST(PcieGridTest, EveryCombinationInOrder) {
+  PcieGrid g;
+  g.link.lanes = 8;
+  g.gens = {PcieGen::gen3, PcieGen::gen4};
+  g.qps = {QpType::rc};
+  g.verbs = {Verb::send, Verb::recv, Verb::atomic};
+  g.batches = {1, 4};
+  g.sizes = {0, 64, 256};
+  const NicModel nic;
+  const std::vector<PcieRow> rows = pcie_grid(g, nic);
+  // Per generation: send 2 batches x 3 sizes, recv the same, atomic 2 batches x 1 size.
+  ASSERT_EQ(rows.size(), 2u * (6 + 6 + 2));
+  EXPECT_EQ(rows.front().link.gen, PcieGen::gen3);
+  EXPECT_EQ(rows.back().link.gen, PcieGen::gen4);
+  for (const PcieRow& r : rows) {
+    EXPECT_EQ(r.link.lanes, 8u);
+    EXPECT_EQ(r.work.path, r.work.batch == 1 ? WqePath::mmio : WqePath::doorbell);
+    if (r.work.verb == Verb::atomic) EXPECT_EQ(r.work.payload_bytes, nic.atomic_bytes);
+    EXPECT_EQ(r.cost.ceiling_ops_per_s, pcie_cost(r.link, nic, r.work).ceiling_ops_per_s);
+  }
+  EXPECT_EQ(rows[0].work.verb, Verb::send);
+  EXPECT_EQ(rows[0].work.payload_bytes, 0u);
+  EXPECT_EQ(rows[2].work.payload_bytes, 256u);
+  EXPECT_EQ(rows[3].work.batch, 4u);
+
+  g.paths = {WqePath::mmio, WqePath::doorbell};  // both paths, but receives keep one
+  g.verbs = {Verb::recv};
+  g.gens = {PcieGen::gen3};
+  EXPECT_EQ(pcie_grid(g, nic).size(), 2u * 3);
+}
+
 }  // namespace
 }  // namespace fabflow::model
