@@ -25,10 +25,11 @@ bool skipped_for_netns(const CliResult& r) {
 }
 
 TEST(LatDgramCli, UdpDatagramPingPongBesideTheReliableEndpoints) {
-  CliResult r = run_cli({"fabflow", "bench", "lat", "-p", "udp", "-e", "dgram", "-m",
-                         "send,writedata", "--inject", "off", "--sockets", "none", "-S", "16,1K",
-                         "-I", "400", "-w", "50", "--json"},
-                        60s);
+  CliResult r = run_cli(
+      {"fabflow",  "bench", "lat",       "-p",   "udp", "-e",    "dgram", "-m",  "send,writedata",
+       "--inject", "off",   "--sockets", "none", "-S",  "16,1K", "-I",    "400", "-w",
+       "50",       "--json"},
+      60s);
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.status, 0) << r.err;
   // writedata needs RMA, which the datagram endpoint has not: a note, and the send rows run.
@@ -51,10 +52,11 @@ TEST(LatDgramCli, UdpDatagramPingPongBesideTheReliableEndpoints) {
 // Dropped datagrams in namespaces: each lost ping is counted after its timeout and the run goes
 // on to the end, never waiting for an answer that will not come.
 TEST(LatDgramCli, ALostDatagramIsCountedNotHungOn) {
-  CliResult r = run_cli({"fabflow", "bench", "lat", "-p", "udp", "-e", "dgram", "--netns",
-                         "--loss", "5%", "-m", "send", "--inject", "off", "--sockets", "none",
-                         "-S", "64", "-I", "200", "-w", "0", "--json"},
-                        90s);
+  CliResult r =
+      run_cli({"fabflow", "bench", "lat", "-p",   "udp",      "-e",  "dgram",     "--netns",
+               "--loss",  "5%",    "-m",  "send", "--inject", "off", "--sockets", "none",
+               "-S",      "64",    "-I",  "200",  "-w",       "0",   "--json"},
+              90s);
   ASSERT_FALSE(r.timed_out) << r.err;
   if (skipped_for_netns(r)) GTEST_SKIP() << "network namespaces not available here: " << r.err;
   ASSERT_EQ(r.status, 0) << r.err;
@@ -86,9 +88,8 @@ TEST(LatDgramCliBadInput, WhatAnUnreliableEndpointCannotRun) {
                   "unreliable");
   expect_one_line({"fabflow", "bench", "raw", "-p", "udp", "-e", "dgram", "-o", "send"},
                   "unreliable");
-  expect_one_line({"fabflow", "bench", "raw", "-p", "udp", "-e", "dgram", "-o", "write", "-t",
-                   "lat"},
-                  "udp");
+  expect_one_line(
+      {"fabflow", "bench", "raw", "-p", "udp", "-e", "dgram", "-o", "write", "-t", "lat"}, "udp");
   expect_one_line({"fabflow", "bench", "raw", "-p", "local", "-e", "dgram", "-t", "lat"},
                   "offers no dgram endpoints");
   expect_one_line({"fabflow", "bench", "raw", "-p", "shm", "-e", "dgram", "-t", "lat"}, "shm");
@@ -104,10 +105,11 @@ TEST(LatRtoMinCli, BadInputIsOneLine) {
 // The set floor shortens the wait for a lost TCP segment: with rto_min at 5 ms no round trip
 // waits anywhere near the kernel's default 200 ms RTO, and the rows carry the value set.
 TEST(LatRtoMinCli, TheSetFloorBoundsTcpsRetransmissionWait) {
-  CliResult r = run_cli({"fabflow", "bench", "lat", "-p", "none", "--netns", "--loss", "5%",
-                         "--rto-min", "5", "--sockets", "tcp", "--socket-wait", "spin", "-S", "64",
-                         "-I", "400", "-w", "0", "--json"},
-                        90s);
+  CliResult r =
+      run_cli({"fabflow",   "bench", "lat",       "-p",  "none",          "--netns", "--loss", "5%",
+               "--rto-min", "5",     "--sockets", "tcp", "--socket-wait", "spin",    "-S",     "64",
+               "-I",        "400",   "-w",        "0",   "--json"},
+              90s);
   ASSERT_FALSE(r.timed_out) << r.err;
   if (skipped_for_netns(r)) GTEST_SKIP() << "network namespaces not available here: " << r.err;
   ASSERT_EQ(r.status, 0) << r.err;

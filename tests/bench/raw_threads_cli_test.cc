@@ -40,9 +40,26 @@ TEST_P(RawThreadsCli, EveryThreadStreamsAndTheRowSumsThem) {
   const ThreadsCase& c = GetParam();
   constexpr unsigned kThreads = 3;
   constexpr unsigned kIters = 1501;  // per thread; not a multiple of the window
-  CliResult r = run_cli({"fabflow", "bench", "raw", "-p", c.provider, "-o", c.op, "-t", "bw", "-S",
-                         "64", "-I", std::to_string(kIters), "-w", "100", "--window", "16",
-                         "--threads", std::to_string(kThreads), "--json"},
+  CliResult r = run_cli({"fabflow",
+                         "bench",
+                         "raw",
+                         "-p",
+                         c.provider,
+                         "-o",
+                         c.op,
+                         "-t",
+                         "bw",
+                         "-S",
+                         "64",
+                         "-I",
+                         std::to_string(kIters),
+                         "-w",
+                         "100",
+                         "--window",
+                         "16",
+                         "--threads",
+                         std::to_string(kThreads),
+                         "--json"},
                         60s);
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.status, 0) << r.err;
@@ -83,14 +100,11 @@ TEST_P(RawThreadsCli, EveryThreadStreamsAndTheRowSumsThem) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Threads, RawThreadsCli,
-                         ::testing::Values(ThreadsCase{"local", "send", true},
-                                           ThreadsCase{"local", "write", false},
-                                           ThreadsCase{"shm", "writedata", true},
-                                           ThreadsCase{"shm", "read", false}),
-                         [](const auto& info) {
-                           return std::string(info.param.provider) + "_" + info.param.op;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Threads, RawThreadsCli,
+    ::testing::Values(ThreadsCase{"local", "send", true}, ThreadsCase{"local", "write", false},
+                      ThreadsCase{"shm", "writedata", true}, ThreadsCase{"shm", "read", false}),
+    [](const auto& info) { return std::string(info.param.provider) + "_" + info.param.op; });
 
 // One thread keeps the single-thread row, with its share.
 TEST(RawThreadsCliOne, OneThreadRowCarriesItsShare) {
@@ -103,8 +117,7 @@ TEST(RawThreadsCliOne, OneThreadRowCarriesItsShare) {
   EXPECT_EQ(j["threads"], 1);
   ASSERT_EQ(j["per_thread"].size(), 1u);
   EXPECT_EQ(j["per_thread"][0]["iterations"], 500);
-  EXPECT_DOUBLE_EQ(j["per_thread"][0]["msgs_per_s"].get<double>(),
-                   j["msgs_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(j["per_thread"][0]["msgs_per_s"].get<double>(), j["msgs_per_s"].get<double>());
 }
 
 void expect_threads_failure(const std::vector<std::string>& args, const std::string& needle) {
@@ -119,13 +132,12 @@ void expect_threads_failure(const std::vector<std::string>& args, const std::str
 
 TEST(RawThreadsCliBadInput, ThreadsNeedTheBandwidthTestAndIterations) {
   expect_threads_failure({"fabflow", "bench", "raw", "-p", "local", "--threads", "2"}, "-t bw");
-  expect_threads_failure(
-      {"fabflow", "bench", "raw", "-p", "local", "-t", "lat", "--threads", "2"}, "-t bw");
+  expect_threads_failure({"fabflow", "bench", "raw", "-p", "local", "-t", "lat", "--threads", "2"},
+                         "-t bw");
   expect_threads_failure(
       {"fabflow", "bench", "raw", "-p", "local", "-t", "bw", "--threads", "2", "-D", "1"},
       "--duration");
-  expect_threads_failure({"fabflow", "bench", "raw", "-p", "local", "--threads", "0"},
-                         "--threads");
+  expect_threads_failure({"fabflow", "bench", "raw", "-p", "local", "--threads", "0"}, "--threads");
   expect_threads_failure({"fabflow", "bench", "raw", "-p", "local", "--threads", "two"},
                          "--threads");
 }
