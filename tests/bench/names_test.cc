@@ -23,7 +23,7 @@ void round_trips(std::size_t expected_values) {
 }
 
 TEST(NameTables, EveryValueRoundTrips) {
-  round_trips<EndpointType>(3);
+  round_trips<EndpointType>(4);
   round_trips<Op>(6);
   round_trips<ProgressMode>(3);
   round_trips<Switch>(2);
