@@ -127,36 +127,6 @@ void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);
 // `fabflow advise FAMILY`: the design that wins a workload here, measured within a budget.
 void add_advise(CLI::App& app, Runner& run);
 
-// `fabflow advise FAMILY --map BASE`: one search per size and objective, kept in BASE.json and
-// drawn in BASE.png and BASE.svg (src/cli/advise_map.cc). The request is checked by the caller
-// but for the grid's own limits.
-struct AdviseMapRequest {
-  std::string family, providers, candidates;
-  std::vector<std::string> sizes, objectives, workload;
-  std::string passive;  // queue: the end(s) that must stay passive in every cell, or empty
-  // --vary NAME=V1,V2: the map's columns are these values of the bench flag NAME (-N for a
-  // one-letter name, --NAME else) for the one objective, instead of the objectives.
-  std::string vary_flag;
-  std::vector<std::string> vary_values;
-  double budget_s = 0;
-  std::string out;  // BASE
-  bool json = false;
-};
-int run_advise_map(const AdviseMapRequest& r);
-
-// `--design auto`: the best design on `provider` from the family's advise profile when it was
-// measured on this machine, by this version, for this size and one of the objectives
-// (comma-separated) and no other bench flags; else `fallback`. `why` says which, and from what.
-struct AutoChoice {
-  std::string design;
-  std::string why;
-};
-// `allowed(design)`: "" when the run can take that profile design, else why not.
-AutoChoice choose_design(const std::string& family, const std::string& provider,
-                         const std::string& size, const std::string& objective,
-                         const std::string& fallback, const std::string& fallback_rule,
-                         const std::function<std::string(const std::string&)>& allowed = {});
-
 // A bench's `auto` among its designs: `list` (comma-separated) with "auto" replaced by the
 // design choose_design takes on the run's provider (the launching process names its choice for
 // each provider on stderr; a launched rank, which runs one provider, chooses silently and the

@@ -16,11 +16,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/commands.h"
-#include "cli/plot.h"
-#include "cli/subprocess.h"
+#include "tools/advise.h"
+#include "tools/plot.h"
+#include "tools/subprocess.h"
 
-namespace fabflow::cli {
+namespace fabflow::tools {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -219,4 +219,4 @@ int run_advise_map(const AdviseMapRequest& r) {
   return status == 0 ? 0 : 1;
 }
 
-}  // namespace fabflow::cli
+}  // namespace fabflow::tools

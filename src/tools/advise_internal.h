@@ -1,11 +1,13 @@
-// What `fabflow advise` shares between its two files: advise.cc (the flags, the families and
-// the search) and advise_answer.cc (the answer, its table, the profile file and --design auto).
+// What `fabflow advise`'s files share: advise.cc (the families and the search), advise_answer.cc
+// (the answer, its table, the profile file and --design auto's reading of it) and advise_map.cc.
 #pragma once
 
 #include <fabflow/advice.h>
 #include <fabflow/bench/advise.h>
 
 #include <nlohmann/json.hpp>
+
+#include "tools/advise.h"
 
 #include <array>
 #include <cstdint>
@@ -14,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace fabflow::cli::advise_detail {
+namespace fabflow::tools::advise_detail {
 
 using bench::advise::Better;
 using bench::advise::Candidate;
@@ -51,23 +53,10 @@ struct Family {
   const char* prior_source = nullptr;
 };
 
-struct AdviseFlags {
-  std::string family;
-  std::string providers;  // empty: the workload file's, else shm
-  std::string objective;  // empty: the workload file's, else throughput
-  std::string budget;     // empty: the workload file's, else 2m
-  std::string size;
-  std::string candidates;  // empty: every candidate of the family
-  std::string passive;     // queue: consumer, producer or both must stay passive (or empty)
-  std::string profile;     // empty: the cache folder's advise-<family>.json
-  bool no_profile = false;
-  bool json = false;
-  std::string show;                   // print a saved profile instead of measuring
-  std::string map;                    // BASE of a map over sizes x objectives
-  std::string vary;                   // NAME=V1,V2: the map over sizes x values of a bench flag
-  std::string workload_file;          // what the command line leaves out comes from here
-  std::vector<std::string> workload;  // after "--": passed to the bench as given
-};
+using tools::AdviseRequest;
+
+// Splits "a,b,,c" into {"a", "b", "c"}.
+std::vector<std::string> split(const std::string& s, char sep);
 
 // What a search found: every candidate with its samples, the environment of the first row
 // seen, notes for the reader.
@@ -86,7 +75,7 @@ using advice::default_profile;
 using advice::value_text;
 
 // The answer (the profile's content): ranked candidates, ties, refusals, the fingerprint.
-ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcome& s,
+ojson answer_json(const AdviseRequest& f, const Objective& obj, const SearchOutcome& s,
                   double budget_s);
 
 // The answer as a table, the refusals, notes and the one-line recommendation.
@@ -97,4 +86,4 @@ void write_profile(const ojson& a, const std::filesystem::path& path);
 // Throws UsageError when `path` cannot be read or is not an advise answer.
 ojson read_profile(const std::string& path);
 
-}  // namespace fabflow::cli::advise_detail
+}  // namespace fabflow::tools::advise_detail

@@ -13,12 +13,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/advise_internal.h"
-#include "cli/bench_shell.h"
-#include "cli/commands.h"
-#include "cli/flags.h"
+#include "tools/advise.h"
+#include "tools/advise_internal.h"
 
-namespace fabflow::cli {
+namespace fabflow::tools {
 namespace advise_detail {
 namespace fs = std::filesystem;
 namespace advise = bench::advise;
@@ -36,7 +34,7 @@ std::string utc_now() {
 
 }  // namespace
 
-ojson answer_json(const AdviseFlags& f, const Objective& obj, const SearchOutcome& s,
+ojson answer_json(const AdviseRequest& f, const Objective& obj, const SearchOutcome& s,
                   double budget_s) {
   const auto ranking = advise::rank(s.candidates, obj.better);
   auto entry = [&](std::size_t i, const std::string& status) {
@@ -235,31 +233,11 @@ AutoChoice choose_design(const std::string& family, const std::string& provider,
   q.family = family;
   q.provider = provider;
   q.size = size.empty() ? 0 : parse_sizes(size).front();
-  q.objectives = split(objective, ',');
+  q.objectives = advise_detail::split(objective, ',');
   const advice::Choice c = advice::choose(
       advice::read_profile(q), {fallback}, fallback_rule,
       allowed ? allowed : [](const std::string&) { return std::string(); });
   return {c.design, c.why};
 }
 
-std::string replace_auto(const CommonFlags& f, const AutoInList& a) {
-  auto names = split(a.list, ',');
-  if (std::find(names.begin(), names.end(), "auto") == names.end()) return a.list;
-  if (a.size.find_first_of(",:") != std::string::npos)
-    throw UsageError(a.flag + " auto chooses for one " + a.size_what + " size: give one -S");
-  const bool launched = !f.launched_provider.empty();
-  std::string chosen;
-  for (const auto& provider : providers_to_run(f)) {
-    const AutoChoice c = choose_design(a.family, provider, a.size, a.objective, a.fallback,
-                                       a.fallback_rule, a.allowed);
-    const std::string name = a.to_name ? a.to_name(c.design) : c.design;
-    if (!launched)
-      std::cerr << "fabflow: auto on " << provider << ": " << name << " (" << c.why << ")\n";
-    if (chosen.empty()) chosen = name;
-  }
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + (n == "auto" ? chosen : n);
-  return out;
-}
-
-}  // namespace fabflow::cli
+}  // namespace fabflow::tools
