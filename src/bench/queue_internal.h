@@ -50,7 +50,7 @@ struct EndSummary {
   double seconds = 0;
   std::uint64_t items = 0, data = 0, transfer = 0, space = 0, full = 0, empty = 0;
   // Consumer: first to last item, and the items within (after the first call's); producer:
-  // first enqueue to last commit, every item.
+  // the first call's commit to the last commit, and the items after the first call's.
   std::uint64_t timed = 0;
 };
 

@@ -97,7 +97,7 @@ struct QueueRow {
   std::uint64_t items = 0;   // items (throughput) or round trips (ping-pong)
   double seconds = 0;        // consumer: first to last item
   double items_per_s = 0;
-  // Throughput timed at the producer, first enqueue to last commit (seed 003's method, L599):
+  // Throughput timed at the producer, first call's commit to last commit (seed 003's method, L599):
   // above items_per_s by at most the items the ring holds when the producer finishes.
   double producer_items_per_s = 0;
   double mbps = 0;  // 10^6 item bytes per second; 0 with QueueApi::seq_only (none moved)
