@@ -117,17 +117,7 @@ nlohmann::json environment_json(const RunEnvironment& env) {
           {"clock", e.clock}};
 }
 
-nlohmann::json latency_json(const LatencyStats& l) {
-  nlohmann::json j = {{"mean", l.mean}, {"stdev", l.stdev},    {"min", l.min},   {"p50", l.p50},
-                      {"p90", l.p90},   {"p99", l.p99},        {"p999", l.p999}, {"p9999", l.p9999},
-                      {"max", l.max},   {"samples", l.samples}};
-  if (!l.histogram.empty()) {
-    nlohmann::json buckets = nlohmann::json::array();
-    for (const auto& b : l.histogram) buckets.push_back({b.lower_ns, b.upper_ns, b.count});
-    j["histogram"] = std::move(buckets);
-  }
-  return j;
-}
+nlohmann::json latency_json(const LatencyStats& l) { return l; }
 
 nlohmann::json base_row(const RunEnvironment& e, std::string_view family) {
   return {{"bench", family},
@@ -148,3 +138,25 @@ void warn_stderr(const RunEnvironment& env) {
 }
 
 }  // namespace fabflow::report
+
+namespace fabflow {
+
+void to_json(nlohmann::json& j, const LatencyStats& l) {
+  j = static_cast<const LatencyFigures&>(l);
+  if (!l.histogram.empty()) {
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const auto& b : l.histogram) buckets.push_back({b.lower_ns, b.upper_ns, b.count});
+    j["histogram"] = std::move(buckets);
+  }
+}
+
+void from_json(const nlohmann::json& j, LatencyStats& l) {
+  j.get_to(static_cast<LatencyFigures&>(l));
+  l.histogram.clear();
+  if (!j.contains("histogram")) return;
+  for (const auto& b : j.at("histogram"))
+    l.histogram.push_back(
+        {b.at(0).get<double>(), b.at(1).get<double>(), b.at(2).get<std::uint64_t>()});
+}
+
+}  // namespace fabflow

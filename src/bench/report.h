@@ -87,3 +87,14 @@ nlohmann::json design_row(const RunEnvironment& env, std::string_view family, st
 void warn_stderr(const RunEnvironment& env);
 
 }  // namespace fabflow::report
+
+namespace fabflow {
+
+// The latency object of the JSON lines, and back: the figures and, where present, the histogram
+// as [lower_ns, upper_ns, count] rows (report::latency_json is to_json).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LatencyFigures, mean, stdev, min, p50, p90, p99, p999, p9999,
+                                   max, samples)
+void to_json(nlohmann::json& j, const LatencyStats& l);
+void from_json(const nlohmann::json& j, LatencyStats& l);
+
+}  // namespace fabflow

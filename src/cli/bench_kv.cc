@@ -100,31 +100,10 @@ KvValidated validate(const KvFlags& f) {
   return v;
 }
 
-nlohmann::json reference_json(const references::MemcachedResult& m) {
-  nlohmann::json j;
-  j["skipped"] = m.skipped;
-  j["version"] = m.version;
-  j["clients"] = m.clients;
-  j["server_threads"] = m.server_threads;
-  j["requests"] = m.requests;
-  j["requests_per_s"] = m.requests_per_s;
-  j["get_latency_ns"] = report::latency_json(m.get_latency);
-  j["put_latency_ns"] = report::latency_json(m.put_latency);
-  j["gets"] = m.gets;
-  j["puts"] = m.puts;
-  j["misses"] = m.misses;
-  j["bad_values"] = m.bad_values;
-  j["load_seconds"] = m.load_seconds;
-  j["cpu_ns_per_op"] = {{"client", m.client_cpu_ns_per_request},
-                        {"server", m.server_cpu_ns_per_request}};
-  j["command"] = m.command;
-  return j;
-}
-
 // The memcached line under the rows (text) or its own JSON line.
 void print_reference(const KvFlags& f, const KvResult& r) {
   if (f.reference_result.empty()) return;
-  nlohmann::json m = nlohmann::json::parse(f.reference_result);
+  const auto m = nlohmann::json::parse(f.reference_result).get<references::MemcachedResult>();
   if (f.json) {
     nlohmann::json j = report::base_row(r.env, "kv");
     j["type"] = "kv_reference";
@@ -133,35 +112,30 @@ void print_reference(const KvFlags& f, const KvResult& r) {
     j["put_fraction"] = r.params.put_fraction;
     j["zipf"] = r.params.zipf;
     j["keys"] = r.params.keys * static_cast<std::uint64_t>(r.params.servers);
-    j.update(m);
+    j.update(nlohmann::json(m));
     std::cout << j.dump() << "\n" << std::flush;
     return;
   }
-  const std::string skipped = m["skipped"].get<std::string>();
-  if (!skipped.empty()) {
-    std::cout << "  reference: memcached not measured: " << skipped << "\n" << std::flush;
+  if (!m.skipped.empty()) {
+    std::cout << "  reference: memcached not measured: " << m.skipped << "\n" << std::flush;
     return;
   }
   double best = 0;
   for (const KvRow& row : r.rows)
     if (row.unsupported.empty()) best = std::max(best, row.requests_per_s);
-  const double ref = m["requests_per_s"].get<double>();
-  const auto misses = m["misses"].get<std::uint64_t>();
-  const auto bad = m["bad_values"].get<std::uint64_t>();
+  const double ref = m.requests_per_s;
   char line[400];
   std::snprintf(line, sizeof line,
                 "  reference: %s on loopback, %u client threads (1 operation in flight each), "
                 "%u server threads: %.0f ops/s, get p50 %.2f us, CPU ns/op client %.0f server "
                 "%.0f; best design / memcached %.1fx; %s\n",
-                m["version"].get<std::string>().c_str(), m["clients"].get<unsigned>(),
-                m["server_threads"].get<unsigned>(), ref,
-                m["get_latency_ns"]["p50"].get<double>() / 1e3,
-                m["cpu_ns_per_op"]["client"].get<double>(),
-                m["cpu_ns_per_op"]["server"].get<double>(), ref > 0 ? best / ref : 0.0,
-                misses + bad == 0 ? "check passed"
-                                  : ("FAILED: " + std::to_string(misses) + " misses, " +
-                                     std::to_string(bad) + " bad values")
-                                        .c_str());
+                m.version.c_str(), m.clients, m.server_threads, ref, m.get_latency_ns.p50 / 1e3,
+                m.cpu_ns_per_op.client, m.cpu_ns_per_op.server, ref > 0 ? best / ref : 0.0,
+                m.misses + m.bad_values == 0
+                    ? "check passed"
+                    : ("FAILED: " + std::to_string(m.misses) + " misses, " +
+                       std::to_string(m.bad_values) + " bad values")
+                          .c_str());
   std::cout << line << std::flush;
 }
 
@@ -243,7 +217,7 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
       m.seed = p.seed;
       m.server_threads = static_cast<unsigned>(p.servers) * p.workers;
       m.cpus = allowed_cpus();
-      reference = reference_json(references::run_memcached_reference(m)).dump();
+      reference = nlohmann::json(references::run_memcached_reference(m)).dump();
     }
     return launch_each_provider(self, *f, v.providers, v.params.target.endpoint,
                                 [&](LaunchConfig& lc) {

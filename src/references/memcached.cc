@@ -409,12 +409,11 @@ MemcachedResult run_memcached_reference(const MemcachedParams& p) {
   }
   r.gets = get_ns.size();
   r.puts = put_ns.size();
-  r.get_latency = summarize(get_ns);
-  r.put_latency = summarize(put_ns);
+  r.get_latency_ns = summarize(get_ns);
+  r.put_latency_ns = summarize(put_ns);
   if (r.requests) {
-    r.client_cpu_ns_per_request = client_cpu * 1e9 / static_cast<double>(r.requests);
-    r.server_cpu_ns_per_request =
-        (server_cpu1 - server_cpu0) * 1e9 / static_cast<double>(r.requests);
+    r.cpu_ns_per_op.client = client_cpu * 1e9 / static_cast<double>(r.requests);
+    r.cpu_ns_per_op.server = (server_cpu1 - server_cpu0) * 1e9 / static_cast<double>(r.requests);
   }
   return r;
 }
