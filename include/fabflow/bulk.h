@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace fabflow {
@@ -135,8 +136,9 @@ Protocol cheapest(const Costs& c, const ChannelOptions& o, std::size_t bytes);
 // (eager limit above the bounce size, a fragment below a page, growth below 1, ...).
 ChannelOptions resolve(const ChannelOptions& o, const Capabilities& caps);
 
-// What a channel did, for reports. Registration times include pinning.
-struct Stats {
+// What a channel did, for reports: its counts, trivially copyable (what ranks exchange), and
+// its states. Registration times include pinning.
+struct Counters {
   std::uint64_t messages_sent = 0, messages_received = 0;
   std::uint64_t bytes_sent = 0, bytes_received = 0;
   std::uint64_t registrations = 0, deregistrations = 0;
@@ -147,8 +149,12 @@ struct Stats {
   std::uint64_t cma_bytes = 0;         // moved by cross-memory attach (local)
   std::uint64_t mapped_bytes = 0;      // copied through the peer's mapping (local, Memory)
   std::uint64_t unexpected = 0;        // messages that arrived before their receive
-  std::string cache_state;             // "on (userfaultfd)", or why it is off
-  std::string rendezvous_path;         // "fabric RMA", "cross-memory attach", or the fallback
+};
+static_assert(std::is_trivially_copyable_v<Counters>);
+
+struct Stats : Counters {
+  std::string cache_state;      // "on (userfaultfd)", or why it is off
+  std::string rendezvous_path;  // "fabric RMA", "cross-memory attach", or the fallback
 };
 
 // One non-blocking send or receive. Obtained from isend/irecv; complete once test() says so.

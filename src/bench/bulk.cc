@@ -48,12 +48,10 @@ class Buffer {
   std::span<std::byte> bytes_;
 };
 
-// What one rank tells rank 0 about one point (plain bytes through the bootstrap).
+// What one rank tells rank 0 about one point (plain bytes through the bootstrap): its channel's
+// counters over the ping-pong and over the stream, and its CPU time streaming.
 struct Summary {
-  std::uint64_t registrations = 0, deregistrations = 0, reg_ns = 0, dereg_ns = 0;
-  std::uint64_t hits = 0, misses = 0, evictions = 0, invalidations = 0;
-  std::uint64_t s_registrations = 0, s_reg_ns = 0, s_dereg_ns = 0, s_hits = 0, s_misses = 0,
-                s_evictions = 0, s_invalidations = 0, s_control = 0, s_cma = 0, s_mapped = 0;
+  bulk::Counters pingpong, stream;
   double stream_cpu_s = 0;
 };
 
@@ -217,43 +215,6 @@ double raw_write_rate(Transport& t, bulk::Channel& ch, Bootstrap& boot, std::siz
   return mb_s;
 }
 
-Summary summarize_rank(const bulk::Stats& pp, const bulk::Stats& st, double cpu) {
-  Summary s;
-  s.registrations = pp.registrations;
-  s.deregistrations = pp.deregistrations;
-  s.reg_ns = pp.registration_ns;
-  s.dereg_ns = pp.deregistration_ns;
-  s.hits = pp.cache_hits;
-  s.misses = pp.cache_misses;
-  s.evictions = pp.cache_evictions;
-  s.invalidations = pp.cache_invalidations;
-  s.s_registrations = st.registrations;
-  s.s_reg_ns = st.registration_ns;
-  s.s_dereg_ns = st.deregistration_ns;
-  s.s_hits = st.cache_hits;
-  s.s_misses = st.cache_misses;
-  s.s_evictions = st.cache_evictions;
-  s.s_invalidations = st.cache_invalidations;
-  s.s_control = st.control_messages;
-  s.s_cma = st.cma_bytes;
-  s.s_mapped = st.mapped_bytes;
-  s.stream_cpu_s = cpu;
-  return s;
-}
-
-void fill_stats(bulk::Stats& out, const Summary& s) {
-  out.registrations = s.s_registrations;
-  out.registration_ns = s.s_reg_ns;
-  out.deregistration_ns = s.s_dereg_ns;
-  out.cache_hits = s.s_hits;
-  out.cache_misses = s.s_misses;
-  out.cache_evictions = s.s_evictions;
-  out.cache_invalidations = s.s_invalidations;
-  out.control_messages = s.s_control;
-  out.cma_bytes = s.s_cma;
-  out.mapped_bytes = s.s_mapped;
-}
-
 }  // namespace
 
 BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
@@ -312,12 +273,12 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
       if (row.unsupported.empty()) {
         Point pt{*ch, boot, params, clock, proto, size, messages};
         const double half_ns = pingpong(pt);
-        const bulk::Stats pp = ch->stats();
+        const bulk::Counters pp = ch->stats();
         double cpu = 0;
         std::uint64_t sent = 0;
         const double secs = stream(pt, &sent, &cpu);
-        const bulk::Stats st = ch->stats();
-        Summary mine = summarize_rank(pp, st, cpu);
+        const bulk::Counters st = ch->stats();
+        const Summary mine{pp, st, cpu};
         const auto s = allgather_value(boot, mine, "bench bulk: summary");
         if (rank == 0) {
           row.messages = messages;
@@ -326,16 +287,18 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
           row.stream_mb_s = secs > 0 ? static_cast<double>(size) * sent / secs / 1e6 : 0;
           const double msgs = 2.0 * static_cast<double>(messages);
           row.registrations_per_message =
-              static_cast<double>(s[0].registrations + s[1].registrations) / msgs;
+              static_cast<double>(s[0].pingpong.registrations + s[1].pingpong.registrations) / msgs;
           row.registration_us_per_message =
-              static_cast<double>(s[0].reg_ns + s[0].dereg_ns + s[1].reg_ns + s[1].dereg_ns) /
+              static_cast<double>(s[0].pingpong.registration_ns + s[0].pingpong.deregistration_ns +
+                                  s[1].pingpong.registration_ns + s[1].pingpong.deregistration_ns) /
               msgs / 1e3;
-          row.cache_hits = s[0].hits + s[1].hits;
-          row.cache_misses = s[0].misses + s[1].misses;
-          row.cache_evictions = s[0].evictions + s[1].evictions;
-          row.cache_invalidations = s[0].invalidations + s[1].invalidations;
-          fill_stats(row.sender, s[0]);
-          fill_stats(row.receiver, s[1]);
+          row.cache_hits = s[0].pingpong.cache_hits + s[1].pingpong.cache_hits;
+          row.cache_misses = s[0].pingpong.cache_misses + s[1].pingpong.cache_misses;
+          row.cache_evictions = s[0].pingpong.cache_evictions + s[1].pingpong.cache_evictions;
+          row.cache_invalidations =
+              s[0].pingpong.cache_invalidations + s[1].pingpong.cache_invalidations;
+          static_cast<bulk::Counters&>(row.sender) = s[0].stream;
+          static_cast<bulk::Counters&>(row.receiver) = s[1].stream;
           const double bytes = static_cast<double>(size) * static_cast<double>(sent);
           if (bytes > 0) {
             row.cpu_ns_per_byte_sender = s[0].stream_cpu_s * 1e9 / bytes;
