@@ -38,8 +38,7 @@ struct KvFlags : CommonFlags {
   unsigned batch = 16;
   unsigned outstanding = 1;
   double rate = 0;
-  std::uint64_t requests = 10000;
-  std::uint64_t warmup = 1000;
+  MeasuredCounts requests;  // -I and -w
   std::uint64_t seed = 1;
   std::string reference = "none";
   std::string put_emulation = "lock-write-unlock";
@@ -72,8 +71,8 @@ KvValidated validate(const KvFlags& f) {
   p.batch = f.batch;
   p.outstanding = f.outstanding;
   p.rate = f.rate;
-  p.requests = f.requests;
-  p.warmup = f.warmup;
+  p.requests = f.requests.measured;
+  p.warmup = f.requests.warmup;
   p.seed = f.seed;
   p.put_emulation = *parse_name<kv::PutEmulation>(f.put_emulation);
   p.check = *parse_name<KvCheck>(f.check);
@@ -182,7 +181,7 @@ Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
                        "operations each client keeps in flight (closed loop)");
   add_real(*app, "--rate", f->rate, 0, 1e9,
            "open loop: operations per second per client (0: closed loop)");
-  add_measured_counts(*app, "-I,--requests", f->requests, f->warmup, "operations per client");
+  add_measured_counts(*app, "-I,--requests", f->requests, "operations per client");
   add_seed(*app, f->seed, "workload seed");
   add_choice<kv::PutEmulation>(
       *app, "--put-emulation", f->put_emulation,

@@ -29,8 +29,7 @@ struct RrFlags : CommonFlags {
   int responders = -1;
   unsigned threads = 1;
   std::size_t request_bytes = 64;
-  std::uint64_t requests = 10000;
-  std::uint64_t warmup = 1000;
+  MeasuredCounts requests;  // -I and -w
   std::string empty_mailboxes = "0";
   std::string idle_requesters = "0";
   unsigned depth = 1;
@@ -109,8 +108,8 @@ RrValidated validate(const RrFlags& f) {
     if (s == 0 || s > rr::kMaxPayload)
       throw UsageError("response size " + std::to_string(s) + " is outside 1..4M");
   p.request_bytes = f.request_bytes;
-  p.requests = f.requests;
-  p.warmup = f.warmup;
+  p.requests = f.requests.measured;
+  p.warmup = f.requests.warmup;
   p.signal_every = f.signal_every;
   p.inject = !f.no_inject && parse_name<Switch>(f.inject) == Switch::on;
   p.reference = f.reference;
@@ -220,8 +219,7 @@ Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
                        "requester threads per requester process");
   add_number<std::size_t>(*app, "--request-bytes", f->request_bytes, 1, rr::kMaxPayload,
                           "request payload bytes (default 64)");
-  add_measured_counts(*app, "-I,--requests", f->requests, f->warmup,
-                      "requests per requester thread");
+  add_measured_counts(*app, "-I,--requests", f->requests, "requests per requester thread");
   app->add_option("--empty-mailboxes", f->empty_mailboxes,
                   "percent of the responder's mailboxes left empty, e.g. 0,10,...,90");
   app->add_option("--idle-requesters", f->idle_requesters,

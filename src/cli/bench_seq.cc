@@ -23,8 +23,7 @@ struct SeqFlags : CommonFlags {
   unsigned batch = 16;
   unsigned queues = 1;
   std::string respond = "batched";
-  std::uint64_t requests = 10000;
-  std::uint64_t warmup = 1000;
+  MeasuredCounts requests;  // -I and -w
   bool reference = false;
 };
 
@@ -47,8 +46,8 @@ SeqValidated validate(const SeqFlags& f) {
   p.outstanding = f.outstanding;
   p.batch = f.batch;
   p.batch_responses = parse_name<Respond>(f.respond) == Respond::batched;
-  p.requests = f.requests;
-  p.warmup = f.warmup;
+  p.requests = f.requests.measured;
+  p.warmup = f.requests.warmup;
   p.reference = f.reference;
   p.target = flags_target(f);
   v.clients = f.clients;
@@ -100,7 +99,7 @@ Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
                        "endpoints per worker (multi-queue)");
   add_choice<Respond>(*app, "--respond", f->respond,
                       "spec's responses: batched (FI_MORE) or single (one by one)");
-  add_measured_counts(*app, "-I,--requests", f->requests, f->warmup, "requests per client");
+  add_measured_counts(*app, "-I,--requests", f->requests, "requests per client");
   app->add_flag("--reference", f->reference,
                 "also measure a bare shared-memory fetch-add loop by as many threads as clients");
 

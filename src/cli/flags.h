@@ -92,12 +92,20 @@ CLI::Option* add_choice_list(CLI::App& app, const std::string& names, std::strin
   return add_choice<E>(app, names, var, help, /*list=*/true, {"all"});
 }
 
-// A family's measured count (`names`, e.g. "-I,--requests") and its warm-up count (-w,--warmup)
-// of `what` ("requests per client"): "measured <what>" and "<what> not measured".
-inline void add_measured_counts(CLI::App& app, const std::string& names, std::uint64_t& measured,
-                                std::uint64_t& warmup, const std::string& what) {
-  add_number<std::uint64_t>(app, names, measured, 1, kMaxCount, "measured " + what);
-  add_number<std::uint64_t>(app, "-w,--warmup", warmup, 0, kMaxCount, what + " not measured");
+// The counts of a family that measures a number of requests: measured and warm-up, at their
+// defaults.
+struct MeasuredCounts {
+  std::uint64_t measured = 10000;
+  std::uint64_t warmup = 1000;
+};
+
+// The measured count (`names`, e.g. "-I,--requests") and the warm-up count (-w,--warmup) of
+// `what` ("requests per client"): "measured <what>" and "<what> not measured".
+inline void add_measured_counts(CLI::App& app, const std::string& names, MeasuredCounts& counts,
+                                const std::string& what) {
+  add_number<std::uint64_t>(app, names, counts.measured, 1, kMaxCount, "measured " + what);
+  add_number<std::uint64_t>(app, "-w,--warmup", counts.warmup, 0, kMaxCount,
+                            what + " not measured");
 }
 
 // --seed: a seed in 0..INT64_MAX.
