@@ -45,19 +45,19 @@ Registration Registrations::acquire(void* addr, std::size_t len, unsigned access
                                     std::size_t align) {
   if (auto [m, off] = find(addr, len); m) {
     const MemoryRegion* region = &m->region();
-    return Registration(region, off, [m]() mutable { m.reset(); });
+    return Registration(region, off, m);
   }
   if (!cached) {
     std::shared_ptr<MemoryRegion> mr = register_buffer(t_, addr, len, access, o_.pin, &direct_);
     const MemoryRegion* raw = mr.get();
-    return Registration(raw, 0, [mr]() mutable { mr.reset(); });
+    return Registration(raw, 0, mr);
   }
   // Cached entries serve every later use of their range: registered for every access.
   auto lease = std::make_shared<Lease>(cache(align).acquire(addr, len, kAllAccess));
   const MemoryRegion& region = lease->region();
   const auto offset =
       static_cast<std::uint64_t>(static_cast<const std::byte*>(addr) - region.data());
-  return Registration(&region, offset, [lease]() mutable { lease->release(); });
+  return Registration(&region, offset, lease);
 }
 
 void Registrations::fill(Stats& s) {

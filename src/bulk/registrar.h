@@ -9,44 +9,30 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
 
 namespace fabflow::bulk {
 
-// One registration in use: the region, where the requested bytes start in it, and how to give
-// it back (deregister, or release the cache's lease). Move-only; released on destruction.
+// One registration in use: the region, where the requested bytes start in it, and what holds
+// it (the adopted memory, the direct registration or the cache's lease: dropping the holder
+// gives it back). Move-only; given back on destruction or when replaced (`reg = {}`).
 class Registration {
  public:
   Registration() = default;
-  Registration(const MemoryRegion* mr, std::uint64_t offset, std::function<void()> release)
-      : mr(mr), offset(offset), release_(std::move(release)) {}
-  Registration(Registration&& o) noexcept { *this = std::move(o); }
-  Registration& operator=(Registration&& o) noexcept {
-    if (this != &o) {
-      reset();
-      mr = o.mr;
-      offset = o.offset;
-      release_ = std::move(o.release_);
-      o.mr = nullptr;
-      o.release_ = nullptr;
-    }
-    return *this;
-  }
-  ~Registration() { reset(); }
-  void reset() noexcept {
-    if (release_) release_();
-    release_ = nullptr;
-    mr = nullptr;
-  }
+  Registration(const MemoryRegion* mr, std::uint64_t offset, std::shared_ptr<void> holder)
+      : mr(mr), offset(offset), holder_(std::move(holder)) {}
+  Registration(Registration&&) noexcept = default;
+  Registration& operator=(Registration&&) noexcept = default;
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
 
   const MemoryRegion* mr = nullptr;
   std::uint64_t offset = 0;  // of the requested bytes in *mr
 
  private:
-  std::function<void()> release_;
+  std::shared_ptr<void> holder_;
 };
 
 class Registrations {
