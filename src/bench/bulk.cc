@@ -313,4 +313,13 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   return result;
 }
 
+BulkResult plan_bulk(const bench::Target& target, Bootstrap& boot,
+                     const bulk::ChannelOptions& options) {
+  BulkResult plan;
+  const bench::BulkEnds ends = bench::open_bulk(target, boot, options, plan);
+  plan.costs = ends.channel->costs();
+  boot.barrier([&] { ends.transport->progress(); });
+  return plan;
+}
+
 }  // namespace fabflow

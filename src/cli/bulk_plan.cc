@@ -1,12 +1,13 @@
 // `fabflow bulk plan`: what the bulk channel's `auto` would choose on this machine: two ranks
-// open a channel (which measures the costs), rank 0 prints the costs and the size -> protocol
-// table with every candidate's estimate (docs/bulk.md, "auto").
+// open a channel (plan_bulk, which measures the costs), rank 0 prints the costs and the size ->
+// protocol table with every candidate's estimate (docs/bulk.md, "auto").
 #include <fabflow/bench/bulk.h>
 #include <fabflow/bulk.h>
 #include <fabflow/launcher.h>
 
 #include <iostream>
 
+#include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -26,7 +27,6 @@ bulk::ChannelOptions channel_options(const PlanFlags& f) {
   if (!f.frag_size.empty()) o.frag_size = parse_one_size("--frag-size", f.frag_size);
   o.depth = f.depth;
   o.pin = f.mr_pin;
-  o.peer_timeout = std::chrono::milliseconds(f.timeout_ms);
   return o;
 }
 
@@ -47,28 +47,16 @@ void add_bulk(CLI::App& app, const Invocation& self, Runner& run) {
   plan->callback([f, self, &run] {
     run = [f, self]() -> int {
       const bulk::ChannelOptions o = channel_options(*f);
-      const auto providers =
-          split(f->launched_provider.empty() ? f->providers : f->launched_provider, ',');
-      if (providers.empty()) throw UsageError("no provider given");
-      const EndpointType endpoint = parse_name<EndpointType>(f->endpoint).value();
-      if (!started_by_launcher()) return launch_each_provider(self, *f, providers, endpoint);
+      const auto providers = providers_to_run(*f);
+      if (!started_by_launcher())
+        return launch_each_provider(self, *f, providers, flags_target(*f).endpoint);
       return run_rank(*f, [&](Rank& rank) {
-        TransportOptions to;
-        to.provider = providers.front();
-        to.same_host = rank.target.same_host;
-        to.endpoint = endpoint;
-        to.ops = {Op::send, Op::write, Op::read};
-        to.node = rank.boot.local_address();
-        auto t = open_transport(to);
-        t->connect(rank.boot);
-        auto ch = bulk::open_channel(*t, rank.boot, o);
-        if (rank.boot.rank() == 0) {
-          std::cout << "# bulk plan on " << t->caps().provider << " ("
-                    << to_string(t->caps().endpoint) << "), registration pinning "
-                    << (o.pin ? "on" : "off") << "\n";
-          print_bulk_plan(std::cout, ch->costs(), ch->options(), false);
-        }
-        rank.boot.barrier([&] { t->progress(); });
+        const BulkResult plan = plan_bulk(rank.target, rank.boot, o);
+        if (rank.boot.rank() != 0) return;
+        std::cout << "# bulk plan on " << plan.env.caps.provider << " ("
+                  << to_string(plan.env.caps.endpoint) << "), registration pinning "
+                  << (o.pin ? "on" : "off") << "\n";
+        print_bulk_plan(std::cout, plan.costs, plan.options, false);
       });
     };
   });

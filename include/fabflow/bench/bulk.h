@@ -81,6 +81,13 @@ struct BulkResult {
 BulkResult run_bulk(const BulkParams& params, Bootstrap& boot,
                     const std::function<void(const BulkResult&, const BulkRow&)>& on_row = {});
 
+// What the channel's auto chooses from on `target` (`fabflow bulk plan`): a channel opened with
+// `options` between the two ranks of `boot`, which measures the costs. The result holds the
+// capabilities (env.caps), the resolved options, the costs, the rendezvous path and the cache
+// state, and no rows. Collective. Throws UsageError / Error / PeerError.
+BulkResult plan_bulk(const bench::Target& target, Bootstrap& boot,
+                     const bulk::ChannelOptions& options);
+
 // auto's plan: the costs it was measured from, then size -> the cheapest protocol with every
 // candidate's estimate (powers of 4 from 1 B to 1 GiB). Each line starts with "# " when
 // `comment`.
