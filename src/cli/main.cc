@@ -1,5 +1,6 @@
-// fabflow: a thin shell over the library. Subcommands: info, bench <family> (one per
-// bench::kFamilies), experiment list|run|judge, report, plot, model pcie, bulk plan, launch.
+// fabflow: a thin shell over the library. main() registers every subcommand (the add_*
+// functions of cli/commands.h; under `bench`, one per row of kBenchCommands below), parses the
+// command line and runs the one named; `fabflow --help` lists them.
 #include <fabflow/bench/common.h>
 #include <fabflow/status.h>
 #include <fabflow/version.h>
