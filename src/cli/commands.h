@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/ranks.h"
 #include "tools/subprocess.h"
 
 namespace fabflow::cli {
@@ -42,21 +43,13 @@ struct CommonFlags {
   std::string profile;            // --profile: a provider profile to hold the transports to
 };
 
-// One rank of a launched run, as the rank runner hands it to a subcommand's body.
-struct Rank {
-  Bootstrap& boot;
-  // Where this rank's bench runs, filled from the flags and the launch: the provider (the one
-  // this launch runs), endpoint type, timeout, whether every rank shares this host's memory
-  // (ranks_share_this_host()), the CPU this rank's thread is pinned to (-1: not pinned, or
-  // --no-pin) and the host's CPUs it may use (read before pinning).
-  bench::Target target;
-};
+// One rank of a launched run, as the rank runner hands it to a subcommand's body: its bootstrap
+// and its target (tools/ranks.h).
+using tools::Rank;
 
-// The one rank runner of every bench subcommand: meets the peers through the launcher's
-// bootstrap (waiting at least `min_timeout` for them), reads whether they all run on this
-// host (the only place the CLI asks: Target::same_host travels on in TransportOptions), pins the
-// thread unless --no-pin, runs `body`, waits for every rank at a barrier and returns 0. A failure
-// is told to the peers (so they stop at once with this rank's error) and rethrown.
+// The one rank runner of every bench subcommand: tools::run_rank with the flags' target,
+// pinning unless --no-pin, the secret file and the silence bound (--timeout), waiting at least
+// `min_timeout` for the peers.
 int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
              std::chrono::milliseconds min_timeout = {});
 
@@ -94,18 +87,17 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_hel
 // Splits "a,b,,c" into {"a", "b", "c"}.
 std::vector<std::string> split(const std::string& s, char sep);
 
-// LaunchConfig for two ranks running this executable with this invocation's arguments plus
-// `extra` (the launched rank's own choices).
+// tools::self_launch of this invocation's arguments plus `extra` (the launched rank's own
+// choices), with --netns and the silence bound.
 LaunchConfig self_launch(const Invocation& self, const CommonFlags& f,
                          std::vector<std::string> extra);
 // How long a rank may show no sign of life before the run fails naming it: --timeout, at least
 // a second (BootstrapConfig::silence).
 std::chrono::milliseconds silence_bound(const CommonFlags& f);
 
-// The launcher side of a bench subcommand: probes every provider first (an unknown one is a
-// usage error before anything starts) and checks --netns, then launches the ranks once per
-// provider, in order, until a launch fails; `prepare` may adjust each launch (more ranks, a
-// wrapper). Returns the exit status of the last launch.
+// The launcher side of a bench subcommand: tools::launch_each_provider over `providers`, each
+// launch a self_launch naming its provider that `prepare` may adjust (more ranks, a wrapper),
+// a blank line between two launches' tables (not with --json).
 int launch_each_provider(const Invocation& self, const CommonFlags& f,
                          const std::vector<std::string>& providers, EndpointType endpoint,
                          const std::function<void(LaunchConfig&)>& prepare = {});

@@ -1,20 +1,16 @@
-// Pieces shared by the `bench` subcommands.
-#include <unistd.h>
-
+// Pieces shared by the `bench` subcommands: the flags' target and providers, the bulk families'
+// buffer flags, and the flags turned into the rank and launch requests of tools/ranks.h.
 #include <fabflow/profile.h>
 #include <fabflow/status.h>
 #include <fabflow/transport.h>
 
 #include <algorithm>
-#include <iostream>
-#include <optional>
 #include <sstream>
 
 #include "cli/bench_shell.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "common/affinity.h"
-#include "common/idle_poll.h"
+#include "tools/ranks.h"
 
 namespace fabflow::cli {
 
@@ -127,36 +123,13 @@ TransportOptions provider_options(const std::string& provider, EndpointType endp
 
 int run_rank(const CommonFlags& flags, const std::function<void(Rank&)>& body,
              std::chrono::milliseconds min_timeout) {
-  BootstrapConfig cfg;
-  cfg.secret_file = flags.secret_file;
-  cfg.fill_from_env();
-  cfg.timeout = std::max(cfg.timeout, min_timeout);
-  // A rank silent for --timeout (stopped, hung) fails the run, naming it, even where the others
-  // wait without a bound of their own (barriers beside long phases). At least a second: a
-  // heartbeat thread held off the CPU by busy-polling ranks for a moment is not a stuck rank.
-  if (cfg.silence.count() == 0) cfg.silence = silence_bound(flags);
-  auto boot = make_tcp_bootstrap(cfg);
-  try {
-    Rank rank{*boot, flags_target(flags)};
-    bench::Target& t = rank.target;
-    t.same_host = ranks_share_this_host(*boot);  // under mpirun and srun too
-    t.cpus = allowed_cpus();  // the host's CPUs, read before pinning narrows the view
-    t.pin = !flags.no_pin;
-    // A pinned rank busy-polls; idle CPUs poll too while it runs, where the kernel lets us
-    // ask (common/idle_poll.h): no halted vCPU moves to another host core mid-run.
-    std::optional<IdlePolling> idle;
-    if (t.pin) {
-      t.cpu = cpu_for_local_rank(boot->local_rank());
-      if (!pin_current_thread(t.cpu)) t.cpu = -1;
-      idle.emplace();
-    }
-    body(rank);
-    boot->barrier();
-    return 0;
-  } catch (const std::exception& e) {
-    boot->abort(e.what());
-    throw;
-  }
+  tools::RankRequest r;
+  r.target = flags_target(flags);
+  r.pin = !flags.no_pin;
+  r.secret_file = flags.secret_file;
+  r.min_timeout = min_timeout;
+  r.silence = silence_bound(flags);
+  return tools::run_rank(r, body);
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -168,42 +141,31 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// At least a second: a heartbeat thread held off the CPU by busy-polling ranks for a moment is
+// not a stuck rank.
 std::chrono::milliseconds silence_bound(const CommonFlags& f) {
   return std::max(std::chrono::milliseconds(f.timeout_ms), std::chrono::milliseconds(1000));
 }
 
 LaunchConfig self_launch(const Invocation& self, const CommonFlags& f,
                          std::vector<std::string> extra) {
-  LaunchConfig lc;
-  lc.nprocs = 2;
-  lc.netns = f.netns;
-  // A stopped rank's peers say so within the silence bound; the launcher steps in only where
-  // they cannot (trapped on a lock the stopped rank holds).
-  lc.stopped_bound = silence_bound(f) + std::chrono::milliseconds(500);
-  lc.argv = self.argv;
-  lc.argv[0] = "/proc/self/exe";
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) lc.argv[0].assign(exe, static_cast<std::size_t>(n));
-  lc.argv.insert(lc.argv.end(), extra.begin(), extra.end());
-  return lc;
+  return tools::self_launch(self.argv, f.netns, silence_bound(f), extra);
 }
 
 int launch_each_provider(const Invocation& self, const CommonFlags& f,
                          const std::vector<std::string>& providers, EndpointType endpoint,
                          const std::function<void(LaunchConfig&)>& prepare) {
-  for (const auto& p : providers)  // an unknown provider is a usage error before anything starts
-    probe_transport(provider_options(p, endpoint, {}));
-  std::string why;
-  if (f.netns && !netns_available(&why)) throw UsageError("--netns: " + why);
-  int status = 0;
-  for (std::size_t i = 0; i < providers.size() && status == 0; ++i) {
-    LaunchConfig lc = self_launch(self, f, {"--launched-provider", providers[i]});
+  tools::ProviderLaunches l;
+  l.providers = providers;
+  l.endpoint = endpoint;
+  l.netns = f.netns;
+  l.blank_between = !f.json;
+  l.launch = [&](const std::string& provider) {
+    LaunchConfig lc = self_launch(self, f, {"--launched-provider", provider});
     if (prepare) prepare(lc);
-    if (i > 0 && !f.json) std::cout << "\n" << std::flush;
-    status = launch_local(lc);
-  }
-  return status;
+    return lc;
+  };
+  return tools::launch_each_provider(l);
 }
 
 }  // namespace fabflow::cli
