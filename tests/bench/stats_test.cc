@@ -4,6 +4,8 @@
 #include <fabflow/status.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/report.h"
 #include "common/fd.h"
 #include "common/idle_poll.h"
 
@@ -162,6 +165,35 @@ TEST(StatsHistogram, ScaledByTwoIsTheHistogramOfDoubledSamples) {
     EXPECT_NEAR(half.histogram[i].lower_ns, whole.histogram[i].lower_ns, 1e-9 * whole.max);
     EXPECT_EQ(half.histogram[i].count, whole.histogram[i].count) << i;
   }
+}
+
+// The latency object of the JSON lines goes back to the same figures and histogram (bench kv
+// passes memcached's figures to its rank this way); figures without a histogram stay without.
+TEST(StatsJson, LatencyGoesToItsJsonObjectAndBack) {
+  std::vector<double> s = {5, 1, 3, 1000, 42, 0.5, 7.25};
+  const LatencyStats l = summarize(s);
+  const nlohmann::json j = l;
+  EXPECT_EQ(j, report::latency_json(l));
+  EXPECT_EQ(j["samples"], 7);
+  EXPECT_DOUBLE_EQ(j["p50"].get<double>(), l.p50);
+  ASSERT_EQ(j["histogram"].size(), l.histogram.size());
+  const auto back = nlohmann::json::parse(j.dump()).get<LatencyStats>();
+  for (auto figure : {&LatencyFigures::mean, &LatencyFigures::stdev, &LatencyFigures::min,
+                      &LatencyFigures::p50, &LatencyFigures::p90, &LatencyFigures::p99,
+                      &LatencyFigures::p999, &LatencyFigures::p9999, &LatencyFigures::max})
+    EXPECT_DOUBLE_EQ(back.*figure, l.*figure);
+  EXPECT_EQ(back.samples, l.samples);
+  ASSERT_EQ(back.histogram.size(), l.histogram.size());
+  for (std::size_t i = 0; i < l.histogram.size(); ++i) {
+    EXPECT_DOUBLE_EQ(back.histogram[i].lower_ns, l.histogram[i].lower_ns) << i;
+    EXPECT_DOUBLE_EQ(back.histogram[i].upper_ns, l.histogram[i].upper_ns) << i;
+    EXPECT_EQ(back.histogram[i].count, l.histogram[i].count) << i;
+  }
+  const LatencyStats figures{static_cast<const LatencyFigures&>(l)};
+  const nlohmann::json fj = figures;
+  EXPECT_FALSE(fj.contains("histogram"));
+  EXPECT_TRUE(fj.get<LatencyStats>().histogram.empty());
+  EXPECT_DOUBLE_EQ(fj.get<LatencyStats>().p99, l.p99);
 }
 
 TEST(StatsClock, TheTscAgreesWithTheRawMonotonicClock) {
