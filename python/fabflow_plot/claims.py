@@ -10,7 +10,9 @@ Signal against noise: a comparison, bound or trend holds only when the claim
 holds for every repeat's extreme (the ranges of the repeats do not overlap
 across the line the claim draws); it does not hold when the medians contradict
 the claim; in between it is "inconclusive here", with the ranges in the detail.
-With one repeat per point the range is the point itself.  Check kinds: at_most, at_least, greater, less,
+With one repeat per point the range is the point itself.  The rows of the entry's reference (a
+model's series) take part only in the row groups that name the field reference_model; every
+other group compares measured rows alone.  Check kinds: at_most, at_least, greater, less,
 trend, similar, differ, crossover, earlier, and all (several checks that must all hold); see the
 contract in docs.  A substitute entry's verdict reads "substitute holds here" or
 "substitute does not hold here".
@@ -62,7 +64,9 @@ class _Context:
 
     def points(self, y_field, where):
         """Aggregated points of the rows matching where; also the x order."""
-        chosen = [r for r in self.rows if D.row_matches(r, where)]
+        wanted = D.names_reference(where)
+        chosen = [r for r in self.rows
+                  if D.is_reference(r) == wanted and D.row_matches(r, where)]
         points, _, x_order, _, _ = D.aggregate(chosen, self.x_field, y_field,
                                                 self.series_fields, x_values=self.x_values,
                                                 divide_by=self.divide_by)
@@ -84,9 +88,10 @@ def fidelity(entry):
     return f.get("kind", "faithful") if isinstance(f, dict) else "faithful"
 
 
-def evaluate(entry, rows, x_field, series_fields, empty_reason=""):
-    """The verdict for an entry's claim on the given data rows."""
-    verdict = _evaluate_claim(entry, rows, x_field, series_fields, empty_reason)
+def evaluate(entry, rows, x_field, series_fields, empty_reason="", references=()):
+    """The verdict for an entry's claim on the given data rows (and the reference's rows, for
+    the groups that name them)."""
+    verdict = _evaluate_claim(entry, rows, x_field, series_fields, empty_reason, list(references))
     if fidelity(entry) == "substitute":
         word = {HOLDS: SUBSTITUTE_HOLDS, FAILS: SUBSTITUTE_FAILS}.get(verdict.verdict)
         if word:
@@ -94,7 +99,7 @@ def evaluate(entry, rows, x_field, series_fields, empty_reason=""):
     return verdict
 
 
-def _evaluate_claim(entry, rows, x_field, series_fields, empty_reason):
+def _evaluate_claim(entry, rows, x_field, series_fields, empty_reason, references):
     claim = entry.get("claim")
     if not isinstance(claim, dict):
         return _unmeasurable("the entry states no claim")
@@ -104,7 +109,7 @@ def _evaluate_claim(entry, rows, x_field, series_fields, empty_reason):
     if not rows:
         if check.get("kind") in _CHECKS or check.get("kind") == "all":
             return _unmeasurable(f"no data: {empty_reason or 'no rows left after filtering'}")
-    return _evaluate_check(check, rows, x_field, series_fields)
+    return _evaluate_check(check, list(rows) + references, x_field, series_fields)
 
 
 def _evaluate_check(check, rows, x_field, series_fields):

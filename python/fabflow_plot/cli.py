@@ -56,7 +56,7 @@ def analyse(exp):
     """(plot data, verdict) for a loaded experiment."""
     pdata = D.prepare(exp)
     verdict = C.evaluate(exp.entry, pdata.rows, pdata.x_field, pdata.series_fields,
-                         pdata.empty_reason)
+                         pdata.empty_reason, references=pdata.reference_rows)
     return pdata, verdict
 
 

@@ -1,10 +1,11 @@
 """Reading an experiment's JSONL file and turning its rows into plot points.
 
 The runner writes one header line (type "experiment") followed by the JSON lines
-the bench printed.  This module loads that file, selects the data rows named by
+the bench printed, then the rows of the entry's reference (a model's series, marked
+"reference_model").  This module loads that file, selects the data rows named by
 the catalogue entry's "rows" filter, sets aside refused rows (non-empty
-"unsupported"), and aggregates the repeats of every (series, x) group to their
-median, minimum and maximum.  Nothing here needs matplotlib.
+"unsupported") and reference rows, and aggregates the repeats of every (series, x)
+group to their median, minimum and maximum.  Nothing here needs matplotlib.
 """
 
 import dataclasses
@@ -87,7 +88,8 @@ class PlotData:
     empty_reason: str = ""
     rows: list = dataclasses.field(default_factory=list)  # the data rows kept
     refused_rows: list = dataclasses.field(default_factory=list)
-    extras: list = dataclasses.field(default_factory=list)  # ExtraSeries of plot.y_extra
+    extras: list = dataclasses.field(default_factory=list)  # ExtraSeries of plot.y_extra, reference
+    reference_rows: list = dataclasses.field(default_factory=list)  # the model's rows, not measured
     labels: dict = dataclasses.field(default_factory=dict)  # plot.labels: {field: {value: word}}
     names: dict = dataclasses.field(default_factory=dict)  # plot.names: {field: human name}
     y_name: str = ""  # the main y's short name beside y_extra (plot.y_name)
@@ -119,6 +121,7 @@ class ExtraSeries:
     per_series: bool
     points: list
     series_order: list
+    reference: bool = False  # computed by a model (the entry's reference), not measured
 
 
 # --- loading -----------------------------------------------------------------
@@ -239,12 +242,27 @@ def is_refused(row):
     return reason not in (None, "", False)
 
 
-def select_rows(exp):
-    """Split the rows into (data rows, refused rows) using the entry's filter."""
+def is_reference(row):
+    """Whether a row is a model's (the entry's reference series), not a measurement."""
+    return row.get("reference_model") not in (None, "")
+
+
+def names_reference(where):
+    """Whether a row selection asks for reference rows: it names the field reference_model."""
+    return isinstance(where, dict) and "reference_model" in where
+
+
+def select_rows(exp, references=None):
+    """Split the rows into (data rows, refused rows) using the entry's filter. Reference rows
+    are not data rows: they go to `references` (a list) when given, whatever the filter."""
     conditions = exp.entry.get("rows") or {}
     kept, refused = [], []
     for row in exp.rows:
         if row.get("type") == "experiment":
+            continue
+        if is_reference(row):
+            if references is not None:
+                references.append(row)
             continue
         if is_refused(row):
             if row_matches(row, conditions, missing_ok=True):
@@ -556,8 +574,9 @@ def prepare(exp):
     series_fields, labels, names, extra_items = plot_options(plot)
     scale = to_number(plot.get("y_scale"))
     scale = 1.0 if scale is None else scale
-    kept, refused_rows = select_rows(exp)
-    x_values = x_axis(kept, x_field)
+    references = []
+    kept, refused_rows = select_rows(exp, references)
+    x_values = x_axis(kept + references, x_field)
     points, numeric, x_order, series_order, skipped = aggregate(
         kept, x_field, y_field, series_fields, scale, x_values=x_values,
         divide_by=plot.get("y_divide_by"))
@@ -579,16 +598,31 @@ def prepare(exp):
         for x in e_x:  # an x only an extra field has still gets a place on the axis
             if x not in x_order:
                 x_order.append(x)
+    # The reference: one label per entry, drawn in each series' colour with a line style of its
+    # own, and never mixed into the measured points.
+    for label in dict.fromkeys(str(r.get("reference_label") or r.get("reference_model"))
+                               for r in references):
+        rows = [r for r in references
+                if str(r.get("reference_label") or r.get("reference_model")) == label]
+        r_points, _, r_x, r_series, _ = aggregate(rows, x_field, y_field, series_fields, scale,
+                                                  x_values=x_values)
+        extras.append(ExtraSeries(field=y_field, label=label, series_fields=list(series_fields),
+                                  per_series=True, points=r_points, series_order=r_series,
+                                  reference=True))
+        for x in r_x:
+            if x not in x_order:
+                x_order.append(x)
     if numeric:
         x_order.sort()
     data = PlotData(x_field=x_field, y_field=y_field, series_fields=list(series_fields),
                     x_numeric=numeric, x_order=x_order, series_order=series_order,
                     points=points, refused=refusals(refused_rows, x_field, series_fields),
                     notes=notes, rows=kept, refused_rows=refused_rows, extras=extras,
+                    reference_rows=references,
                     labels=labels, names=names,
                     y_name=str(plot.get("y_name") or _short_name(y_field)))
     data.missing = missing_notes(exp, data)
-    if not points and not any(e.points for e in extras):
+    if not points and not any(e.points for e in extras if not e.reference):
         data.empty_reason = empty_reason(exp, kept, refused_rows, y_field)
     return data
 
@@ -658,7 +692,8 @@ def missing_notes(exp, pdata):
         notes.append(f"not measured on {provider}: {label}{where} (refused: {reason})")
     check = (exp.entry.get("claim") or {}).get("check")
     for group in claim_groups(check):
-        if any(row_matches(r, group) for r in pdata.rows):
+        rows = pdata.reference_rows if names_reference(group) else pdata.rows
+        if any(row_matches(r, group) for r in rows):
             continue
         if any(row_matches(r, group, missing_ok=True) for r in pdata.refused_rows):
             continue  # said above

@@ -71,7 +71,7 @@ def render(exp, pdata, png_path, svg_path):
     plt = load_pyplot()
     kind = exp.plot.get("kind", "line")
     notes = list(pdata.missing)
-    if not pdata.points and not any(e.points for e in pdata.extras):
+    if not pdata.points and not any(e.points for e in pdata.extras if not e.reference):
         fig = _empty_figure(plt, pdata.empty_reason or "nothing to plot")
     elif kind == "table":
         fig = _table_figure(plt, exp, pdata)

@@ -158,9 +158,19 @@ def data_html(exp, pdata):
     scale_text = f", multiplied by {scale}" if scale not in (None, 1, 1.0) else ""
     out.append(f"<p>y: <code>{esc(pdata.y_field)}</code>{esc(scale_text)}; "
                f"x: <code>{esc(pdata.x_field)}</code>; median, min and max over repeats.</p>")
-    if pdata.extras:
+    drawn = [e for e in pdata.extras if not e.reference]
+    if drawn:
         out.append("<p>Also drawn: " + "; ".join(
-            f"<code>{esc(e.field)}</code> as &ldquo;{esc(e.label)}&rdquo;" for e in pdata.extras) + ".</p>")
+            f"<code>{esc(e.field)}</code> as &ldquo;{esc(e.label)}&rdquo;" for e in drawn) + ".</p>")
+    for e in pdata.extras:
+        if e.reference:
+            lines = [line for line in exp.header.get("reference_command_lines") or []
+                     if isinstance(line, str)]
+            out.append(f"<p>Reference, computed and not measured: &ldquo;{esc(e.label)}&rdquo;, "
+                       "drawn in each series' colour with a line style of its own; the claim "
+                       "compares it only where its check names <code>reference_model</code>."
+                       + (" From: " + "; ".join(f"<code>{esc(line)}</code>" for line in lines)
+                          if lines else "") + "</p>")
     if pdata.points or any(e.points for e in pdata.extras):
         header = ["series", "x", "median", "min", "max", "n"]
         if pdata.extras:

@@ -581,6 +581,81 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(proc.stderr.strip(), cli.MISSING_MATPLOTLIB)
 
 
+def reference_rows(values):
+    """The runner's rows of an entry's reference: {design: {size: rate}}, marked as the model's."""
+    return [{"type": "model", "model": "pcie", "reference_model": "pcie",
+             "reference_label": "PCIe limit (model)", "reference_curve": i, "design": d,
+             "item_bytes": x, "MBps": y, "ceiling_ops_per_s": y}
+            for i, (d, by_x) in enumerate(values.items()) for x, y in by_x.items()]
+
+
+class ReferenceTest(unittest.TestCase):
+    """A model's series beside the measured rows: drawn, never mixed into the measured points,
+    and compared by a claim only where a group names reference_model."""
+
+    MODEL = {"push1-watermark-pull": {64: 5000.0, 4096: 6000.0},
+             "push1-push-pull": {64: 100.0, 4096: 200.0}}
+
+    def exp(self, check=None):
+        return D.Experiment(path="x.jsonl", header=header(queue_entry(check)),
+                            rows=queue_rows() + reference_rows(self.MODEL))
+
+    def test_reference_rows_are_a_series_of_their_own(self):
+        pdata = D.prepare(self.exp())
+        self.assertFalse(any(D.is_reference(r) for r in pdata.rows))
+        self.assertEqual(len(pdata.reference_rows), 4)
+        [ref] = [e for e in pdata.extras if e.reference]
+        self.assertEqual(ref.label, "PCIe limit (model)")
+        self.assertTrue(ref.per_series)
+        self.assertEqual(sorted((p.series, p.x, p.median) for p in ref.points),
+                         [(("push1-push-pull",), 64.0, 100.0), (("push1-push-pull",), 4096.0, 200.0),
+                          (("push1-watermark-pull",), 64.0, 5000.0),
+                          (("push1-watermark-pull",), 4096.0, 6000.0)])
+        # The measured medians are those of the measured rows alone.
+        watermark = [p for p in pdata.points if p.series == ("push1-watermark-pull",) and p.x == 64.0]
+        self.assertEqual(watermark[0].median, 850.0)
+
+    def test_a_check_ignores_the_reference_unless_it_names_it(self):
+        pdata = D.prepare(self.exp())
+        entry = queue_entry()
+        plain = C.evaluate(entry, pdata.rows, "item_bytes", ["design"],
+                           references=pdata.reference_rows)
+        self.assertEqual(plain.verdict, C.HOLDS)
+        self.assertIn("min over better 850.0", plain.detail)
+        # Measured below the model's limit: holds with these rows, fails against a lower limit.
+        below = {"kind": "less", "y": "MBps", "better": {"design": "push1-watermark-pull"},
+                 "worse": {"design": "push1-watermark-pull", "reference_model": "pcie"},
+                 "at": "smallest_x"}
+        verdict = C.evaluate(queue_entry(below), pdata.rows, "item_bytes", ["design"],
+                             references=pdata.reference_rows)
+        self.assertEqual(verdict.verdict, C.HOLDS, verdict.detail)
+        self.assertIn("5000", verdict.detail)
+        low = reference_rows({"push1-watermark-pull": {64: 10.0, 4096: 10.0}})
+        verdict = C.evaluate(queue_entry(below), pdata.rows, "item_bytes", ["design"], references=low)
+        self.assertEqual(verdict.verdict, C.FAILS, verdict.detail)
+        # Without the reference's rows the named group has nothing to compare.
+        verdict = C.evaluate(queue_entry(below), pdata.rows, "item_bytes", ["design"])
+        self.assertEqual(verdict.verdict, C.UNMEASURABLE, verdict.detail)
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed")
+    def test_figure_and_page_show_the_reference(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "003-test.jsonl")
+            write_jsonl(path, header(queue_entry(), reference_command_lines=[
+                "fabflow model pcie -o send --transport ud --batch 1 -S 64,4K"]),
+                queue_rows() + reference_rows(self.MODEL))
+            status, out, err = run_cli("figure", path)
+            self.assertEqual(status, 0, err)
+            self.assertEqual(json.loads(out)["verdict"], C.HOLDS)
+            with open(os.path.join(tmp, "003-test.svg"), encoding="utf-8") as f:
+                svg = f.read()
+            with open(os.path.join(tmp, "003-test.html"), encoding="utf-8") as f:
+                page = f.read()
+        self.assertIn("<svg", svg)
+        self.assertIn("Reference, computed and not measured: &ldquo;PCIe limit (model)&rdquo;", page)
+        self.assertIn("fabflow model pcie -o send --transport ud --batch 1 -S 64,4K", page)
+
+
 def latency_row(mode, size, buckets, path="fabric"):
     return {"bench": "lat", "type": "latency", "path": path, "provider": "shm", "mode": mode,
             "inject": False, "size_bytes": size,

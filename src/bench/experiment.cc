@@ -24,11 +24,23 @@ constexpr const char* kCheckKinds[] = {"at_most", "at_least", "greater",   "less
                                        "similar", "differ",   "crossover", "earlier", "all"};
 // Every field an entry may have; any other is a mistake (a misspelt field would else be
 // ignored, and the entry run as if it were not there).
-constexpr const char* kEntryFields[] = {"id",    "title", "caption", "fidelity", "bench", "args",
-                                        "sweep", "quick", "rows",    "plot",     "claim"};
+constexpr const char* kEntryFields[] = {"id",    "title", "caption", "fidelity",
+                                        "bench", "args",  "sweep",   "quick",
+                                        "rows",  "plot",  "claim",   "reference"};
 constexpr const char* kFidelityKinds[] = {"faithful", "substitute", "not_measurable"};
 constexpr const char* kFidelityFields[] = {"kind", "note"};
 constexpr const char* kPaperFields[] = {"place", "quote"};
+constexpr const char* kReferenceFields[] = {"model", "label", "x", "value", "args", "curves"};
+// The model's outputs a reference may draw: operations/s, or payload MB/s at that rate.
+constexpr const char* kReferenceValues[] = {"ceiling_ops_per_s", "payload_MBps"};
+constexpr const char* kReferenceCurveFields[] = {"series", "args"};
+constexpr const char* kReferenceModels[] = {"pcie"};
+// The `fabflow model pcie` flags a reference may give, one value each; the x flag (-S or
+// --batch) takes the entry's values as a list.
+constexpr const char* kPcieFlags[] = {
+    "-o",      "--op",     "--transport", "--gen",  "--lanes",      "--inline",    "--method",
+    "--batch", "--signal", "-S",          "--size", "--max-inline", "--mmio-rate", "--nic-mops"};
+constexpr const char* kPcieListFlags[] = {"-S", "--batch"};
 // The runner sets these itself: an entry that set them would fight it.
 constexpr const char* kRunnerFlags[] = {"-p", "--provider", "--json"};
 
@@ -167,6 +179,101 @@ std::vector<std::string> resolve_values(const std::vector<std::string>& values, 
       if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(std::move(r));
     }
   return out;
+}
+
+// ---- reference series: a model's inputs ----
+
+long integer_in(const std::string& flag, const std::string& text, long low, long high) {
+  std::size_t used = 0;
+  long v = 0;
+  try {
+    v = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < low || v > high)
+    throw std::invalid_argument(flag + " '" + text + "': expected an integer in " +
+                                std::to_string(low) + ".." + std::to_string(high));
+  return v;
+}
+
+double real_in(const std::string& flag, const std::string& text, double low, double high) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(v >= low && v <= high))
+    throw std::invalid_argument(flag + " '" + text + "': expected a number in " +
+                                std::to_string(low) + ".." + std::to_string(high));
+  return v;
+}
+
+template <class E>
+E name_in(const std::string& flag, const std::string& text) {
+  if (auto v = parse_name<E>(text)) return *v;
+  throw std::invalid_argument(flag + " '" + text + "': expected one of " + name_list<E>());
+}
+
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+// Sets one `fabflow model pcie` flag of the grid as that command reads it (src/cli/model.cc).
+// Throws std::invalid_argument naming the flag and the value.
+void set_pcie_flag(model::PcieGrid& g, model::NicModel& nic, const std::string& flag,
+                   const std::string& value) {
+  using namespace fabflow::model;
+  if (flag == "-o" || flag == "--op") {
+    g.verbs = {name_in<Verb>(flag, value)};
+  } else if (flag == "--transport") {
+    g.qps = {name_in<QpType>(flag, value)};
+  } else if (flag == "--gen") {
+    g.gens = {name_in<PcieGen>(flag, value)};
+  } else if (flag == "--lanes") {
+    g.link.lanes = static_cast<unsigned>(integer_in(flag, value, 1, 32));
+  } else if (flag == "--inline") {
+    g.inline_payload = name_in<Switch>(flag, value) == Switch::on;
+  } else if (flag == "--method") {
+    g.paths = {name_in<WqePath>(flag, value)};
+  } else if (flag == "--batch") {
+    g.batches.clear();
+    for (const auto& b : comma_items(value))
+      g.batches.push_back(static_cast<unsigned>(integer_in(flag, b, 1, 4096)));
+    if (g.batches.empty()) throw std::invalid_argument(flag + ": no batch size given");
+  } else if (flag == "--signal") {
+    g.signal_every = static_cast<unsigned>(integer_in(flag, value, 1, 65536));
+  } else if (flag == "-S" || flag == "--size") {
+    g.sizes.clear();
+    for (const auto& item : comma_items(value)) {
+      if (item == "0") {
+        g.sizes.push_back(0);
+        continue;
+      }
+      try {
+        const auto more = parse_sizes(item);
+        g.sizes.insert(g.sizes.end(), more.begin(), more.end());
+      } catch (const UsageError& e) {
+        throw std::invalid_argument(flag + " '" + item + "': " + e.what());
+      }
+    }
+    if (g.sizes.empty()) throw std::invalid_argument(flag + ": no sizes given");
+  } else if (flag == "--max-inline") {
+    nic.max_inline_bytes = static_cast<std::size_t>(integer_in(flag, value, 0, 4096));
+  } else if (flag == "--mmio-rate") {
+    g.link.mmio_lines_per_s = real_in(flag, value, 0, 1e6) * 1e6;
+  } else if (flag == "--nic-mops") {
+    nic.ops_per_s = real_in(flag, value, 0, 1e6) * 1e6;
+  } else {
+    throw std::invalid_argument("'fabflow model pcie' has no flag " + flag +
+                                " a reference may set (" + joined(kPcieFlags) + ")");
+  }
 }
 
 // Throws the one-line error for the entry being read: "<file>: entry '<id>': <what>".
@@ -325,6 +432,96 @@ void check_plot_and_claim(const ExperimentEntry& x, const EntryContext& ctx) {
     ctx.fail("claim.check.kind must be one of " + joined(kCheckKinds));
 }
 
+// A reference curve's rows; throws std::invalid_argument naming the flag that is wrong.
+std::vector<model::PcieRow> model_rows(const ExperimentEntry& e, std::size_t curve, bool quick,
+                                       unsigned cores) {
+  const std::vector<std::string> argv = reference_argv(e, curve, quick, cores);
+  model::PcieGrid grid;  // `fabflow model pcie`'s defaults
+  grid.gens = {model::PcieGen::gen3};
+  grid.qps = {model::QpType::rc};
+  grid.verbs = {model::Verb::send};
+  grid.batches = {1};
+  grid.sizes = {64};
+  model::NicModel nic;
+  for (std::size_t i = 2; i + 1 < argv.size(); i += 2)
+    set_pcie_flag(grid, nic, argv[i], argv[i + 1]);
+  return model::pcie_grid(grid, nic);
+}
+
+// The entry's "reference": its shape, its model and flags, and that every curve evaluates at the
+// entry's x values (with and without --quick) to rates the model gives.
+void read_reference(const ojson& r, ExperimentEntry& x, const EntryContext& ctx) {
+  if (!r.is_object()) ctx.fail("reference must be an object {model, label, x, args, curves}");
+  refuse_unknown_fields(r, "reference", kReferenceFields, ctx);
+  Reference ref;
+  if (!r.contains("model") || !r["model"].is_string())
+    ctx.fail("reference.model is missing (models: " + joined(kReferenceModels) + ")");
+  ref.model = r["model"].get<std::string>();
+  if (!one_of(ref.model, kReferenceModels))
+    ctx.fail("reference: unknown model '" + ref.model + "' (models: " + joined(kReferenceModels) +
+             ")");
+  if (!r.contains("label") || !r["label"].is_string() || r["label"].get<std::string>().empty())
+    ctx.fail("reference.label is missing or empty (the legend's name for the series)");
+  ref.label = r["label"].get<std::string>();
+  if (!r.contains("x") || !r["x"].is_string() || !one_of(r["x"].get<std::string>(), kPcieListFlags))
+    ctx.fail("reference.x must name the entry's flag whose values the model takes: " +
+             joined(kPcieListFlags));
+  ref.x_flag = r["x"].get<std::string>();
+  if (!has_flag(x.args, ref.x_flag) && !find_variable(x.sweep, ref.x_flag))
+    ctx.fail("reference.x is " + ref.x_flag + ", which the entry neither sets nor sweeps");
+  if (r.contains("value")) {
+    if (!r["value"].is_string() || !one_of(r["value"].get<std::string>(), kReferenceValues))
+      ctx.fail("reference.value must be one of " + joined(kReferenceValues) +
+               " (the model's output drawn as the plot's y)");
+    ref.value = r["value"].get<std::string>();
+  }
+  if (x.plot.contains("y_divide_by"))
+    ctx.fail("reference: plot.y_divide_by would divide the model's rate by a field it lacks");
+  auto read_model_args = [&](const ojson& obj, const std::string& where) {
+    FlagValues out = read_args(obj, where, ctx);
+    for (const auto& [flag, value] : out) {
+      if (!one_of(flag, kPcieFlags))
+        ctx.fail(where + ": 'fabflow model " + ref.model + "' has no flag " + flag + " (" +
+                 joined(kPcieFlags) + ")");
+      if (flag == ref.x_flag || (ref.x_flag == "-S" && flag == "--size"))
+        ctx.fail(where + " sets " + flag + ", the x the entry's values give");
+      if (relative(value)) ctx.fail(where + " " + flag + ": a model input is not relative");
+    }
+    return out;
+  };
+  if (r.contains("args")) ref.args = read_model_args(r["args"], "reference.args");
+  if (!r.contains("curves") || !r["curves"].is_array() || r["curves"].empty())
+    ctx.fail(
+        "reference.curves must list the curves: {series: {field: value}, args: {flag: value}}");
+  for (std::size_t i = 0; i < r["curves"].size(); ++i) {
+    const ojson& c = r["curves"][i];
+    const std::string where = "reference.curves[" + std::to_string(i) + "]";
+    if (!c.is_object()) ctx.fail(where + " must be an object {series, args}");
+    refuse_unknown_fields(c, where, kReferenceCurveFields, ctx);
+    ReferenceCurve curve;
+    if (!c.contains("series") || !c["series"].is_object() || c["series"].empty())
+      ctx.fail(where + ".series must name the measured series it belongs to {field: value}");
+    for (const auto& [field, value] : c["series"].items())
+      if (value.is_structured()) ctx.fail(where + ".series." + field + " must be a plain value");
+    curve.series = c["series"];
+    if (c.contains("args")) curve.args = read_model_args(c["args"], where + ".args");
+    ref.curves.push_back(std::move(curve));
+  }
+  x.reference = std::move(ref);
+  for (bool quick : {false, true})
+    for (std::size_t i = 0; i < x.reference->curves.size(); ++i) {
+      std::vector<model::PcieRow> rows;
+      try {
+        rows = model_rows(x, i, quick, 64);
+      } catch (const std::invalid_argument& e) {
+        ctx.fail("reference: " + std::string(e.what()));
+      }
+      for (const auto& row : rows)
+        if (!row.cost.unsupported.empty())
+          ctx.fail("reference.curves[" + std::to_string(i) + "]: " + row.cost.unsupported);
+    }
+}
+
 ExperimentEntry read_entry(const ojson& e, const std::string& seed, const EntryContext& ctx_in) {
   EntryContext ctx = ctx_in;
   if (!e.is_object()) ctx.fail("not an object");
@@ -382,6 +579,7 @@ ExperimentEntry read_entry(const ojson& e, const std::string& seed, const EntryC
   x.plot = required_object(e, "plot", ctx);
   x.claim = required_object(e, "claim", ctx);
   check_plot_and_claim(x, ctx);
+  if (e.contains("reference")) read_reference(e["reference"], x, ctx);
   x.source = e;
   return x;
 }
@@ -545,6 +743,32 @@ nlohmann::ordered_json entry_json(const ExperimentEntry& entry, bool quick, unsi
   j["sweep"] = std::move(sweep);
   if (quick) j.erase("quick");
   return j;
+}
+
+std::vector<std::string> reference_argv(const ExperimentEntry& entry, std::size_t curve, bool quick,
+                                        unsigned cores) {
+  const Reference& ref = entry.reference.value();
+  const ExperimentEntry e = effective(entry, quick, cores);
+  std::string xs;
+  for (const auto& [flag, value] : e.args)
+    if (flag == ref.x_flag) xs = value;
+  for (const auto& v : e.sweep)
+    if (v.flag == ref.x_flag)
+      for (const auto& value : v.values) xs += (xs.empty() ? "" : ",") + value;
+  std::vector<std::string> argv = {"model", ref.model};
+  for (const FlagValues* args : {&ref.args, &ref.curves.at(curve).args})
+    for (const auto& [flag, value] : *args) argv.insert(argv.end(), {flag, value});
+  argv.insert(argv.end(), {ref.x_flag, xs});
+  return argv;
+}
+
+std::vector<model::PcieRow> reference_rows(const ExperimentEntry& entry, std::size_t curve,
+                                           bool quick, unsigned cores) {
+  try {
+    return model_rows(entry, curve, quick, cores);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(entry.file + ": entry '" + entry.id + "': reference: " + e.what());
+  }
 }
 
 nlohmann::json experiment_environment() {

@@ -153,10 +153,15 @@ int run_experiments(RunFlags f, const CLI::App& bench_app) {
       skipped);
   for (const auto* x : selected) check_flags(*x, bench_app);
   if (f.dry_run) {
-    for (const auto* x : selected)
+    for (const auto* x : selected) {
       for (const auto& p : bench::expand(*x, f.quick, f.cores))
         std::cout << x->id << ": "
                   << tools::command_line(tools::bench_argv(*x, p, f.provider, "fabflow")) << "\n";
+      const auto model = tools::reference_command_lines(*x, f.quick, f.cores);
+      for (std::size_t i = 0; i < model.size(); ++i)
+        std::cout << x->id << ": reference '" << x->reference->label << "' ("
+                  << x->reference->curves[i].series.dump() << "): " << model[i] << "\n";
+    }
     for (const auto* x : skipped)
       std::cout << x->id << ": not run: " << bench::status_text(*x) << "\n";
     return 0;

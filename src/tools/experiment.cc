@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/affinity.h"
+#include "tools/pcie_figure.h"
 #include "tools/plot.h"
 #include "tools/subprocess.h"
 
@@ -106,6 +107,34 @@ void figure(const ExperimentEntry& x, const fs::path& jsonl, Plotter& plot, Outc
   if (x.bench == "lat" && !o.failed) distribution(x, jsonl, plot, o);
 }
 
+// The rows of the entry's reference (docs/experiments.md, "Reference series"): the model's JSON
+// row for every curve and x, marked reference_model and reference_label, with the curve's series
+// values and the model's output (reference.value) as the plot's y (and its x where the row lacks
+// that field).
+std::vector<ojson> reference_json_rows(const ExperimentEntry& x, bool quick, unsigned cores) {
+  std::vector<ojson> out;
+  if (!x.reference) return out;
+  const std::string x_field = x.plot.value("x", "");
+  const std::string y_field = x.plot.value("y", "");
+  for (std::size_t i = 0; i < x.reference->curves.size(); ++i) {
+    const bench::ReferenceCurve& curve = x.reference->curves[i];
+    for (const auto& r : bench::reference_rows(x, i, quick, cores)) {
+      ojson row = pcie_row_json(r);
+      row["reference_model"] = x.reference->model;
+      row["reference_label"] = x.reference->label;
+      row["reference_curve"] = i;
+      row["experiment"] = x.id;
+      for (const auto& [field, value] : curve.series.items()) row[field] = value;
+      if (!x_field.empty() && !row.contains(x_field))
+        row[x_field] =
+            x.reference->x_flag == "--batch" ? ojson(r.work.batch) : ojson(r.work.payload_bytes);
+      if (!y_field.empty()) row[y_field] = row[x.reference->value];
+      out.push_back(std::move(row));
+    }
+  }
+  return out;
+}
+
 class ExperimentRunner {
  public:
   ExperimentRunner(const RunOptions& f, fs::path exe) : f_(f), exe_(std::move(exe)) {}
@@ -136,6 +165,8 @@ class ExperimentRunner {
                     {"cores", f_.cores},
                     {"command_lines", command_lines},
                     {"environment", bench::experiment_environment()}};
+    if (x.reference)
+      header["reference_command_lines"] = reference_command_lines(x, f_.quick, f_.cores);
     out << header.dump() << "\n" << std::flush;
 
     const auto start = SteadyClock::now();
@@ -185,6 +216,8 @@ class ExperimentRunner {
       }
       if (!o.failed) o.points_done = i + 1;
     }
+    if (!o.failed)
+      for (const auto& row : reference_json_rows(x, f_.quick, f_.cores)) out << row.dump() << "\n";
     if (!out.flush()) throw Error("writing " + jsonl.string() + " failed");
     out.close();
     if (not_json > 0)
@@ -276,6 +309,19 @@ std::vector<std::string> bench_argv(const ExperimentEntry& x, const bench::Sweep
   argv.insert(argv.end(), p.args.begin(), p.args.end());
   argv.insert(argv.end(), {"-p", provider, "--json"});
   return argv;
+}
+
+std::vector<std::string> reference_command_lines(const ExperimentEntry& x, bool quick,
+                                                 unsigned cores) {
+  std::vector<std::string> out;
+  if (!x.reference) return out;
+  for (std::size_t i = 0; i < x.reference->curves.size(); ++i) {
+    std::vector<std::string> argv = {"fabflow"};
+    const auto model = bench::reference_argv(x, i, quick, cores);
+    argv.insert(argv.end(), model.begin(), model.end());
+    out.push_back(command_line(argv));
+  }
+  return out;
 }
 
 // `fabflow report DIR`.

@@ -25,6 +25,10 @@ std::vector<const bench::ExperimentEntry*> select_experiments(
 // `<exe> bench <bench> <point's args> -p PROVIDER --json`.
 std::vector<std::string> bench_argv(const bench::ExperimentEntry& x, const bench::SweepPoint& p,
                                     const std::string& provider, const std::string& exe);
+// The model command of each curve of the entry's reference, as a shell line
+// (`fabflow model pcie ... -S 8,60,512`): what gives the reference rows the runner writes.
+std::vector<std::string> reference_command_lines(const bench::ExperimentEntry& x, bool quick,
+                                                 unsigned cores);
 // argv as one shell command line, each word quoted where the shell would read it otherwise.
 std::string command_line(const std::vector<std::string>& argv);
 

@@ -125,6 +125,8 @@ TEST(ExperimentCli, DryRunPrintsTheCommandLinesOnly) {
   EXPECT_EQ(lines(r.out),
             (std::vector<std::string>{
                 "900-tiny: fabflow bench raw -o write -I 200 -w 50 -S 64 -p shm --json",
+                "900-tiny: reference 'PCIe limit (model)' ({\"op\":\"write\"}): fabflow model "
+                "pcie -o write --transport rc -S 64",
                 "900-later: not run: not measurable here: waits for a second host",
                 "900-elsewhere: not run: not measurable here: needs an RDMA NIC"}));
   EXPECT_FALSE(fs::exists(dir.file("results")));
@@ -168,6 +170,7 @@ TEST(ExperimentCli, FailedOrStoppedPointIsReportedAndTheRunGoesOn) {
   slow["args"] = {{"-o", "write"}, {"-t", "bw"}, {"-D", "60"}};
   slow["sweep"] = nlohmann::ordered_json::array();
   slow.erase("quick");
+  slow.erase("reference");  // its x, -S, is no longer swept
   cat["experiments"] = {bad, slow, tiny};
   std::ofstream(dir.file("900.json")) << cat.dump(2);
   const std::string out = dir.file("results");
@@ -195,7 +198,8 @@ TEST(ExperimentCli, FailedOrStoppedPointIsReportedAndTheRunGoesOn) {
   };
   EXPECT_EQ(rows("900-bad"), 1u);  // the header line only
   EXPECT_EQ(rows("900-slow"), 1u);
-  EXPECT_EQ(rows("900-tiny"), 3u);  // header, latency and bandwidth of the one quick point
+  // The header, latency and bandwidth of the one quick point, and the reference's row.
+  EXPECT_EQ(rows("900-tiny"), 4u);
   EXPECT_NE(r.out.find("900-bad   0/1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("900-tiny  1/1"), std::string::npos) << r.out;
 }
@@ -210,6 +214,7 @@ TEST(ExperimentCli, APointTheProviderCannotOpenIsRefusedAndTheRunGoesOn) {
   tiny["args"]["-S"] = "64";
   tiny["sweep"] = nlohmann::ordered_json::array({{{"flag", "-e"}, {"values", {"msg", "rdm"}}}});
   tiny.erase("quick");
+  tiny.erase("reference");
   cat["experiments"] = {tiny};
   std::ofstream(dir.file("900.json")) << cat.dump(2);
   const std::string out = dir.file("results");
@@ -273,11 +278,25 @@ TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   EXPECT_EQ(head["command_lines"][0],
             "fabflow bench raw -o write -I 200 -w 50 -S 64 -p local --json");
   EXPECT_EQ(head["environment"]["fabflow_version"], FABFLOW_VERSION);
+  EXPECT_EQ(head["reference_command_lines"],
+            nlohmann::json({"fabflow model pcie -o write --transport rc -S 64,128"}));
   std::size_t rows = 0;
   std::set<std::string> sizes;
   std::set<int> repeats;
+  std::map<int, double> model_MBps;  // the reference's rows, by size
   while (std::getline(in, line)) {
     auto row = nlohmann::json::parse(line);
+    if (row.contains("reference_model")) {
+      // The model's row, as `fabflow model pcie --json` prints it, with the plot's y.
+      EXPECT_EQ(row["reference_model"], "pcie");
+      EXPECT_EQ(row["reference_label"], "PCIe limit (model)");
+      EXPECT_EQ(row["op"], "write");
+      EXPECT_EQ(row["transport"], "rc");
+      EXPECT_EQ(row["MBps"], row["payload_MBps"]);
+      EXPECT_EQ(row["experiment"], "900-tiny");
+      model_MBps[row["size_bytes"].get<int>()] = row["MBps"].get<double>();
+      continue;
+    }
     ++rows;
     EXPECT_EQ(row["experiment"], "900-tiny");
     repeats.insert(row["repeat_index"].get<int>());
@@ -290,6 +309,15 @@ TEST(ExperimentCli, RunsOneTinyExperimentEndToEnd) {
   EXPECT_EQ(rows, 12u);  // a latency and a bandwidth row per point and repeat
   EXPECT_EQ(repeats, (std::set<int>{0, 1, 2}));
   EXPECT_EQ(sizes, (std::set<std::string>{"64", "128"}));
+  ASSERT_EQ(model_MBps.size(), 2u);
+  CliResult model = run_cli(
+      {"fabflow", "model", "pcie", "-o", "write", "--transport", "rc", "-S", "64,128", "--json"},
+      20s);
+  ASSERT_EQ(model.status, 0) << model.err;
+  for (const auto& l : lines(model.out)) {
+    auto m = nlohmann::json::parse(l);
+    EXPECT_EQ(model_MBps.at(m["size_bytes"].get<int>()), m["payload_MBps"].get<double>()) << l;
+  }
 
   if (!can_draw()) {
     EXPECT_EQ(r.status, 3) << r.err;  // measured, but no figures here

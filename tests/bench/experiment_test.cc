@@ -89,7 +89,50 @@ std::function<void(ojson&)> not_measurable(const char* why) {
   return set("fidelity", {{"kind", "not_measurable"}, {"note", why}});
 }
 
+// A valid reference (the PCIe model's SEND limit by payload), spoiled by `spoil`.
+std::function<void(ojson&)> reference(std::function<void(ojson&)> spoil) {
+  return [spoil](ojson& e) {
+    e["reference"] = ojson::parse(R"({"model": "pcie", "label": "PCIe limit", "x": "-S",
+        "args": {"-o": "send", "--transport": "ud"},
+        "curves": [{"series": {"op": "write"}, "args": {"--batch": "16"}}]})");
+    spoil(e["reference"]);
+  };
+}
+
 const BadCase kBadCases[] = {
+    {"reference_unknown_model", reference([](ojson& r) { r["model"] = "roofline"; }),
+     "entry '900-a'", "reference: unknown model 'roofline' (models: pcie)"},
+    {"reference_not_object", set("reference", "pcie"), "entry '900-a'",
+     "reference must be an object"},
+    {"reference_unknown_field", reference([](ojson& r) { r["y"] = "x"; }), "entry '900-a'",
+     "unknown field \"y\" in reference"},
+    {"reference_without_label", reference([](ojson& r) { r.erase("label"); }), "entry '900-a'",
+     "reference.label is missing"},
+    {"reference_x_not_the_entrys", reference([](ojson& r) { r["x"] = "--batch"; }), "entry '900-a'",
+     "reference.x is --batch, which the entry neither sets nor sweeps"},
+    {"reference_x_not_a_list_flag", reference([](ojson& r) { r["x"] = "-o"; }), "entry '900-a'",
+     "reference.x must name"},
+    {"reference_unknown_model_flag", reference([](ojson& r) { r["args"]["--speed"] = "1"; }),
+     "entry '900-a'", "'fabflow model pcie' has no flag --speed"},
+    {"reference_bad_model_value", reference([](ojson& r) { r["args"]["--transport"] = "xrc"; }),
+     "entry '900-a'", "--transport 'xrc': expected one of"},
+    {"reference_sets_its_x", reference([](ojson& r) { r["args"]["-S"] = "64"; }), "entry '900-a'",
+     "reference.args sets -S, the x the entry's values give"},
+    {"reference_verb_the_transport_lacks",
+     reference([](ojson& r) { r["curves"][0]["args"]["-o"] = "write"; }), "entry '900-a'",
+     "reference.curves[0]: "},
+    {"reference_without_curves", reference([](ojson& r) { r["curves"] = ojson::array(); }),
+     "entry '900-a'", "reference.curves must list the curves"},
+    {"reference_curve_without_series", reference([](ojson& r) { r["curves"][0].erase("series"); }),
+     "entry '900-a'", "reference.curves[0].series must name the measured series"},
+    {"reference_bad_value", reference([](ojson& r) { r["value"] = "bound"; }), "entry '900-a'",
+     "reference.value must be one of ceiling_ops_per_s|payload_MBps"},
+    {"reference_with_y_divide_by",
+     [](ojson& e) {
+       reference([](ojson&) {})(e);
+       e["plot"]["y_divide_by"] = "size_bytes";
+     },
+     "entry '900-a'", "reference: plot.y_divide_by"},
     {"missing_id", erase("id"), "entry #0", "missing \"id\""},
     {"empty_id", set("id", ""), "entry #0", "\"id\" is empty"},
     {"missing_title", erase("title"), "entry '900-a'", "missing \"title\""},
@@ -146,6 +189,32 @@ const BadCase kBadCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Experiment, BadCatalogue, ::testing::ValuesIn(kBadCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// A reference is the model's command at the entry's x values (--quick's too), and its rows are
+// what that command computes: here the seed's batched UD SEND limit (docs/pcie-model.md).
+TEST(ExperimentCatalogue, ReferenceEvaluatesTheModelAtTheEntrysX) {
+  ojson e = valid_entry();
+  reference([](ojson& r) { r["value"] = "ceiling_ops_per_s"; })(e);
+  e["sweep"][0]["values"] = {"60", "4K"};
+  e["quick"]["sweep"]["-S"] = {"60"};
+  const ExperimentEntry x = parsed_entry(e);
+  ASSERT_TRUE(x.reference.has_value());
+  EXPECT_EQ(x.reference->value, "ceiling_ops_per_s");
+  EXPECT_EQ(reference_argv(x, 0, false, 2),
+            (std::vector<std::string>{"model", "pcie", "-o", "send", "--transport", "ud", "--batch",
+                                      "16", "-S", "60,4K"}));
+  EXPECT_EQ(reference_argv(x, 0, true, 2).back(), "60");
+  const auto rows = reference_rows(x, 0, false, 2);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].work.payload_bytes, 60u);
+  EXPECT_EQ(rows[1].work.payload_bytes, 4096u);
+  EXPECT_EQ(rows[0].work.batch, 16u);
+  EXPECT_EQ(rows[0].work.path, model::WqePath::doorbell);
+  EXPECT_NEAR(rows[0].cost.ceiling_ops_per_s, 103.56e6,
+              0.01e6);  // the seed's 105 less the doorbell
+  EXPECT_GT(rows[0].cost.ceiling_ops_per_s, rows[1].cost.ceiling_ops_per_s);
+  EXPECT_FALSE(parsed_entry(valid_entry()).reference.has_value());
+}
 
 TEST(ExperimentCatalogue, NotJsonNamesTheFileAndTheByte) {
   TempDir dir;

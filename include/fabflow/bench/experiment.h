@@ -5,8 +5,11 @@
 // docs/experiments.md.
 #pragma once
 
+#include <fabflow/model/pcie.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +36,23 @@ enum class Fidelity { faithful, substitute, not_measurable };
 // "faithful", "substitute", "not_measurable".
 const char* fidelity_name(Fidelity f);
 
+// A computed series drawn beside the measured rows (the entry's "reference"; docs/experiments.md,
+// "Reference series"): a model of fabflow's evaluated at the entry's x values, one curve per
+// series it belongs to. The model's inputs are its own command's flags (`fabflow model pcie`),
+// so that the same numbers come from that command.
+struct ReferenceCurve {
+  nlohmann::ordered_json series;  // {row field: value}: the measured series the curve belongs to
+  FlagValues args;                // the curve's own model flags, after the reference's
+};
+struct Reference {
+  std::string model;   // "pcie"
+  std::string label;   // the legend's and the table's name for it
+  std::string x_flag;  // the entry's flag whose values are the model's x (-S or --batch)
+  std::string value = "ceiling_ops_per_s";  // the model's field drawn as the plot's y
+  FlagValues args;                          // model flags common to every curve
+  std::vector<ReferenceCurve> curves;
+};
+
 // One catalogue entry as validated by load_catalogue. Plain data.
 struct ExperimentEntry {
   std::string id;  // starts with "<seed>-"; also the output file's name
@@ -46,6 +66,7 @@ struct ExperimentEntry {
   FlagValues quick_args;                   // --quick: override or extend args
   std::vector<SweepVariable> quick_sweep;  // --quick: replace the values of these swept flags
   nlohmann::json rows, plot, claim;        // for the plot module, checked only for shape
+  std::optional<Reference> reference;      // a model's series drawn beside the measured rows
   nlohmann::ordered_json source;           // the entry as written in the file
   std::string file;                        // the catalogue file it came from
 };
@@ -95,6 +116,15 @@ std::vector<SweepPoint> expand(const ExperimentEntry& e, bool quick, unsigned co
 // The catalogue entry as written, with args and sweep replaced by the effective ones (and
 // "quick" dropped once applied): line 1's "entry" of DIR/<id>.jsonl.
 nlohmann::ordered_json entry_json(const ExperimentEntry& e, bool quick, unsigned cores);
+
+// The model command of a reference curve on `cores` CPUs: {"model", "pcie", flags..., x_flag,
+// the entry's x values as one comma list}; `fabflow model pcie` takes exactly these.
+std::vector<std::string> reference_argv(const ExperimentEntry& e, std::size_t curve, bool quick,
+                                        unsigned cores);
+// The model's rows of a reference curve (what reference_argv's command prints). Throws
+// UsageError naming the entry when an input is malformed (load_catalogue already checked).
+std::vector<model::PcieRow> reference_rows(const ExperimentEntry& e, std::size_t curve, bool quick,
+                                           unsigned cores);
 
 // The machine and build an experiment ran on (line 1's "environment").
 nlohmann::json experiment_environment();
