@@ -91,15 +91,20 @@ def fidelity(entry):
 def evaluate(entry, rows, x_field, series_fields, empty_reason="", references=()):
     """The verdict for an entry's claim on the given data rows (and the reference's rows, for
     the groups that name them)."""
-    verdict = _evaluate_claim(entry, rows, x_field, series_fields, empty_reason, list(references))
-    if fidelity(entry) == "substitute":
-        word = {HOLDS: SUBSTITUTE_HOLDS, FAILS: SUBSTITUTE_FAILS}.get(verdict.verdict)
-        if word:
-            return Verdict(word, verdict.detail)
-    return verdict
+    substitute = fidelity(entry) == "substitute"
+    verdict = _evaluate_claim(entry, rows, x_field, series_fields, empty_reason, list(references),
+                              substitute)
+    return Verdict(_word(verdict.verdict, substitute), verdict.detail)
 
 
-def _evaluate_claim(entry, rows, x_field, series_fields, empty_reason, references):
+def _word(verdict, substitute):
+    """A verdict as a substitute entry says it: never the bare "holds here" (parts included)."""
+    if not substitute:
+        return verdict
+    return {HOLDS: SUBSTITUTE_HOLDS, FAILS: SUBSTITUTE_FAILS}.get(verdict, verdict)
+
+
+def _evaluate_claim(entry, rows, x_field, series_fields, empty_reason, references, substitute):
     claim = entry.get("claim")
     if not isinstance(claim, dict):
         return _unmeasurable("the entry states no claim")
@@ -109,13 +114,13 @@ def _evaluate_claim(entry, rows, x_field, series_fields, empty_reason, reference
     if not rows:
         if check.get("kind") in _CHECKS or check.get("kind") == "all":
             return _unmeasurable(f"no data: {empty_reason or 'no rows left after filtering'}")
-    return _evaluate_check(check, list(rows) + references, x_field, series_fields)
+    return _evaluate_check(check, list(rows) + references, x_field, series_fields, substitute)
 
 
-def _evaluate_check(check, rows, x_field, series_fields):
+def _evaluate_check(check, rows, x_field, series_fields, substitute=False):
     kind = check.get("kind")
     if kind == "all":
-        return _all(check, rows, x_field, series_fields)
+        return _all(check, rows, x_field, series_fields, substitute)
     handler = _CHECKS.get(kind)
     if handler is None:
         return _unmeasurable(f"unknown check kind '{kind}'")
@@ -551,11 +556,11 @@ def _earlier(check, y_field, ctx):
 
 # --- all: several checks, each on the same rows ----------------------------------------
 
-def _all(check, rows, x_field, series_fields):
+def _all(check, rows, x_field, series_fields, substitute=False):
     checks = check.get("checks")
     if not isinstance(checks, list) or not checks or not all(isinstance(c, dict) for c in checks):
         return _unmeasurable("the all check needs a non-empty list of 'checks'")
-    verdicts = [_evaluate_check(c, rows, x_field, series_fields) for c in checks]
+    verdicts = [_evaluate_check(c, rows, x_field, series_fields, substitute) for c in checks]
     if any(v.verdict == FAILS for v in verdicts):
         overall = FAILS
     elif any(v.verdict == UNMEASURABLE for v in verdicts):
@@ -564,7 +569,7 @@ def _all(check, rows, x_field, series_fields):
         overall = INCONCLUSIVE
     else:
         overall = HOLDS
-    detail = "; ".join(f"({i}) {c.get('kind')}: {v.verdict}: {v.detail}"
+    detail = "; ".join(f"({i}) {c.get('kind')}: {_word(v.verdict, substitute)}: {v.detail}"
                        for i, (c, v) in enumerate(zip(checks, verdicts), start=1))
     return Verdict(overall, detail)
 

@@ -450,6 +450,20 @@ class FidelityTest(unittest.TestCase):
         missing = dict(self.FIELDS, better={"design": "nope"})
         self.assertEqual(self.verdict("substitute", missing).verdict, C.UNMEASURABLE)
 
+    def test_a_substitutes_parts_never_say_the_bare_holds_either(self):
+        reverse = dict(self.FIELDS, better=self.FIELDS["worse"], worse=self.FIELDS["better"])
+        both = {"kind": "all", "checks": [self.FIELDS, reverse]}
+        faithful = self.verdict("faithful", both)
+        self.assertEqual(faithful.verdict, C.FAILS)
+        self.assertIn("(1) greater: holds here: ", faithful.detail)
+        self.assertIn("(2) greater: does not hold here: ", faithful.detail)
+        substitute = self.verdict("substitute", both)
+        self.assertEqual(substitute.verdict, C.SUBSTITUTE_FAILS)
+        self.assertIn("(1) greater: substitute holds here: ", substitute.detail)
+        self.assertIn("(2) greater: substitute does not hold here: ", substitute.detail)
+        self.assertNotIn(": holds here", substitute.detail)
+        self.assertNotIn(": does not hold here", substitute.detail)
+
     def test_kind_defaults_to_faithful_only_when_absent(self):
         self.assertEqual(C.fidelity({}), "faithful")
         self.assertEqual(C.fidelity({"fidelity": {"kind": "substitute"}}), "substitute")
