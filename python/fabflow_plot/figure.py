@@ -598,11 +598,24 @@ def _extra_lookup(pdata):
     return out
 
 
+def refused_series(pdata):
+    """The series that only refused rows have, each with its word: "not offered" where the
+    provider refused the point's endpoint type (the runner's refused_point), else "refused"."""
+    out = {}
+    for row in pdata.refused_rows:
+        key = D.series_key(row, pdata.series_fields)
+        if key in pdata.series_order or all(v is None for v in key):
+            continue
+        out.setdefault(key, "not offered" if row.get("refused_point") else "refused")
+    return list(out.items())
+
+
 def table_rows(plot, pdata):
     """(header, text rows, index of the first numeric column) of the aggregated points, as the
     table figure and the page show them. plot.layout "long" (default): one row per series and
     x, the value and (with repeats) its min and max, a column per y_extra, n. "wide": one row
-    per series and one column per x (and per y_extra at that x), "median (min-max)" cells."""
+    per series and one column per x (and per y_extra at that x), "median (min-max)" cells.
+    A series of refused rows only is a row too, its value "not offered" (or "refused")."""
     spread = any(p.n > 1 for p in pdata.points)
     extras = _extra_lookup(pdata)
     names = [D.field_name(f, pdata.names) for f in pdata.series_fields]
@@ -624,6 +637,9 @@ def table_rows(plot, pdata):
             for _, x, find in columns:
                 row.append(_cell(by_key.get((s, x)) if find is None else find(s, x), spread))
             rows.append(row)
+        for s, word in refused_series(pdata):
+            rows.append([pdata.series_text((v,), (f,)) if v is not None else "-"
+                         for v, f in zip(s, pdata.series_fields)] + [word] * len(columns))
         return header, rows, len(names)
     value = plot.get("y_name") or "median"
     header = names + [plot.get("xlabel") or pdata.x_field, value]
@@ -639,6 +655,10 @@ def table_rows(plot, pdata):
             row += [_short(p.low), _short(p.high)]
         row += [_cell(find(p.series, p.x), False) for _, find in extras]
         rows.append(row + [str(p.n)])
+    for s, word in refused_series(pdata):
+        row = [pdata.series_text((v,), (f,)) if v is not None else "-"
+               for v, f in zip(s, pdata.series_fields)]
+        rows.append(row + ["-", word] + ["-"] * (len(header) - len(row) - 2))
     return header, rows, len(names) + 1
 
 

@@ -280,6 +280,30 @@ class MissingSeriesTest(unittest.TestCase):
                          "mode write or mode write-like")
 
 
+class NotOfferedTest(unittest.TestCase):
+    """A table names the endpoint types the provider does not offer: a row saying so."""
+
+    def pdata(self, layout):
+        plot = {"kind": "table", "x": "path", "y": "inject_size", "series": ["point.-e"],
+                "names": {"point.-e": "endpoint type"}, "layout": layout, "y_scale": 1}
+        rows = [{"type": "latency", "path": "fabric", "point.-e": e, "inject_size": size}
+                for e, size in (("rdm", 1256), ("dgram", 1472))]
+        rows.append({"unsupported": "provider 'udp' offers no msg endpoints on this machine",
+                     "refused_point": True, "point.-e": "msg"})
+        rows.append({"unsupported": "too large", "point.-e": "big"})
+        ent = entry(plot, check={"kind": "differ", "y": "inject_size", "factor": 1.1}, rows={})
+        return D.prepare(experiment(ent, rows))
+
+    def test_long_and_wide_tables_have_a_row_per_refused_type(self):
+        header, rows, _ = F.table_rows({"layout": "long"}, self.pdata("long"))
+        self.assertEqual(header, ["endpoint type", "path", "median", "n"])
+        self.assertEqual(rows, [["rdm", "fabric", "1256", "1"], ["dgram", "fabric", "1472", "1"],
+                                ["msg", "-", "not offered", "-"], ["big", "-", "refused", "-"]])
+        header, rows, _ = F.table_rows({"layout": "wide"}, self.pdata("wide"))
+        self.assertEqual(header, ["endpoint type", "fabric"])
+        self.assertEqual(rows[2:], [["msg", "not offered"], ["big", "refused"]])
+
+
 class DistributionSplitTest(unittest.TestCase):
     """CDFs are split by every swept field: 002-fig30's loss rates are separate curves."""
 
