@@ -355,7 +355,7 @@ def _spread_check(check, y_field, ctx, holds, relation, apart=False):
     for x in xs:
         group = by_x[x]
         low = min(group, key=lambda p: p.median)
-        high = max(group, key=lambda p: p.median)
+        high = max(reversed(group), key=lambda p: p.median)  # equal medians: two series named
         ok = holds(low.median, high.median)
         if apart:  # the repeats' closest pair: the largest low against the smallest high
             clear = holds(min(p.high for p in group), max(p.low for p in group))
