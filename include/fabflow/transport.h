@@ -79,6 +79,12 @@ struct Capabilities {
   std::size_t max_msg_size = 0;
   std::size_t cq_data_size = 0;  // bytes of remote CQ data carried by writedata
   std::size_t max_rma_size = 0;  // == max_msg_size for libfabric
+  // The size of the operations this transport moves a large RMA transfer fastest in: a larger
+  // transfer goes faster cut into operations of this many bytes (0: no preference, one
+  // operation is as fast). tcp (msg, and rdm over ofi_rxm): 1 MiB; its RMA travels on the
+  // connection's byte stream, and an 8 MB WRITE as 8 of 1 MiB ran 1.2-1.5x one of 8 MB
+  // (docs/transfer-engine.md). Users ask this, never the provider's name.
+  std::size_t rma_preferred_size = 0;
   bool rma = false;
   // Every message sent is delivered (msg, rdm). False for dgram endpoints: a message may be
   // dropped without an error on either side; only loops that time a lost message out and count

@@ -54,6 +54,9 @@ std::vector<std::string> consequences(const Capabilities& c) {
         "no in-order placement: polled writes carry header+trailer sequence numbers, "
         "never last-byte polling");
   n.push_back("inject (inline) used for messages <= " + std::to_string(c.inject_size) + " B");
+  if (c.rma_preferred_size > 0)
+    n.push_back("the transfer engine cuts larger transfers into RMA operations of " +
+                std::to_string(c.rma_preferred_size) + " B (rma_preferred_size)");
   if (!c.atomics_u64) n.push_back("no u64 atomics: fadd/cswap refused");
   if (c.cq_data_size < 4) n.push_back("no remote CQ data: writedata refused");
   if (c.rx_cq_data_consumes_recv) n.push_back("writedata consumes a posted receive: posted for it");
@@ -138,6 +141,7 @@ Runner add_info(CLI::App& app) {
             {"domain", c.domain},
             {"inject_size", c.inject_size},
             {"max_msg_size", c.max_msg_size},
+            {"rma_preferred_size", c.rma_preferred_size},
             {"cq_data_size", c.cq_data_size},
             {"rma", c.rma},
             {"atomics_u64", c.atomics_u64},
