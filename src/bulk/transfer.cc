@@ -83,20 +83,16 @@ Engine::Engine(std::vector<Transport*> endpoints, Bootstrap& boot, EngineOptions
     throw UsageError("transfer: notification_slots must be in 1..65536");
   if (o_.stripe_min == 0) throw UsageError("transfer: stripe_min must be above 0");
   if (o_.max_batch == 0) throw UsageError("transfer: max_batch must be above 0");
-  max_op_ = o_.max_operation > 0 ? std::min(o_.max_operation, std::size_t{1} << 30)
-                                 : std::size_t{1} << 30;
   for (Transport* t : endpoints) {
     if (auto m = missing_op(t->caps(), required_ops())) throw UsageError("transfer: " + m->why);
-    const Capabilities& caps = t->caps();
-    std::size_t most =
-        std::min(caps.max_msg_size, caps.max_rma_size ? caps.max_rma_size : caps.max_msg_size);
-    if (most > 0) max_op_ = std::min(max_op_, most);
     Endpoint ep;
     ep.t = t;
     if (endpoints.size() > 1) ep.fence = t->allocate(64, kLocalWrite);
     eps_.push_back(std::move(ep));
   }
   posted_bytes_.assign(eps_.size(), 0);
+  posted_ops_.assign(eps_.size(), 0);
+  set_max_operation(o_.max_operation);
   rx_slots_ = o_.notification_slots * static_cast<std::size_t>(boot_.size());
   rx_ = t_.allocate(rx_slots_ * sizeof(NotificationWire), kLocalWrite);
   tx_ = t_.allocate(o_.max_outstanding * sizeof(NotificationWire), kLocalRead);
@@ -126,6 +122,24 @@ Engine::~Engine() {
       break;
     }
   }
+}
+
+void Engine::set_max_operation(std::size_t bytes) {
+  // The transports' largest operation bounds any choice; without one, the smallest preferred
+  // size of the endpoints that have one (a transfer cut for the slowest-at-large endpoint).
+  std::size_t most = std::size_t{1} << 30, preferred = 0;
+  for (const Endpoint& ep : eps_) {
+    const Capabilities& caps = ep.t->caps();
+    const std::size_t largest =
+        std::min(caps.max_msg_size, caps.max_rma_size ? caps.max_rma_size : caps.max_msg_size);
+    if (largest > 0) most = std::min(most, largest);
+    if (caps.rma_preferred_size > 0)
+      preferred =
+          preferred ? std::min(preferred, caps.rma_preferred_size) : caps.rma_preferred_size;
+  }
+  const std::size_t asked = bytes > 0 ? bytes : preferred;
+  max_op_ = asked > 0 ? std::min(asked, most) : most;
+  o_.max_operation = bytes;
 }
 
 std::vector<Op> Engine::required_ops() { return {Op::send, Op::write, Op::read}; }
@@ -216,7 +230,7 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
   b.notify_tag = notify_tag;
   std::vector<Posting> ops;
   // Counted and dealt here, kept only once the whole batch is taken.
-  std::vector<std::uint64_t> bytes(eps_.size(), 0);
+  std::vector<std::uint64_t> bytes(eps_.size(), 0), operations(eps_.size(), 0);
   std::size_t turn = next_ep_;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const TransferRequest& r = batch[i];
@@ -261,6 +275,7 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
                        r.local->data() + r.local_offset + at + done, r.local->region_on(e)->desc(),
                        r.remote->endpoints[e], r.remote_offset + at + done, n, r.direction});
         done += n;
+        ++operations[e];
       }
       bytes[e] += part;
       const bool fenced = std::any_of(b.fences.begin(), b.fences.end(),
@@ -274,7 +289,10 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
   }
   b.queued = ops.size();
   b.notify_sent = b.notify_done = !notify_tag;
-  for (std::size_t e = 0; e < eps_.size(); ++e) posted_bytes_[e] += bytes[e];
+  for (std::size_t e = 0; e < eps_.size(); ++e) {
+    posted_bytes_[e] += bytes[e];
+    posted_ops_[e] += operations[e];
+  }
   next_ep_ = turn;
   batches_.emplace(h, std::move(b));
   for (const Posting& op : ops) eps_[op.ep].queue.push_back(op);

@@ -1,6 +1,7 @@
 // The transfer engine's limits and released memory on local, shm and tcp: a batch above
 // max_batch is refused whole with one clear error and the next batch runs, with one
-// notification; a transfer above the largest operation is split and lands intact; a memory its
+// notification; a transfer above the largest operation is split and lands intact, an 8 MiB one
+// in the transport's preferred operations or those asked for; a memory its
 // owner releases while a batch uses it stays alive until the batch ends; a peer's memory, once
 // the peer said it released it, is refused with one clear error while its other memory serves.
 #include <gtest/gtest.h>
@@ -103,6 +104,55 @@ TEST_P(TransferLimits, ATransferAboveTheLargestOperationIsSplit) {
         const TransferRequest big{p.mine, 7, &p.theirs, 1000, 300001, Direction::write};
         const Handle h = e.submit(std::span(&big, 1), 3);
         if (e.wait(h) != Status::ok) throw Error(e.error(h));
+      });
+  EXPECT_EQ(err, "");
+}
+
+// An 8 MiB WRITE is posted in the transport's preferred operations by default (tcp: 1 MiB each;
+// local: its largest, 1 MiB; shm: one), in those max_operation asks for when set (256 KiB: 32),
+// and within the transport's largest when asked above it; every byte lands each time.
+TEST_P(TransferLimits, AnEightMegabyteWriteIsPostedInTheOperationsItShouldBe) {
+  const std::string provider = GetParam();
+  struct Round {
+    std::size_t asked;         // set_max_operation's argument
+    std::uint64_t operations;  // expected on this provider
+  };
+  const std::vector<Round> rounds =
+      provider == "shm"   ? std::vector<Round>{{0, 1}, {256 << 10, 32}, {8 << 20, 1}}
+      : provider == "tcp" ? std::vector<Round>{{0, 8}, {256 << 10, 32}, {8 << 20, 1}}
+                          : std::vector<Round>{{0, 8}, {256 << 10, 32}, {8 << 20, 8}};
+  const std::size_t len = 8 << 20;
+  const std::string err =
+      testing::run_ranks(2, options(GetParam()), [&](int rank, Transport& t, Bootstrap& boot) {
+        if (provider == "tcp" && t.caps().rma_preferred_size != (1u << 20))
+          throw Error("tcp's preferred operation is " +
+                      std::to_string(t.caps().rma_preferred_size) + " bytes, not 1 MiB");
+        if (provider != "tcp" && t.caps().rma_preferred_size != 0)
+          throw Error(provider + " states a preferred operation size");
+        Engine e(t, boot);
+        Ends p(e, boot, len);
+        for (std::uint64_t k = 0; k < rounds.size(); ++k) {
+          e.set_max_operation(rounds[k].asked);
+          if (rank == 1) {
+            e.wait_notification();
+            if (long bad = differs(*p.mine, 0, len, 10 + k, 0); bad >= 0)
+              throw Error("round " + std::to_string(k) + ": byte " + std::to_string(bad) +
+                          " differs");
+          } else {
+            for (std::size_t i = 0; i < len; ++i) p.mine->data()[i] = byte_at(10 + k, i);
+            const std::uint64_t before = e.endpoint_operations()[0];
+            const TransferRequest all{p.mine, 0, &p.theirs, 0, len, Direction::write};
+            const Handle h = e.submit(std::span(&all, 1), k);
+            if (e.wait(h) != Status::ok) throw Error(e.error(h));
+            e.release(h);
+            const std::uint64_t ops = e.endpoint_operations()[0] - before;
+            if (ops != rounds[k].operations)
+              throw Error("round " + std::to_string(k) + " (max_operation " +
+                          std::to_string(rounds[k].asked) + "): " + std::to_string(ops) +
+                          " operations, expected " + std::to_string(rounds[k].operations));
+          }
+          boot.barrier([&] { e.progress(); });  // rank 1 has checked before the next round
+        }
       });
   EXPECT_EQ(err, "");
 }

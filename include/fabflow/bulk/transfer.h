@@ -118,8 +118,10 @@ struct EngineOptions {
   std::size_t stripe_min = 256 * 1024;
   // Transfers in one batch, at most: a larger batch is refused whole (UsageError).
   std::size_t max_batch = 65536;
-  // The largest operation posted; a larger transfer is split (0: the transports' largest, at
-  // most 1 GiB).
+  // The largest operation posted; a larger transfer is split into operations of this size
+  // (within the transports' largest operation). 0: the transports' preferred size
+  // (Capabilities::rma_preferred_size, the smallest of the endpoints' that have one: tcp's
+  // 1 MiB), else their largest, at most 1 GiB.
   std::size_t max_operation = 0;
   // Notifications from one peer that may arrive before this rank polls for them (receives
   // kept posted per peer: open the transport with rx_depth of at least this, times the peers
@@ -191,6 +193,14 @@ class Engine {
   std::size_t endpoints() const noexcept { return eps_.size(); }
   // Bytes of transfers posted on each endpoint since the engine started.
   const std::vector<std::uint64_t>& endpoint_bytes() const noexcept { return posted_bytes_; }
+  // Operations (WRITEs and READs, fences not counted) taken for each endpoint since the engine
+  // started.
+  const std::vector<std::uint64_t>& endpoint_operations() const noexcept { return posted_ops_; }
+
+  // The largest operation batches submitted from now on are split into, and setting it as
+  // EngineOptions::max_operation does (0: the transports' preferred size).
+  std::size_t max_operation() const noexcept { return max_op_; }
+  void set_max_operation(std::size_t bytes);
 
   bool failed() const noexcept { return !failure_.empty(); }
   const std::string& failure() const noexcept { return failure_; }
@@ -258,6 +268,7 @@ class Engine {
   std::size_t next_ep_ = 0;  // where the next transfer below stripe_min goes
   std::unordered_map<Handle, Batch> batches_;
   std::vector<std::uint64_t> posted_bytes_;
+  std::vector<std::uint64_t> posted_ops_;
   std::size_t rx_slots_ = 0;          // notification_slots per rank
   std::unique_ptr<MemoryRegion> rx_;  // notification receive slots, rank by rank
   std::unique_ptr<MemoryRegion> tx_;  // notification send slots, one per possible batch
