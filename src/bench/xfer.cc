@@ -17,6 +17,8 @@ namespace {
 // The most memory one transfer size's batches walk through: above the last-level cache of most
 // machines, below what a 2-rank run on a small machine can spare.
 constexpr std::size_t kFootprint = std::size_t{64} << 20;
+// The smallest operation size a point may ask for: an 8 MB transfer in 2048 operations.
+constexpr std::size_t kMinOperation = 4096;
 
 using bulk::Direction;
 
@@ -117,6 +119,12 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
   XferResult result = bench::start_result<XferResult>(params, boot, clock);
   if (params.endpoints < 1 || params.endpoints > 16)
     throw UsageError("bench xfer: 1-16 endpoints, not " + std::to_string(params.endpoints));
+  if (params.operation_sizes.empty())
+    throw UsageError("bench xfer: no operation size given (0: the engine's default)");
+  for (std::size_t op : params.operation_sizes)
+    if (op != 0 && (op < kMinOperation || op > (std::size_t{1} << 30)))
+      throw UsageError("bench xfer: an operation size of " + std::to_string(op) +
+                       " bytes is outside 4 KiB .. 1 GiB (or 0, the engine's default)");
   TransportOptions to = params.target.transport(bulk::Engine::required_ops(), boot.local_address());
   bench::size_queues(to, params.max_outstanding + 64 * 2);
   bench::probe_row(result.env, to, [](const Capabilities&) { return std::string(); });
@@ -151,50 +159,57 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
         memcpy_mb_s = bench::memcpy_mb_s(size * batch, params.bytes_per_point);
       const std::uint64_t n = std::clamp<std::uint64_t>(params.bytes_per_point / (size * batch),
                                                         params.min_batches, params.max_batches);
-      for (Direction dir : params.directions) {
-        std::vector<std::vector<bulk::TransferRequest>> requests(windows);
-        for (std::size_t w = 0; w < windows; ++w)
-          for (std::size_t i = 0; i < batch; ++i) {
-            const std::size_t at = (w * batch + i) * size;
-            requests[w].push_back({mine, at, &theirs, at, size, dir});
+      for (std::size_t op_size : params.operation_sizes)
+        for (Direction dir : params.directions) {
+          engine.set_max_operation(op_size);
+          std::vector<std::vector<bulk::TransferRequest>> requests(windows);
+          for (std::size_t w = 0; w < windows; ++w)
+            for (std::size_t i = 0; i < batch; ++i) {
+              const std::size_t at = (w * batch + i) * size;
+              requests[w].push_back({mine, at, &theirs, at, size, dir});
+            }
+          std::vector<double> batch_ns;
+          Tally tally;
+          const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
+          const std::vector<std::uint64_t> ops_before = engine.endpoint_operations();
+          const double seconds = run_point(
+              engine, boot, requests, std::max<std::uint64_t>(1, n / 10), n, &batch_ns, &tally);
+          const auto tallies = allgather_value(boot, tally, "bench xfer: tally");
+          if (tallies[1].notifications != n + std::max<std::uint64_t>(1, n / 10))
+            throw PeerError(1, "bench xfer: rank 1 took " +
+                                   std::to_string(tallies[1].notifications) + " notifications");
+          XferRow row;
+          row.size = size;
+          row.batch = batch;
+          row.direction = dir;
+          row.operation_size = op_size;
+          row.max_operation = engine.max_operation();
+          row.batches = n;
+          row.footprint_bytes = size * batch * windows;
+          row.seconds = seconds;
+          row.memcpy_mb_s = memcpy_mb_s;
+          if (params.reference && boot.rank() == 0) {
+            row.two_sided_mb_s = two_sided.mb_s;
+            row.two_sided_protocol = two_sided.protocol;
+            row.two_sided_phase = two_sided.phase;
+            row.raw_write_mb_s = two_sided.raw_write_mb_s;
           }
-        std::vector<double> batch_ns;
-        Tally tally;
-        const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
-        const double seconds = run_point(engine, boot, requests, std::max<std::uint64_t>(1, n / 10),
-                                         n, &batch_ns, &tally);
-        const auto tallies = allgather_value(boot, tally, "bench xfer: tally");
-        if (tallies[1].notifications != n + std::max<std::uint64_t>(1, n / 10))
-          throw PeerError(1, "bench xfer: rank 1 took " + std::to_string(tallies[1].notifications) +
-                                 " notifications");
-        XferRow row;
-        row.size = size;
-        row.batch = batch;
-        row.direction = dir;
-        row.batches = n;
-        row.footprint_bytes = size * batch * windows;
-        row.seconds = seconds;
-        row.memcpy_mb_s = memcpy_mb_s;
-        if (params.reference && boot.rank() == 0) {
-          row.two_sided_mb_s = two_sided.mb_s;
-          row.two_sided_protocol = two_sided.protocol;
-          row.two_sided_phase = two_sided.phase;
-          row.raw_write_mb_s = two_sided.raw_write_mb_s;
+          if (boot.rank() == 0) {
+            const double bytes =
+                static_cast<double>(size) * static_cast<double>(batch) * static_cast<double>(n);
+            row.mb_s = seconds > 0 ? bytes / seconds / 1e6 : 0;
+            row.transfers_per_s =
+                seconds > 0 ? static_cast<double>(batch) * static_cast<double>(n) / seconds : 0;
+            row.batch_ns = summarize(batch_ns);
+            row.cpu_ns_per_byte_initiator = tallies[0].cpu_s * 1e9 / bytes;
+            row.cpu_ns_per_byte_target = tallies[1].cpu_s * 1e9 / bytes;
+            for (std::size_t e = 0; e < engine.endpoints(); ++e) {
+              row.endpoint_bytes.push_back(engine.endpoint_bytes()[e] - bytes_before[e]);
+              row.endpoint_operations.push_back(engine.endpoint_operations()[e] - ops_before[e]);
+            }
+          }
+          bench::publish_row(boot, result, std::move(row), on_row);
         }
-        if (boot.rank() == 0) {
-          const double bytes =
-              static_cast<double>(size) * static_cast<double>(batch) * static_cast<double>(n);
-          row.mb_s = seconds > 0 ? bytes / seconds / 1e6 : 0;
-          row.transfers_per_s =
-              seconds > 0 ? static_cast<double>(batch) * static_cast<double>(n) / seconds : 0;
-          row.batch_ns = summarize(batch_ns);
-          row.cpu_ns_per_byte_initiator = tallies[0].cpu_s * 1e9 / bytes;
-          row.cpu_ns_per_byte_target = tallies[1].cpu_s * 1e9 / bytes;
-          for (std::size_t e = 0; e < engine.endpoints(); ++e)
-            row.endpoint_bytes.push_back(engine.endpoint_bytes()[e] - bytes_before[e]);
-        }
-        bench::publish_row(boot, result, std::move(row), on_row);
-      }
       boot.barrier([&] { engine.progress(); });  // neither frees its memory while in use
     }
   }

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -23,15 +24,17 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
            " operations in flight at most per endpoint; " + std::to_string(p.endpoints) +
            (p.endpoints > 1 ? " endpoints (transfers striped over those reaching both memories)"
                             : " endpoint"),
-       "MB/s = 10^6 bytes/s of transfers; batch: submit to completion at rank 0; CPU: ns per byte "
-       "on rank 0 | rank 1" +
+       "MB/s = 10^6 bytes/s of transfers; op: the largest operation a transfer was posted in "
+       "(the engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
+       "completion at rank 0; CPU: ns per byte on rank 0 | rank 1" +
            std::string(p.reference
                            ? "; memcpy: the batch's bytes copied in memory; 2-sided: the fastest "
                              "of bench bulk's protocols at the transfer size (ping-pong or "
                              "stream), same run; raw: the provider's streaming RMA write of the "
                              "transfer size (bench bulk's raw write), same run"
                            : "")},
-      "  dir        size  batch  batches       MB/s  transfers/s  batch p50(us)  batch p99(us)  "
+      "  dir        size  batch      op  batches       MB/s  transfers/s  batch p50(us)  batch "
+      "p99(us)  "
       "cpu ns/B 0 | 1" +
           std::string(p.reference
                           ? "   memcpy MB/s  of memcpy  2-sided MB/s  of 2-sided     raw MB/s  "
@@ -49,8 +52,9 @@ void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) 
     return;
   }
   std::snprintf(line, sizeof line,
-                "  %-5s %10s %6zu %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f", dir.c_str(),
+                "  %-5s %10s %6zu %7s %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f", dir.c_str(),
                 report::size_text(row.size).c_str(), row.batch,
+                report::size_text(std::min(row.max_operation, row.size)).c_str(),
                 static_cast<unsigned long long>(row.batches), row.mb_s, row.transfers_per_s,
                 row.batch_ns.p50 / 1e3, row.batch_ns.p99 / 1e3, row.cpu_ns_per_byte_initiator,
                 row.cpu_ns_per_byte_target);
@@ -85,6 +89,8 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
   j["batch"] = row.batch;
   j["max_outstanding"] = r.params.max_outstanding;
   j["endpoints"] = r.params.endpoints;
+  j["operation_size"] = row.operation_size;
+  j["max_operation"] = row.max_operation;
   if (report::print_if_unsupported(out, j, row.unsupported)) return;
   j["batches"] = row.batches;
   j["footprint_bytes"] = row.footprint_bytes;
@@ -96,6 +102,7 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
                           {"target", row.cpu_ns_per_byte_target}};
   j["memcpy_mb_s"] = report::optional_json(row.memcpy_mb_s);
   j["endpoint_bytes"] = row.endpoint_bytes;
+  j["endpoint_operations"] = row.endpoint_operations;
   j["two_sided_mb_s"] = report::optional_json(row.two_sided_mb_s);
   if (row.two_sided_mb_s) {
     j["two_sided_protocol"] = row.two_sided_protocol;

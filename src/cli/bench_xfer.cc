@@ -20,6 +20,7 @@ struct XferFlags : CommonFlags {
   std::uint64_t max_batches = 100000;
   std::size_t max_outstanding = 64;
   std::size_t endpoints = 1;
+  std::string operation_sizes = "0";
   bool reference = false;
 };
 
@@ -46,6 +47,15 @@ XferValidated validate(const XferFlags& f) {
   p.min_batches = std::min<std::uint64_t>(p.min_batches, p.max_batches);
   p.max_outstanding = f.max_outstanding;
   p.endpoints = f.endpoints;
+  try {
+    p.operation_sizes = parse_sizes_or_zero(f.operation_sizes, "--operation-size");
+  } catch (const UsageError& e) {
+    throw UsageError("--operation-size takes sizes (0, 1M or 0,1M,8M): " + std::string(e.what()));
+  }
+  for (std::size_t op : p.operation_sizes)
+    if (op != 0 && (op < 4096 || op > (std::size_t{1} << 30)))
+      throw UsageError("--operation-size takes 0 (the engine's default) or 4K .. 1G, not " +
+                       std::to_string(op) + " bytes");
   p.reference = f.reference;
   p.target = flags_target(f);
   v.providers = providers_to_run(f);
@@ -96,6 +106,10 @@ Runner add_bench_xfer(CLI::App& bench, const Invocation& self) {
   add_number<std::size_t>(*app, "--endpoints", f->endpoints, 1, 16,
                           "endpoints (transports) per rank the engine stripes transfers over "
                           "(default 1)");
+  app->add_option("--operation-size", f->operation_sizes,
+                  "the largest operation the engine posts, transfers split into pieces of it: "
+                  "0 (default: the transport's preferred size, tcp 1M), 4K .. 1G, or a list "
+                  "(0,1M,8M), one point each");
   app->add_flag("--reference", f->reference,
                 "add, in the same run, a memcpy of the batch's bytes (the ceiling on local), "
                 "the two-sided best of each size (bench bulk's fastest protocol) and the "

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -72,6 +73,28 @@ TEST(XferCliEndpoints, TwoEndpointsCarryTheBytes) {
   EXPECT_GE(bytes[0] + bytes[1], all);  // the timed batches, and the untimed ones before
 }
 
+// --operation-size 0,256K on tcp: one point per size; a 1 MiB transfer goes as one operation
+// by default (tcp's preferred size, 1 MiB) and as four when 256 KiB is asked for.
+TEST(XferCliOperationSize, EachSizeIsAPointPostedInItsOperations) {
+  CliResult r = run_cli({"fabflow", "bench", "xfer", "-p", "tcp", "-S", "1M", "--operation-size",
+                         "0,256K", "--bytes", "16M", "--json"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto j = nlohmann::json::parse(rows[i]);
+    EXPECT_EQ(j["operation_size"], i == 0 ? 0u : 256u << 10) << rows[i];
+    EXPECT_EQ(j["max_operation"], i == 0 ? 1u << 20 : 256u << 10) << rows[i];
+    // The timed batches and the untimed tenth before them, one transfer each.
+    const std::uint64_t n = j["batches"];
+    const std::uint64_t transfers = n + std::max<std::uint64_t>(1, n / 10);
+    const auto ops = j["endpoint_operations"].get<std::vector<std::uint64_t>>();
+    ASSERT_EQ(ops.size(), 1u) << rows[i];
+    EXPECT_EQ(ops[0], transfers * (i == 0 ? 1 : 4)) << rows[i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, XferCli, ::testing::Values("local", "shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
 
@@ -84,6 +107,9 @@ TEST(XferCliBadInput, IsOneLine) {
       {{"-p", "nosuch"}, "nosuch"},
       {{"--endpoints", "0"}, "--endpoints"},
       {{"--endpoints", "17"}, "--endpoints"},
+      {{"--operation-size", "100"}, "--operation-size takes 0"},
+      {{"--operation-size", "2G"}, "--operation-size takes 0"},
+      {{"--operation-size", "big"}, "--operation-size takes sizes"},
   };
   for (const auto& [args, want] : cases) {
     std::vector<std::string> argv{"fabflow", "bench", "xfer"};

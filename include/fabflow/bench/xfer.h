@@ -6,7 +6,8 @@
 // adds, in the same run, a memcpy of the batch's bytes and the two-sided best of each size
 // (bench bulk's protocols over a transport of their own, ping-pong and streaming: the fastest)
 // and the raw RMA write of that size over the same transport (the provider's streaming rate).
-// With several endpoints the engine stripes each batch over them.
+// With several endpoints the engine stripes each batch over them; with several operation sizes
+// each batch size runs once per size the engine splits transfers into.
 #pragma once
 
 #include <fabflow/bench/common.h>
@@ -32,13 +33,18 @@ struct XferParams {
   std::uint64_t min_batches = 8, max_batches = 100000;
   std::size_t max_outstanding = 64;  // the engine's operations in flight, per endpoint
   std::size_t endpoints = 1;         // transports the engine stripes over (1-16)
+  // EngineOptions::max_operation, one point per value: transfers split into operations of at
+  // most this many bytes (0: the engine's default, the transport's preferred size).
+  std::vector<std::size_t> operation_sizes{0};
   bool reference = false;
 };
 
 struct XferRow {
   std::size_t size = 0, batch = 0;
   bulk::Direction direction = bulk::Direction::write;
-  std::string unsupported;  // non-empty: not run, with the reason
+  std::size_t operation_size = 0;  // as asked (0: the engine's default)
+  std::size_t max_operation = 0;   // the engine's largest operation at this point
+  std::string unsupported;         // non-empty: not run, with the reason
   std::uint64_t batches = 0;
   std::size_t footprint_bytes = 0;  // the memory the point's batches walk through, each rank
   double seconds = 0;
@@ -48,6 +54,8 @@ struct XferRow {
   double cpu_ns_per_byte_initiator = 0, cpu_ns_per_byte_target = 0;
   std::optional<double> memcpy_mb_s;          // --reference: the batch's bytes copied in memory
   std::vector<std::uint64_t> endpoint_bytes;  // rank 0's transfer bytes per endpoint, this point
+  // Rank 0's operations posted per endpoint, this point (the untimed batches too).
+  std::vector<std::uint64_t> endpoint_operations;
   // --reference: the fastest two-sided figure of bench bulk at this transfer size, measured in
   // the same run, with its protocol and phase ("pingpong" or "stream").
   std::optional<double> two_sided_mb_s;
