@@ -82,8 +82,8 @@ struct Capabilities {
   // The size of the operations this transport moves a large RMA transfer fastest in: a larger
   // transfer goes faster cut into operations of this many bytes (0: no preference, one
   // operation is as fast). tcp (msg, and rdm over ofi_rxm): 1 MiB; its RMA travels on the
-  // connection's byte stream, and an 8 MB WRITE as 8 of 1 MiB ran 1.2-1.5x one of 8 MB
-  // (docs/transfer-engine.md). Users ask this, never the provider's name.
+  // connection's byte stream, and an 8 MB WRITE as 8 of 1 MiB ran 1.1-1.7x one of 8 MB in
+  // the same run (docs/transfer-engine.md). Users ask this, never the provider's name.
   std::size_t rma_preferred_size = 0;
   bool rma = false;
   // Every message sent is delivered (msg, rdm). False for dgram endpoints: a message may be

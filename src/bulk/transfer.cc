@@ -125,8 +125,8 @@ Engine::~Engine() {
 }
 
 void Engine::set_max_operation(std::size_t bytes) {
-  // The transports' largest operation bounds any choice; without one, the smallest preferred
-  // size of the endpoints that have one (a transfer cut for the slowest-at-large endpoint).
+  // The transports' largest operation bounds any choice; 0 asks for the preferred size, the
+  // smallest among the endpoints that state one.
   std::size_t most = std::size_t{1} << 30, preferred = 0;
   for (const Endpoint& ep : eps_) {
     const Capabilities& caps = ep.t->caps();
