@@ -202,6 +202,7 @@ RunEnvironment gather() {
 
 bool RunEnvironment::busy() const noexcept {
   if (others_cpu >= 0) return others_cpu >= kBusyOthersCpu;
+  if (load_end < 0) return false;
   const double load = std::max(load_start, load_end);
   return cores > 0 && load > static_cast<double>(cores);
 }

@@ -278,6 +278,21 @@ TEST(StatsEnvironment, OthersCpuCountsProcessesOutsideTheRun) {
       << env.others_cpu << " cores over " << env.cpu_window_s << " s";
 }
 
+// A table's header comes before the run has ended: a high load average at the start (the runs
+// before this one) is not judged busy then; at the end, with others' CPU unmeasured, it is.
+TEST(StatsEnvironment, TheStartsLoadAverageAloneIsNotBusy) {
+  RunEnvironment env;
+  env.cores = 2;
+  env.load_start = 6;
+  EXPECT_FALSE(env.busy());
+  env.load_end = 6;
+  EXPECT_TRUE(env.busy());
+  env.others_cpu = 0.1;  // measured: the rule
+  EXPECT_FALSE(env.busy());
+  env.others_cpu = 0.3;
+  EXPECT_TRUE(env.busy());
+}
+
 // A pinned run whose idle CPUs may halt is warned about, with the reason no request was held.
 TEST(StatsEnvironment, HaltingIdleCpusAreWarnedWhenPinned) {
   RunEnvironment env;

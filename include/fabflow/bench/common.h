@@ -136,7 +136,9 @@ struct RunEnvironment {
   std::string cpu_idle_why_not;
 
   // Whether other processes took CPU time from the run: at least a quarter of a core on average
-  // (others_cpu), or, where that is not measured, a load average above the number of cores.
+  // (others_cpu). Where that is not measured (a run shorter than half a second, /proc silent), a
+  // load average above the number of cores at the end of the run; before the run has ended (a
+  // table's header) nothing is judged, since the load average then is mostly the runs before.
   bool busy() const noexcept;
 };
 
