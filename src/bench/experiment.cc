@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "bench/report.h"
 
@@ -183,30 +185,23 @@ std::vector<std::string> resolve_values(const std::vector<std::string>& values, 
 
 // ---- reference series: a model's inputs ----
 
-long integer_in(const std::string& flag, const std::string& text, long low, long high) {
+// `text` as a whole number (long) or real (double) in [low, high], else one error naming `flag`.
+template <typename T>
+T number_in(const std::string& flag, const std::string& text, T low, T high) {
+  constexpr bool kInteger = std::is_integral_v<T>;
   std::size_t used = 0;
-  long v = 0;
+  T v{};
   try {
-    v = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < low || v > high)
-    throw std::invalid_argument(flag + " '" + text + "': expected an integer in " +
-                                std::to_string(low) + ".." + std::to_string(high));
-  return v;
-}
-
-double real_in(const std::string& flag, const std::string& text, double low, double high) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
+    if constexpr (kInteger)
+      v = std::stol(text, &used);
+    else
+      v = std::stod(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
   if (used == 0 || used != text.size() || !(v >= low && v <= high))
-    throw std::invalid_argument(flag + " '" + text + "': expected a number in " +
+    throw std::invalid_argument(flag + " '" + text + "': expected " +
+                                (kInteger ? "an integer" : "a number") + " in " +
                                 std::to_string(low) + ".." + std::to_string(high));
   return v;
 }
@@ -237,7 +232,7 @@ void set_pcie_flag(model::PcieGrid& g, model::NicModel& nic, const std::string& 
   } else if (flag == "--gen") {
     g.gens = {name_in<PcieGen>(flag, value)};
   } else if (flag == "--lanes") {
-    g.link.lanes = static_cast<unsigned>(integer_in(flag, value, 1, 32));
+    g.link.lanes = static_cast<unsigned>(number_in<long>(flag, value, 1, 32));
   } else if (flag == "--inline") {
     g.inline_payload = name_in<Switch>(flag, value) == Switch::on;
   } else if (flag == "--method") {
@@ -245,10 +240,10 @@ void set_pcie_flag(model::PcieGrid& g, model::NicModel& nic, const std::string& 
   } else if (flag == "--batch") {
     g.batches.clear();
     for (const auto& b : comma_items(value))
-      g.batches.push_back(static_cast<unsigned>(integer_in(flag, b, 1, 4096)));
+      g.batches.push_back(static_cast<unsigned>(number_in<long>(flag, b, 1, 4096)));
     if (g.batches.empty()) throw std::invalid_argument(flag + ": no batch size given");
   } else if (flag == "--signal") {
-    g.signal_every = static_cast<unsigned>(integer_in(flag, value, 1, 65536));
+    g.signal_every = static_cast<unsigned>(number_in<long>(flag, value, 1, 65536));
   } else if (flag == "-S" || flag == "--size") {
     g.sizes.clear();
     for (const auto& item : comma_items(value)) {
@@ -265,11 +260,11 @@ void set_pcie_flag(model::PcieGrid& g, model::NicModel& nic, const std::string& 
     }
     if (g.sizes.empty()) throw std::invalid_argument(flag + ": no sizes given");
   } else if (flag == "--max-inline") {
-    nic.max_inline_bytes = static_cast<std::size_t>(integer_in(flag, value, 0, 4096));
+    nic.max_inline_bytes = static_cast<std::size_t>(number_in<long>(flag, value, 0, 4096));
   } else if (flag == "--mmio-rate") {
-    g.link.mmio_lines_per_s = real_in(flag, value, 0, 1e6) * 1e6;
+    g.link.mmio_lines_per_s = number_in<double>(flag, value, 0, 1e6) * 1e6;
   } else if (flag == "--nic-mops") {
-    nic.ops_per_s = real_in(flag, value, 0, 1e6) * 1e6;
+    nic.ops_per_s = number_in<double>(flag, value, 0, 1e6) * 1e6;
   } else {
     throw std::invalid_argument("'fabflow model pcie' has no flag " + flag +
                                 " a reference may set (" + joined(kPcieFlags) + ")");

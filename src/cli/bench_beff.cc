@@ -90,9 +90,7 @@ int run_beff_rank(const BeffFlags& flags, const BeffValidated& v) {
 
 }  // namespace
 
-Runner add_bench_beff(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand(
-      "beff", "effective bandwidth (b_eff) of the bulk protocols over ring and random patterns");
+Runner add_bench_beff(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<BeffFlags>(
       *app, "message sizes, e.g. 1K,64K or 1:4M (default 1 doubling to --lmax)",
       "not used: the channel drives its own progress");

@@ -124,9 +124,7 @@ int run_bulk_rank(const BulkFlags& flags, const BulkValidated& v) {
 
 }  // namespace
 
-Runner add_bench_bulk(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand(
-      "bulk", "large-message transfer (seed 004): copy, eager, rendezvous, pipeline, caching");
+Runner add_bench_bulk(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<BulkFlags>(*app, "message sizes, e.g. 64K:64M (default), up to 1G",
                                       "not used: the channel drives its own progress");
   add_choice_list<bulk::Protocol>(*app, "--protocol", f->protocols,

@@ -104,11 +104,7 @@ int run_inbound_rank(const InboundFlags& flags, const InboundValidated& v) {
 
 }  // namespace
 
-Runner add_bench_inbound(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand(
-      "inbound",
-      "one-sided operations from many clients to one server: inbound read/write rate by size, "
-      "atomics by number of counters");
+Runner add_bench_inbound(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<InboundFlags>(
       *app, "read/write payload size(s): 64 | 32,256 | 8:4K; default 64",
       "server progress: auto (a thread where the provider needs one), on, off (the "

@@ -156,9 +156,7 @@ int run_kv_rank(const KvFlags& flags, const KvValidated& v) {
 
 }  // namespace
 
-Runner add_bench_kv(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand(
-      "kv", "the key-value store (seed 001): herd, read and atomic designs under a workload");
+Runner add_bench_kv(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<KvFlags>(*app, "not used: values are sized with --value-size",
                                     "not used: the store's ends drive their own progress");
   add_choice<kv::Design>(*app, "--design", f->designs,

@@ -164,10 +164,7 @@ int run_lat_rank(const LatFlags& f, const LatValidated& v) {
 
 }  // namespace
 
-Runner add_bench_lat(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand(
-      "lat",
-      "latency toolkit: every transfer mode, inline on and off, against UDP and TCP sockets");
+Runner add_bench_lat(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<LatFlags>(
       *app, "message size(s): 64 | 64,4K | 8:8K (powers of two); default 8:8K",
       "progress thread: auto (where a passive peer needs one), on, off");

@@ -157,11 +157,7 @@ int run_queue_rank(const QueueFlags& flags, const QueueValidated& v) {
 
 }  // namespace
 
-Runner add_bench_queue(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand("queue",
-                                   "flow queues: throughput, operations per item and "
-                                   "transfer time of the design points and the socket "
-                                   "baseline");
+Runner add_bench_queue(CLI::App* app, const Invocation& self) {
   auto f = std::make_shared<QueueFlags>();
   add_common_flags(*app, *f, "item size(s): 64 | 64,4K | 4:64K; default 64",
                    "progress thread of the raw write reference: auto, on, off");

@@ -189,10 +189,7 @@ void report_reference(const std::string& result_path, bool json) {
 
 }  // namespace
 
-Runner add_bench_raw(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand("raw",
-                                   "raw fabric microbenchmarks: ping-pong latency and "
-                                   "streaming bandwidth of one operation");
+Runner add_bench_raw(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<RawFlags>(
       *app, "message size(s): 64 | 64,4K | 4:64K (powers of two); default 64 (8 atomics)",
       "progress thread: auto (where a passive peer needs one), on, off");

@@ -199,10 +199,7 @@ void wrap_in_callgrind(LaunchConfig& lc, const std::string& dir) {
 
 }  // namespace
 
-Runner add_bench_rr(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand("rr",
-                                   "request-response patterns (WriteWrite, SendSend, WriteSend, "
-                                   "SendWrite) over private connections or a dispatcher");
+Runner add_bench_rr(CLI::App* app, const Invocation& self) {
   auto f =
       add_bench_flags<RrFlags>(*app, "response size(s): 64 | 64,4K | 64:16K (default) | up to 4M",
                                "progress thread of the raw write reference: auto, on, off");

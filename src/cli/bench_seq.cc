@@ -82,9 +82,7 @@ int run_seq_rank(const SeqFlags& flags, const SeqValidated& v) {
 
 }  // namespace
 
-Runner add_bench_seq(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand(
-      "seq", "the networked sequencer (seed 001): rpc, rpc-batch, spec and atomic designs");
+Runner add_bench_seq(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<SeqFlags>(*app, "not used: the sequencer hands out 8-byte values",
                                      "not used: the sequencer's ends drive their own progress");
   add_choice_list<seq::Design>(*app, "--design", f->designs, "design(s), comma-separated, or all");

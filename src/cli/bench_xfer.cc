@@ -85,11 +85,7 @@ int run_xfer_rank(const XferFlags& flags, const XferValidated& v) {
 
 }  // namespace
 
-Runner add_bench_xfer(CLI::App& bench, const Invocation& self) {
-  auto* app = bench.add_subcommand(
-      "xfer",
-      "the transfer engine: batches of one-sided WRITEs or READs between registered memories, "
-      "each batch with a notification to the peer");
+Runner add_bench_xfer(CLI::App* app, const Invocation& self) {
   auto f = add_bench_flags<XferFlags>(*app, "bytes per transfer, e.g. 64K or 4K:8M (default 64K)",
                                       "not used: the engine drives its own progress");
   app->add_option("--batch", f->batches, "transfers per batch: 16 | 1,16,256 | 1:256 (default 1)");

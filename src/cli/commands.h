@@ -103,16 +103,16 @@ int launch_each_provider(const Invocation& self, const CommonFlags& f,
                          const std::function<void(LaunchConfig&)>& prepare = {});
 
 Runner add_info(CLI::App& app);
-Runner add_bench_raw(CLI::App& bench, const Invocation& self);
-Runner add_bench_queue(CLI::App& bench, const Invocation& self);
-Runner add_bench_rr(CLI::App& bench, const Invocation& self);
-Runner add_bench_seq(CLI::App& bench, const Invocation& self);
-Runner add_bench_inbound(CLI::App& bench, const Invocation& self);
-Runner add_bench_kv(CLI::App& bench, const Invocation& self);
-Runner add_bench_lat(CLI::App& bench, const Invocation& self);
-Runner add_bench_bulk(CLI::App& bench, const Invocation& self);
-Runner add_bench_beff(CLI::App& bench, const Invocation& self);
-Runner add_bench_xfer(CLI::App& bench, const Invocation& self);
+Runner add_bench_raw(CLI::App* app, const Invocation& self);
+Runner add_bench_queue(CLI::App* app, const Invocation& self);
+Runner add_bench_rr(CLI::App* app, const Invocation& self);
+Runner add_bench_seq(CLI::App* app, const Invocation& self);
+Runner add_bench_inbound(CLI::App* app, const Invocation& self);
+Runner add_bench_kv(CLI::App* app, const Invocation& self);
+Runner add_bench_lat(CLI::App* app, const Invocation& self);
+Runner add_bench_bulk(CLI::App* app, const Invocation& self);
+Runner add_bench_beff(CLI::App* app, const Invocation& self);
+Runner add_bench_xfer(CLI::App* app, const Invocation& self);
 // `experiment list|run` (checks catalogue flags against `bench_app`'s subcommands) and `report`;
 // their callbacks set `run`.
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);

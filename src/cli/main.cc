@@ -17,17 +17,44 @@
 namespace fabflow {
 namespace {
 
-// `fabflow bench <family>`: the subcommand that registers each family of bench::kFamilies.
+// `fabflow bench <family>`: each family of bench::kFamilies, its one-line description and the
+// function that adds its flags to the subcommand made here.
 struct BenchCommand {
   std::string_view name;
-  cli::Runner (*add)(CLI::App& bench, const cli::Invocation& self);
+  std::string_view description;
+  cli::Runner (*add)(CLI::App* app, const cli::Invocation& self);
 };
 constexpr BenchCommand kBenchCommands[] = {
-    {"raw", cli::add_bench_raw},         {"queue", cli::add_bench_queue},
-    {"rr", cli::add_bench_rr},           {"seq", cli::add_bench_seq},
-    {"inbound", cli::add_bench_inbound}, {"kv", cli::add_bench_kv},
-    {"lat", cli::add_bench_lat},         {"bulk", cli::add_bench_bulk},
-    {"beff", cli::add_bench_beff},       {"xfer", cli::add_bench_xfer}};
+    {"raw",
+     "raw fabric microbenchmarks: ping-pong latency and streaming bandwidth of one operation",
+     cli::add_bench_raw},
+    {"queue",
+     "flow queues: throughput, operations per item and transfer time of the design points and the "
+     "socket baseline",
+     cli::add_bench_queue},
+    {"rr",
+     "request-response patterns (WriteWrite, SendSend, WriteSend, SendWrite) over private "
+     "connections or a dispatcher",
+     cli::add_bench_rr},
+    {"seq", "the networked sequencer (seed 001): rpc, rpc-batch, spec and atomic designs",
+     cli::add_bench_seq},
+    {"inbound",
+     "one-sided operations from many clients to one server: inbound read/write rate by size, "
+     "atomics by number of counters",
+     cli::add_bench_inbound},
+    {"kv", "the key-value store (seed 001): herd, read and atomic designs under a workload",
+     cli::add_bench_kv},
+    {"lat", "latency toolkit: every transfer mode, inline on and off, against UDP and TCP sockets",
+     cli::add_bench_lat},
+    {"bulk", "large-message transfer (seed 004): copy, eager, rendezvous, pipeline, caching",
+     cli::add_bench_bulk},
+    {"beff", "effective bandwidth (b_eff) of the bulk protocols over ring and random patterns",
+     cli::add_bench_beff},
+    {"xfer",
+     "the transfer engine: batches of one-sided WRITEs or READs between registered memories, each "
+     "batch with a notification to the peer",
+     cli::add_bench_xfer},
+};
 
 consteval bool registers_every_family() {
   if (std::size(kBenchCommands) != std::size(bench::kFamilies)) return false;
@@ -60,10 +87,9 @@ int main(int argc, char** argv) {
   std::vector<cli::Runner> bench_runs;  // one per family; a subcommand's callback picks its own
   bench_runs.reserve(std::size(kBenchCommands));
   for (const auto& c : kBenchCommands) {
-    bench_runs.push_back(c.add(*bench, self));
-    bench->get_subcommand(std::string(c.name))->callback([&run, &r = bench_runs.back()] {
-      run = r;
-    });
+    auto* sub = bench->add_subcommand(std::string(c.name), std::string(c.description));
+    bench_runs.push_back(c.add(sub, self));
+    sub->callback([&run, &r = bench_runs.back()] { run = r; });
   }
   info->callback([&] { run = info_run; });
   cli::add_experiment(app, *bench, run);
