@@ -25,6 +25,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/bootstrap/wire.cc
   src/bench/environment.cc
   src/bench/experiment.cc
+  src/bench/experiment_model.cc
   src/bench/report.cc
   src/bench/stats.cc
   src/bulk/descriptor.cc
@@ -40,6 +41,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/kv/item.cc
   src/seq/hello.cc
   src/kv/workload.cc
+  src/model/pcie.cc
   src/transport/libfabric/fabric_transport.cc
   src/transport/libfabric/loader.cc
   src/transport/libfabric/select.cc
