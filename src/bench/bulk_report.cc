@@ -95,7 +95,7 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
   print_bulk_plan(out, r.costs, r.options, true);
   out << "\n  protocol              size  pp MB/s  half-rtt(us)  stream MB/s  regs/msg  reg "
          "us/msg  hits/miss/inval   cpu ns/B s/r";
-  if (p.reference) out << "   memcpy MB/s  raw write MB/s  of memcpy pp|stream";
+  if (p.reference) out << "   memcpy MB/s  raw write MB/s  of memcpy pp|stream  copy pp MB/s  pp of it";
   out << "\n";
   out.flush();
 }
@@ -119,10 +119,12 @@ void print_bulk_row(std::ostream& out, const BulkResult& r, const BulkRow& row) 
   out << line;
   if (r.params.reference) {
     const double memcpy = row.memcpy_mb_s.value_or(0);
-    std::snprintf(line, sizeof line, "  %12.0f  %14s  %8.2fx|%.2fx", memcpy,
+    const double walked = row.copy_pingpong_mb_s.value_or(0);
+    std::snprintf(line, sizeof line, "  %12.0f  %14s  %8.2fx|%.2fx  %12.0f  %7.2fx", memcpy,
                   row.raw_write_mb_s ? report::fmt("%.0f", *row.raw_write_mb_s).c_str() : "n/a",
                   memcpy > 0 ? row.pingpong_mb_s / memcpy : 0.0,
-                  memcpy > 0 ? row.stream_mb_s / memcpy : 0.0);
+                  memcpy > 0 ? row.stream_mb_s / memcpy : 0.0, walked,
+                  walked > 0 ? row.pingpong_mb_s / walked : 0.0);
     out << line;
   }
   out << "\n" << std::flush;
@@ -173,6 +175,7 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["cpu_ns_per_byte"] = {{"sender", row.cpu_ns_per_byte_sender},
                           {"receiver", row.cpu_ns_per_byte_receiver}};
   j["memcpy_mb_s"] = report::optional_json(row.memcpy_mb_s);
+  j["copy_pingpong_mb_s"] = report::optional_json(row.copy_pingpong_mb_s);
   j["raw_write_mb_s"] = report::optional_json(row.raw_write_mb_s);
   if (!row.raw_write_unsupported.empty()) j["raw_write_unsupported"] = row.raw_write_unsupported;
   report::print_json_line(out, j);

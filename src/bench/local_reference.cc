@@ -8,9 +8,11 @@
 //   - minimal SPSC ring: Lamport's single-producer single-consumer ring with cached indices
 //     (the textbook shared-memory queue), slots of item_bytes copied in and out, capacity slots;
 //     timed on the consumer from the first item to the last, with no clock read in between.
+#include <fabflow/bench/bulk.h>
 #include <fabflow/bench/queue.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "bench/item_payload.h"
+#include "bench/mapped_buffer.h"
 #include "common/affinity.h"
 
 namespace fabflow {
@@ -172,6 +175,33 @@ double spsc_ring_items_per_s(std::uint64_t items, std::size_t item_bytes, std::s
   const double seconds = clock.to_ns(last - first) / 1e9;
   // Timed like the queue: on the consumer, first to last item (items - 1 intervals).
   return seconds > 0 ? static_cast<double>(items - 1) / seconds : 0;
+}
+
+double copy_pingpong_mb_s(std::size_t size, std::uint64_t round_trips, int cpu_a, int cpu_b) {
+  // Each side's send buffer and receive buffer, as bench bulk's ping-pong has them.
+  const bench::MappedBuffer out_a(size, 1), in_a(size, 1), out_b(size, 2), in_b(size, 2);
+  Line turn;  // message k may start once turn == k; a message is one copy by its receiver
+  const std::uint64_t total = 2 * (round_trips + 1);  // the first round trip untimed
+  std::chrono::steady_clock::time_point start, end;
+  auto side = [&](std::uint64_t first, const bench::MappedBuffer& from,
+                  const bench::MappedBuffer& into) {
+    for (std::uint64_t k = first; k < total; k += 2) {
+      while (turn.v.load(std::memory_order_acquire) != k) cpu_relax();
+      if (k == 2 && first == 0) start = std::chrono::steady_clock::now();
+      std::memcpy(into.span().data(), from.span().data(), size);
+      turn.v.store(k + 1, std::memory_order_release);
+    }
+  };
+  on_two_cores(
+      cpu_a, cpu_b,
+      [&] {
+        side(1, out_b, in_a);  // a receives b's odd messages
+        while (turn.v.load(std::memory_order_acquire) != total) cpu_relax();
+        end = std::chrono::steady_clock::now();
+      },
+      [&] { side(0, out_a, in_b); });  // b receives a's even messages
+  const double s = std::chrono::duration<double>(end - start).count();
+  return s > 0 ? static_cast<double>(size) * 2.0 * static_cast<double>(round_trips) / s / 1e6 : 0;
 }
 
 }  // namespace fabflow

@@ -60,6 +60,7 @@ TEST(BulkCli, EveryProtocolOnLocalShmTcpMovesData) {
     for (const char* side : {"stream_sender", "stream_receiver"})
       EXPECT_TRUE(j[side]["registrations"].is_number_unsigned()) << side;
     EXPECT_TRUE(j["memcpy_mb_s"].is_null());  // only with --reference
+    EXPECT_TRUE(j["copy_pingpong_mb_s"].is_null());
     EXPECT_TRUE(j["raw_write_mb_s"].is_null());
   }
   for (const char* p : {"local", "shm", "tcp"}) EXPECT_EQ(seen[p], kProtocols) << p;
@@ -98,6 +99,7 @@ TEST(BulkCli, ReferenceColumnsInTableAndJson) {
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& j : rows) {
     EXPECT_GT(j["memcpy_mb_s"].get<double>(), 0) << j["provider"];
+    EXPECT_GT(j["copy_pingpong_mb_s"].get<double>(), 0) << j["provider"];
     // The raw write is measured, or refused with its reason.
     if (j["raw_write_mb_s"].is_null())
       EXPECT_FALSE(j["raw_write_unsupported"].get<std::string>().empty()) << j["provider"];

@@ -62,7 +62,10 @@ struct BulkRow {
   bulk::Stats sender, receiver;            // the streaming phase's channel counters
   std::uint64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0, cache_invalidations = 0;
   double cpu_ns_per_byte_sender = 0, cpu_ns_per_byte_receiver = 0;  // streaming phase
-  std::optional<double> memcpy_mb_s;                                // --reference
+  // --reference, on rank 0's CPU: memcpy of the size between two buffers (cache-hot where
+  // twice the size fits the cache). And copy_pingpong_mb_s below: the ping-pong of one memcpy
+  // per message through the four buffers this ping-pong walks, with no library in between.
+  std::optional<double> memcpy_mb_s, copy_pingpong_mb_s;
   std::optional<double> raw_write_mb_s;  // --reference: streaming RMA write, same window
   std::string raw_write_unsupported;
 };
@@ -75,6 +78,13 @@ struct BulkResult {
   std::string rendezvous_path, cache_state;
   std::vector<BulkRow> rows;  // rank 0
 };
+
+// A one-copy ping-pong's ceiling, the hardware reference of --reference: two threads pinned to
+// `cpu_a` and `cpu_b` (-1: unpinned) pass messages of `size` bytes back and forth, each message
+// one memcpy by its receiver from the sender's send buffer into its own receive buffer (four
+// buffers, as bench bulk's ping-pong), handed over by one cache line. MB/s of size over half
+// the mean round trip, over `round_trips` round trips after one untimed.
+double copy_pingpong_mb_s(std::size_t size, std::uint64_t round_trips, int cpu_a, int cpu_b);
 
 // Collective over two ranks. Throws UsageError / Error / PeerError. `on_row` sees each row on
 // rank 0.
