@@ -95,7 +95,8 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
   print_bulk_plan(out, r.costs, r.options, true);
   out << "\n  protocol              size  pp MB/s  half-rtt(us)  stream MB/s  regs/msg  reg "
          "us/msg  hits/miss/inval   cpu ns/B s/r";
-  if (p.reference) out << "   memcpy MB/s  raw write MB/s  of memcpy pp|stream  copy pp MB/s  pp of it";
+  if (p.reference)
+    out << "   memcpy MB/s  raw write MB/s  of memcpy pp|stream  copy pp MB/s  pp of it";
   out << "\n";
   out.flush();
 }
