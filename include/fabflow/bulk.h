@@ -104,6 +104,11 @@ struct ChannelOptions {
   // On the local transport, rendezvous by cross-memory attach (process_vm_readv/writev):
   // one copy. Where the kernel refuses it, rendezvous falls back to copy (reason in stats).
   bool cross_memory_attach = true;
+  // On the local transport, a read rendezvous (rndv-read, pipeline-read) of at least this many
+  // bytes whose send and receive buffers are both Memories of allocate() is copied by both
+  // ranks at once, half each, through their mappings of each other's Memory (0: never). The
+  // receiver decides; the sender follows the ACK that asks it to.
+  std::size_t split_copy_min = std::size_t{1} << 20;
   // auto: measure the costs at open (collective, tens of milliseconds) and pick each message's
   // protocol by the cheapest estimate; off: fixed thresholds (eager limit, copy limit).
   bool measure_costs = true;

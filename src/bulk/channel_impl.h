@@ -72,6 +72,11 @@ class Request {
   // Rendezvous over the whole buffer.
   Registration reg;
   bool fin = false;  // the FIN was received (or, for the side that sends it, posted)
+  // On local, a read rendezvous between two Memories copied by both sides: the sender writes
+  // [0, split) into the receiver's Memory, the receiver reads [split, size); each sends a FIN
+  // when its share is done and completes at the other's (`fin` is then the one received).
+  bool split = false;
+  std::uint64_t share = 0;  // split: the bytes this side copies
   // Pipelines.
   std::uint64_t rdma_offset = 0;
   std::vector<Frag> frags;

@@ -43,9 +43,10 @@ void ChannelImpl::dispatch(const wire::Message& m) {
   const int src = static_cast<int>(m.h.src);
   if (m.h.type == Type::rts) return on_rts(src, m);
   // Every other message names a request of ours.
-  const bool to_sender = m.h.type == Type::ack || m.h.type == Type::nack ||
-                         (m.h.type == Type::ready && !read_based(m.h.protocol)) ||
-                         (m.h.type == Type::fin && read_based(m.h.protocol));
+  const bool to_sender =
+      m.h.type == Type::ack || m.h.type == Type::nack ||
+      (m.h.type == Type::ready && !read_based(m.h.protocol)) ||
+      (m.h.type == Type::fin && read_based(m.h.protocol) && m.h.flags != wire::kFinFromSender);
   RequestPtr r = find(to_sender ? m.h.sreq : m.h.rreq);
   if (!r || r->peer != src || r->send != to_sender || r->state != Request::State::active ||
       (!to_sender && !r->matched))
@@ -236,8 +237,12 @@ void ChannelImpl::on_data(Request& r, const wire::Message& m) {
 void ChannelImpl::on_fin(Request& r, const wire::Message& m) {
   if (!pipelined(r.protocol) || r.cma) {
     if (r.fin) throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " sent a second FIN");
+    // A sender's FIN of a read rendezvous only where this rank asked it to copy a share.
+    if ((m.h.flags == wire::kFinFromSender) != (r.split && !r.send))
+      throw PeerError(r.peer,
+                      "bulk: " + rank_str(r.peer) + " sent a FIN for a copy it was not given");
     r.fin = true;
-    r.reg = {};
+    if (!r.split) r.reg = {};  // a split copy keeps its Memory until it completes
     return;
   }
   const std::uint64_t i = m.h.seq;

@@ -25,7 +25,8 @@ void ChannelImpl::start_target(Request& r) {
   queue(r, a, nullptr, 0, std::move(key));
 }
 
-// rndv-read receiver: read the whole message, then FIN.
+// rndv-read receiver: read the whole message, then FIN. On local between two Memories (at
+// least split_copy_min bytes) the sender is asked by an ACK to write the first half meanwhile.
 void ChannelImpl::start_read(Request& r, const Header& h, std::span<const std::byte> key) {
   if (r.cma && key.empty()) {
     cma(false, r.peer, r.dst, h.base, r.size);
@@ -38,8 +39,24 @@ void ChannelImpl::start_read(Request& r, const Header& h, std::span<const std::b
     throw PeerError(r.peer,
                     "bulk: " + rank_str(r.peer) + " advertised a region shorter than its message");
   r.mapped = r.cma;  // local: the sender's Memory, read through this rank's mapping of it
-  r.reg = rendezvous_registration(r, r.dst, r.size, kLocalWrite, uses_cache(r.protocol));
-  post_rma(r, SIZE_MAX, false, r.dst, *r.reg.mr, rm, h.base, r.size);
+  std::uint64_t from = 0;
+  if (r.cma && o_.split_copy_min > 0 && r.size >= o_.split_copy_min && r.size >= 2 * kPage &&
+      in_memory(r.dst, r.size)) {
+    from = r.size / 2 / kPage * kPage;
+    r.split = true;
+    r.share = r.size - from;
+    r.reg = rendezvous_registration(r, r.dst, r.size, kRemoteWrite | kLocalWrite, false);
+    Header a = header(Type::ack, r);
+    a.offset = from;  // the sender writes [0, from)
+    a.base = r.reg.offset;
+    std::vector<std::byte> mine = t_.export_key(*r.reg.mr);
+    a.key_len = static_cast<std::uint16_t>(mine.size());
+    queue(r, a, nullptr, 0, std::move(mine));
+    flush();  // before this rank's copy, so that both copy at once
+  } else {
+    r.reg = rendezvous_registration(r, r.dst, r.size, kLocalWrite, uses_cache(r.protocol));
+  }
+  post_rma(r, SIZE_MAX, false, r.dst + from, *r.reg.mr, rm, h.base + from, r.size - from);
 }
 
 RemoteMemory ChannelImpl::import_rendezvous_key(const Request& r, std::span<const std::byte> key) {
@@ -97,11 +114,16 @@ void ChannelImpl::drain_rma() {
 void ChannelImpl::on_rma_done(Request& r, std::size_t frag) {
   if (frag == SIZE_MAX) {
     if (--r.rma == 0) {
-      if (r.mapped) stats_.mapped_bytes += r.size;
-      r.reg = {};  // released as soon as the data moved
-      // rndv-write sender: FIN after the write; rndv-read receiver: FIN after the read.
-      r.fin = true;
-      queue(r, header(Type::fin, r), nullptr, 0);
+      if (r.mapped) stats_.mapped_bytes += r.split ? r.share : r.size;
+      // rndv-write sender: FIN after the write; rndv-read receiver: FIN after the read; a split
+      // copy's sides each after their share, keeping their Memory until the other's FIN.
+      Header fin = header(Type::fin, r);
+      if (r.split && r.send) fin.flags = wire::kFinFromSender;
+      if (!r.split) {
+        r.reg = {};  // released as soon as the data moved
+        r.fin = true;
+      }
+      queue(r, fin, nullptr, 0);
       flush();
     }
   } else if (frag < r.frags.size()) {

@@ -200,9 +200,26 @@ void ChannelImpl::on_ack(Request& r, const wire::Message& m) {
     set_data_range(r, head, r.size);
     return;
   }
-  if (read_based(r.protocol) && whole_buffer(r))
-    throw PeerError(r.peer, r.cma ? "bulk: an ACK for a read by cross-memory attach"
-                                  : "bulk: an ACK for a read rendezvous");
+  if (read_based(r.protocol) && whole_buffer(r)) {
+    if (!r.cma || m.key.empty())
+      throw PeerError(r.peer, r.cma ? "bulk: an ACK for a read by cross-memory attach"
+                                    : "bulk: an ACK for a read rendezvous");
+    // A split copy (local, two Memories): write [0, offset) into the receiver's Memory.
+    const std::uint64_t share = m.h.offset;
+    if (!r.mapped || share == 0 || share >= r.size || share % kPage != 0)
+      throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " asked this rank to copy " +
+                                  std::to_string(share) + " bytes of a " + std::to_string(r.size) +
+                                  "-byte message it reads");
+    RemoteMemory rm = import_rendezvous_key(r, m.key);
+    if (!rm.contains(m.h.base, share))
+      throw PeerError(r.peer,
+                      "bulk: " + rank_str(r.peer) +
+                          " advertised a region shorter than this rank's share of the copy");
+    r.split = true;
+    r.share = share;
+    post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, share);
+    return;
+  }
   if (r.cma && m.key.empty()) {  // write by cross-memory attach into the buffer the ACK names
     cma(true, r.peer, const_cast<std::byte*>(r.src), m.h.base, r.size);
     r.fin = true;

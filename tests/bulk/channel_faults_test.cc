@@ -6,6 +6,7 @@
 
 #include <fabflow/bootstrap.h>
 #include <fabflow/bulk.h>
+#include <fabflow/bulk/transfer.h>
 #include <fabflow/fault.h>
 #include <fabflow/forwarding.h>
 #include <fabflow/transport.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -390,10 +392,14 @@ struct Forgery {
   const char* expect;
   bool needs_keys = false;  // only where rendezvous goes by keys (not cross-memory attach)
   int messages = 1;
+  // Both buffers in Memories of the channel, on local only, split_copy_min 16 KiB: a read
+  // rendezvous is a split copy.
+  bool memory = false;
 };
 
 const std::size_t kPipe = 1024 + 4096 + 16384 + 32768 + 65536 + 65536 + 100;  // 5 fragments
-const std::size_t kCopy = 4 * 4096 + 10;  // inline piece, then 4 data fragments
+const std::size_t kCopy = 4 * 4096 + 10;     // inline piece, then 4 data fragments
+const std::size_t kSplit = 16 * 4096 + 100;  // above the split copies' 16 KiB: halves of 8 pages
 
 const Forgery kForgeries[] = {
     {"DataBeyondTheMessage", Protocol::copy, kCopy, 1,
@@ -505,6 +511,24 @@ const Forgery kForgeries[] = {
     {"ReadFinForAFragmentNeverAdvertised", Protocol::pipeline_read, kPipe, 0,
      [] { return nth(wire::Type::fin, 0, [](auto& h, auto&) { h.seq = 3; }); },
      "FIN for fragment 3", true},
+    // Split copies (local, Memories): the receiver's ACK gives the sender its share.
+    {"UntouchedSplitAckPasses", Protocol::rndv_read, kSplit, 0,
+     [] { return nth(wire::Type::ack, 0, [](auto&, auto&) {}); }, "", false, 1, true},
+    {"SplitShareNotPageAligned", Protocol::rndv_read, kSplit, 0,
+     [] { return nth(wire::Type::ack, 0, [](auto& h, auto&) { h.offset += 1; }); },
+     "asked this rank to copy", false, 1, true},
+    {"SplitShareTheWholeMessage", Protocol::pipeline_read, kSplit, 0,
+     [] { return nth(wire::Type::ack, 0, [](auto& h, auto&) { h.offset = h.size; }); },
+     "asked this rank to copy", false, 1, true},
+    {"SplitShareOutsideTheRegion", Protocol::rndv_read, kSplit, 0,
+     [] { return nth(wire::Type::ack, 0, [](auto& h, auto&) { h.base = ~0ull - 10; }); },
+     "shorter than this rank's share", false, 1, true},
+    {"SenderFinToAReceiverThatCopiesAll", Protocol::rndv_write, kSplit, 1,
+     [] { return nth(wire::Type::fin, 0, [](auto& h, auto&) { h.flags = wire::kFinFromSender; }); },
+     "a FIN for a copy it was not given", false, 1, true},
+    {"FlagsOnAnAck", Protocol::rndv_write, kSplit, 0,
+     [] { return nth(wire::Type::ack, 0, [](auto& h, auto&) { h.flags = 1; }); }, "malformed",
+     false, 1, true},
 };
 
 struct ForgeryCase {
@@ -516,7 +540,9 @@ std::vector<ForgeryCase> forgery_cases() {
   std::vector<ForgeryCase> c;
   for (const Provider& p : kProviders)
     for (const Forgery& f : kForgeries)
-      if (!(f.needs_keys && std::string(p.name) == "local")) c.push_back({p, &f});
+      if (!(f.needs_keys && std::string(p.name) == "local") &&
+          !(f.memory && std::string(p.name) != "local"))
+        c.push_back({p, &f});
   return c;
 }
 
@@ -535,14 +561,29 @@ TEST_P(BulkBadInputForged, EndsInAnErrorNamingThePeer) {
   std::atomic<bool> victim_done{false};
   std::string victim_error;
   int blamed = -2, forged = 0;
+  bool memory_guards = true, memory_intact = true;
   std::string err = run_ranks(
       2, transport_options(GetParam().provider), [&](int rank, Transport& t, Bootstrap& boot) {
         Tap tap(t, rank == victim ? f.make() : Tap::Forge([](auto&, auto&) { return false; }));
-        auto ch = open_channel(tap, boot, small_options());
+        ChannelOptions o = small_options();
+        o.split_copy_min = 16384;
+        auto ch = open_channel(tap, boot, o);
+        // With `memory`, the message and its receive buffer lie in Memories, between guards.
+        std::shared_ptr<Memory> mem;
+        std::span<std::byte> in_memory;
+        if (f.memory) {
+          mem = ch->allocate(f.size + 2 * Guarded::kGuard);
+          std::memset(mem->data(), static_cast<int>(Guarded::kPattern), mem->size());
+          in_memory = {mem->data() + Guarded::kGuard, f.size};
+          if (rank == 0) std::memcpy(in_memory.data(), sbuf.data(), f.size);
+        }
         std::vector<RequestPtr> reqs;
         for (int i = 0; i < f.messages; ++i)
-          reqs.push_back(rank == 0 ? ch->isend(1, 7, sbuf, f.protocol)
-                                   : ch->irecv(0, 7, rbufs[static_cast<std::size_t>(i)].buf()));
+          reqs.push_back(
+              rank == 0
+                  ? ch->isend(1, 7, f.memory ? in_memory : std::span<std::byte>(sbuf), f.protocol)
+                  : ch->irecv(0, 7,
+                              f.memory ? in_memory : rbufs[static_cast<std::size_t>(i)].buf()));
         if (rank == victim) {
           try {
             for (auto& r : reqs) ch->wait(r);
@@ -577,13 +618,24 @@ TEST_P(BulkBadInputForged, EndsInAnErrorNamingThePeer) {
         }
         // Both stop driving their channel before either closes it.
         boot.barrier([&] { t.progress(); });
+        if (f.memory && rank == 1) {
+          for (std::size_t i = 0; i < Guarded::kGuard; ++i)
+            if (mem->data()[i] != Guarded::kPattern ||
+                mem->data()[Guarded::kGuard + f.size + i] != Guarded::kPattern)
+              memory_guards = false;
+          memory_intact = intact(in_memory, 3);
+        }
       });
   ASSERT_EQ(err, "");
   EXPECT_GE(forged, 1);
   for (auto& b : rbufs) EXPECT_TRUE(b.guards_intact());
+  EXPECT_TRUE(memory_guards);
   if (std::string(f.expect).empty()) {  // a control case: nothing really forged
     EXPECT_EQ(victim_error, "");
-    for (auto& b : rbufs) EXPECT_TRUE(intact(b.buf(), 3));
+    if (f.memory)
+      EXPECT_TRUE(memory_intact);
+    else
+      for (auto& b : rbufs) EXPECT_TRUE(intact(b.buf(), 3));
     return;
   }
   EXPECT_NE(victim_error.find(f.expect), std::string::npos) << victim_error;

@@ -117,6 +117,10 @@ TEST_P(ChannelMemory, TwoSidedProtocolsDeliverIntactPayload) {
       throw Error("no rendezvous went through the peer's mapping");
     if ((!rendezvous || !by_mapping) && mapped[0] + mapped[1] != 0)
       throw Error("mapped bytes counted where nothing goes through a mapping");
+    // A read rendezvous of 1 MiB between two Memories is a split copy: the sender copies too.
+    const bool read = c.protocol == Protocol::rndv_read || c.protocol == Protocol::pipeline_read;
+    if (read && by_mapping && (mapped[0] == 0 || mapped[1] == 0))
+      throw Error("a read rendezvous between two Memories was not copied by both sides");
   });
   EXPECT_EQ(err, "");
 }
@@ -151,6 +155,66 @@ TEST(ChannelMemoryLifetime, AMemoryReleasedDuringASendIsKeptUntilItCompletes) {
   });
   EXPECT_EQ(err, "");
 }
+
+// On local, read rendezvous between two Memories, eight in flight at once at an odd size:
+// with split copies (the default threshold) both ranks copy a share of every message, without
+// (split_copy_min 0) only the receiver; every payload arrives intact either way, and nothing is
+// written around the receive buffers.
+class ChannelSplitCopy : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(ChannelSplitCopy, BothRanksCopyAShareAndEveryPayloadArrivesIntact) {
+  const std::size_t split_min = GetParam();
+  TransportOptions to;
+  to.provider = "local";
+  to.ops = {Op::send, Op::write, Op::read};
+  const std::string err = run_ranks(2, to, [&](int rank, Transport& t, Bootstrap& boot) {
+    ChannelOptions o;
+    o.measure_costs = false;
+    o.split_copy_min = split_min;
+    o.peer_timeout = std::chrono::milliseconds(5000);
+    auto ch = open_channel(t, boot, o);
+    constexpr std::size_t kSize = (1 << 20) + 3 * 4096 + 5, kStride = kSize + 4096, kMessages = 8;
+    auto mem = ch->allocate(kMessages * kStride);
+    std::memset(mem->data(), 0xee, mem->size());
+    std::vector<std::uint64_t> sums(kMessages);
+    std::vector<RequestPtr> reqs;
+    for (std::size_t i = 0; i < kMessages; ++i) {
+      std::span<std::byte> part(mem->data() + i * kStride, kSize);
+      const Protocol p = i % 2 ? Protocol::pipeline_read : Protocol::rndv_read;
+      if (rank == 0) {
+        fill(part, i + 100);
+        sums[i] = checksum(part);
+        reqs.push_back(ch->isend(1, 5, part, p));
+      } else {
+        reqs.push_back(ch->irecv(0, 5, part));
+      }
+    }
+    for (RequestPtr& r : reqs) ch->wait(r);
+    if (rank == 0) {
+      ch->send(1, 6, std::as_bytes(std::span(sums)), Protocol::eager);
+    } else {
+      ch->recv(0, 6, std::as_writable_bytes(std::span(sums)));
+      for (std::size_t i = 0; i < kMessages; ++i) {
+        if (checksum({mem->data() + i * kStride, kSize}) != sums[i])
+          throw Error("message " + std::to_string(i) + " arrived changed");
+        for (std::size_t g = kSize; g < kStride; ++g)
+          if (mem->data()[i * kStride + g] != std::byte{0xee})
+            throw Error("a byte after message " + std::to_string(i) + " was written");
+      }
+    }
+    const auto mapped = allgather_value(boot, ch->stats().mapped_bytes, "mapped bytes");
+    if (mapped[0] + mapped[1] != kMessages * kSize)
+      throw Error("the ranks copied " + std::to_string(mapped[0] + mapped[1]) + " bytes, not " +
+                  std::to_string(kMessages * kSize));
+    if ((split_min > 0) != (mapped[0] > 0))
+      throw Error("the sender copied " + std::to_string(mapped[0]) + " bytes with split_copy_min " +
+                  std::to_string(split_min));
+  });
+  EXPECT_EQ(err, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Threshold, ChannelSplitCopy,
+                         ::testing::Values(std::size_t{0}, ChannelOptions{}.split_copy_min));
 
 }  // namespace
 }  // namespace fabflow::bulk::channel_memory_test
