@@ -72,9 +72,11 @@ class Request {
   // Rendezvous over the whole buffer.
   Registration reg;
   bool fin = false;  // the FIN was received (or, for the side that sends it, posted)
-  // On local, a read rendezvous between two Memories copied by both sides: the sender writes
-  // [0, split) into the receiver's Memory, the receiver reads [split, size); each sends a FIN
-  // when its share is done and completes at the other's (`fin` is then the one received).
+  // A split copy (local, a rendezvous between two Memories, docs/bulk.md): the sender writes
+  // [0, the ACK's offset) into the receiver's Memory while the receiver reads the rest from
+  // the sender's; each sends a FIN when its share is done and completes at the other's (`fin`
+  // is then the one received).
+  bool offered = false;  // sender: its match header carried its Memory's key
   bool split = false;
   std::uint64_t share = 0;  // split: the bytes this side copies
   // Pipelines.
@@ -248,7 +250,10 @@ class ChannelImpl final : public Channel {
   void set_data_range(Request& r, std::uint64_t begin, std::uint64_t end);
 
   // rndv-write / leave-pinned receiver (and the local write path): advertise the buffer.
-  void start_target(Request& r);
+  void start_target(Request& r, const Header& h, std::span<const std::byte> key);
+  bool may_split(const Request& r);
+  void start_split(Request& r, const RemoteMemory& source, std::uint64_t base);
+  std::uint64_t split_share(Request& r, const wire::Message& ack);
 
   // rndv-read receiver: read the whole message, then FIN.
   void start_read(Request& r, const Header& h, std::span<const std::byte> key);

@@ -43,10 +43,10 @@ void ChannelImpl::dispatch(const wire::Message& m) {
   const int src = static_cast<int>(m.h.src);
   if (m.h.type == Type::rts) return on_rts(src, m);
   // Every other message names a request of ours.
-  const bool to_sender =
-      m.h.type == Type::ack || m.h.type == Type::nack ||
-      (m.h.type == Type::ready && !read_based(m.h.protocol)) ||
-      (m.h.type == Type::fin && read_based(m.h.protocol) && m.h.flags != wire::kFinFromSender);
+  const bool to_sender = m.h.type == Type::ack || m.h.type == Type::nack ||
+                         (m.h.type == Type::ready && !read_based(m.h.protocol)) ||
+                         (m.h.type == Type::fin && (m.h.flags == wire::kFinFromReceiver ||
+                                                    (m.h.flags == 0 && read_based(m.h.protocol))));
   RequestPtr r = find(to_sender ? m.h.sreq : m.h.rreq);
   if (!r || r->peer != src || r->send != to_sender || r->state != Request::State::active ||
       (!to_sender && !r->matched))
@@ -175,8 +175,9 @@ void ChannelImpl::match(Request& r, const Header& h, std::span<const std::byte> 
   // attach, or through the mapping of a Memory when the advertising side's buffer is one (a
   // read rendezvous then carries the sender's key).
   r.cma = cma_capable_ && rendezvous(h.protocol);
-  if (r.cma && (!cma_ok_ || !inline_bytes.empty() || (!key.empty() && !read_based(h.protocol)) ||
-                (read_based(h.protocol) && key.empty() && h.base == 0)))
+  // (A write rendezvous may carry the sender's key too: the offer of a split copy.)
+  if (r.cma &&
+      (!cma_ok_ || !inline_bytes.empty() || (read_based(h.protocol) && key.empty() && h.base == 0)))
     throw PeerError(src, "bulk: " + rank_str(src) + " sent a malformed local rendezvous");
   if (!r.cma && whole_buffer(r) && read_based(h.protocol) && key.empty())
     throw PeerError(src, "bulk: " + rank_str(src) + " sent a read rendezvous without a key");
@@ -185,7 +186,7 @@ void ChannelImpl::match(Request& r, const Header& h, std::span<const std::byte> 
     if (read_based(h.protocol))
       start_read(r, h, key);
     else
-      start_target(r);
+      start_target(r, h, key);
   } else if (h.size > got && pipelined(h.protocol)) {
     // The copy-ahead in data messages, then the fragments (READY for each: this side's write
     // targets, or the sender's read sources).
@@ -237,8 +238,11 @@ void ChannelImpl::on_data(Request& r, const wire::Message& m) {
 void ChannelImpl::on_fin(Request& r, const wire::Message& m) {
   if (!pipelined(r.protocol) || r.cma) {
     if (r.fin) throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " sent a second FIN");
-    // A sender's FIN of a read rendezvous only where this rank asked it to copy a share.
-    if ((m.h.flags == wire::kFinFromSender) != (r.split && !r.send))
+    // A split copy's FIN says whose share is done; any other carries no flag.
+    const std::uint64_t want = !r.split ? 0
+                               : r.send ? wire::kFinFromReceiver
+                                        : wire::kFinFromSender;
+    if (m.h.flags != want)
       throw PeerError(r.peer,
                       "bulk: " + rank_str(r.peer) + " sent a FIN for a copy it was not given");
     r.fin = true;

@@ -8,25 +8,33 @@
 
 namespace fabflow::bulk::detail {
 
-// rndv-write / leave-pinned receiver (and the local write path): advertise the buffer.
-void ChannelImpl::start_target(Request& r) {
+// rndv-write / leave-pinned receiver (and the local write path): advertise the buffer. On
+// local, where the sender offered its Memory (`key`) and this buffer is one, a split copy.
+void ChannelImpl::start_target(Request& r, const Header& h, std::span<const std::byte> key) {
+  if (!key.empty() && may_split(r)) {
+    RemoteMemory rm = import_rendezvous_key(r, key);
+    if (!rm.contains(h.base, r.size))
+      throw PeerError(
+          r.peer, "bulk: " + rank_str(r.peer) + " advertised a region shorter than its message");
+    return start_split(r, rm, h.base);
+  }
   Header a = header(Type::ack, r);
-  std::vector<std::byte> key;
+  std::vector<std::byte> mine;
   if (r.cma && !in_memory(r.dst, r.size)) {
     a.base = reinterpret_cast<std::uint64_t>(r.dst);
   } else if (r.size > 0) {
     r.mapped = r.cma;
     r.reg = rendezvous_registration(r, r.dst, r.size, kRemoteWrite | kLocalWrite,
                                     uses_cache(r.protocol));
-    key = t_.export_key(*r.reg.mr);
+    mine = t_.export_key(*r.reg.mr);
     a.base = r.reg.offset;
-    a.key_len = static_cast<std::uint16_t>(key.size());
+    a.key_len = static_cast<std::uint16_t>(mine.size());
   }
-  queue(r, a, nullptr, 0, std::move(key));
+  queue(r, a, nullptr, 0, std::move(mine));
 }
 
-// rndv-read receiver: read the whole message, then FIN. On local between two Memories (at
-// least split_copy_min bytes) the sender is asked by an ACK to write the first half meanwhile.
+// rndv-read receiver: read the whole message, then FIN; on local between two Memories, a
+// split copy.
 void ChannelImpl::start_read(Request& r, const Header& h, std::span<const std::byte> key) {
   if (r.cma && key.empty()) {
     cma(false, r.peer, r.dst, h.base, r.size);
@@ -38,25 +46,51 @@ void ChannelImpl::start_read(Request& r, const Header& h, std::span<const std::b
   if (!rm.contains(h.base, r.size))
     throw PeerError(r.peer,
                     "bulk: " + rank_str(r.peer) + " advertised a region shorter than its message");
+  if (may_split(r)) return start_split(r, rm, h.base);
   r.mapped = r.cma;  // local: the sender's Memory, read through this rank's mapping of it
-  std::uint64_t from = 0;
-  if (r.cma && o_.split_copy_min > 0 && r.size >= o_.split_copy_min && r.size >= 2 * kPage &&
-      in_memory(r.dst, r.size)) {
-    from = r.size / 2 / kPage * kPage;
-    r.split = true;
-    r.share = r.size - from;
-    r.reg = rendezvous_registration(r, r.dst, r.size, kRemoteWrite | kLocalWrite, false);
-    Header a = header(Type::ack, r);
-    a.offset = from;  // the sender writes [0, from)
-    a.base = r.reg.offset;
-    std::vector<std::byte> mine = t_.export_key(*r.reg.mr);
-    a.key_len = static_cast<std::uint16_t>(mine.size());
-    queue(r, a, nullptr, 0, std::move(mine));
-    flush();  // before this rank's copy, so that both copy at once
-  } else {
-    r.reg = rendezvous_registration(r, r.dst, r.size, kLocalWrite, uses_cache(r.protocol));
-  }
-  post_rma(r, SIZE_MAX, false, r.dst + from, *r.reg.mr, rm, h.base + from, r.size - from);
+  r.reg = rendezvous_registration(r, r.dst, r.size, kLocalWrite, uses_cache(r.protocol));
+  post_rma(r, SIZE_MAX, false, r.dst, *r.reg.mr, rm, h.base, r.size);
+}
+
+// A split copy's conditions at the receiver, which decides: local, this buffer a Memory (the
+// sender's is one: its key came), at least split_copy_min bytes and two pages.
+bool ChannelImpl::may_split(const Request& r) {
+  return r.cma && o_.split_copy_min > 0 && r.size >= o_.split_copy_min && r.size >= 2 * kPage &&
+         in_memory(r.dst, r.size);
+}
+
+// The receiver's side of a split copy: an ACK with this rank's Memory asks the sender to write
+// the first half, [0, from), while this rank reads the rest from the sender's Memory (`source`,
+// the message at `base`).
+void ChannelImpl::start_split(Request& r, const RemoteMemory& source, std::uint64_t base) {
+  const std::uint64_t from = r.size / 2 / kPage * kPage;
+  r.mapped = true;
+  r.split = true;
+  r.share = r.size - from;
+  r.reg = rendezvous_registration(r, r.dst, r.size, kRemoteWrite | kLocalWrite, false);
+  Header a = header(Type::ack, r);
+  a.offset = from;
+  a.base = r.reg.offset;
+  std::vector<std::byte> mine = t_.export_key(*r.reg.mr);
+  a.key_len = static_cast<std::uint16_t>(mine.size());
+  queue(r, a, nullptr, 0, std::move(mine));
+  flush();  // before this rank's copy, so that both copy at once
+  post_rma(r, SIZE_MAX, false, r.dst + from, *r.reg.mr, source, base + from, r.size - from);
+}
+
+// The sender's share of a split copy its receiver asks for in `ack` (offset: the bytes to
+// write from the start), checked: only where this rank offered its Memory, whole pages, less
+// than the message.
+std::uint64_t ChannelImpl::split_share(Request& r, const wire::Message& ack) {
+  const std::uint64_t share = ack.h.offset;
+  if (!r.cma || !r.offered || ack.key.empty() || share == 0 || share >= r.size ||
+      share % kPage != 0)
+    throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " asked this rank to copy " +
+                                std::to_string(share) + " bytes of a " + std::to_string(r.size) +
+                                "-byte message");
+  r.split = true;
+  r.share = share;
+  return share;
 }
 
 RemoteMemory ChannelImpl::import_rendezvous_key(const Request& r, std::span<const std::byte> key) {
@@ -118,7 +152,7 @@ void ChannelImpl::on_rma_done(Request& r, std::size_t frag) {
       // rndv-write sender: FIN after the write; rndv-read receiver: FIN after the read; a split
       // copy's sides each after their share, keeping their Memory until the other's FIN.
       Header fin = header(Type::fin, r);
-      if (r.split && r.send) fin.flags = wire::kFinFromSender;
+      if (r.split) fin.flags = r.send ? wire::kFinFromSender : wire::kFinFromReceiver;
       if (!r.split) {
         r.reg = {};  // released as soon as the data moved
         r.fin = true;

@@ -113,7 +113,16 @@ void ChannelImpl::start_send(Request& r) {
       h.base = r.reg.offset;
       h.key_len = static_cast<std::uint16_t>(key.size());
     }
+  } else if (r.cma && o_.split_copy_min > 0 && r.size >= o_.split_copy_min &&
+             in_memory(r.src, r.size)) {
+    // A write rendezvous on local from a Memory offers it: the receiver may ask for a split
+    // copy and read a share of it.
+    r.reg = rendezvous_registration(r, const_cast<std::byte*>(r.src), r.size, kRemoteRead, false);
+    key = t_.export_key(*r.reg.mr);
+    h.base = r.reg.offset;
+    h.key_len = static_cast<std::uint16_t>(key.size());
   }
+  r.offered = r.cma && !key.empty();
   queue(r, h, inline_len ? r.src : nullptr, inline_len, std::move(key));
   stats_.bytes_sent += r.size;
   flush();
@@ -200,40 +209,29 @@ void ChannelImpl::on_ack(Request& r, const wire::Message& m) {
     set_data_range(r, head, r.size);
     return;
   }
-  if (read_based(r.protocol) && whole_buffer(r)) {
-    if (!r.cma || m.key.empty())
-      throw PeerError(r.peer, r.cma ? "bulk: an ACK for a read by cross-memory attach"
-                                    : "bulk: an ACK for a read rendezvous");
-    // A split copy (local, two Memories): write [0, offset) into the receiver's Memory.
-    const std::uint64_t share = m.h.offset;
-    if (!r.mapped || share == 0 || share >= r.size || share % kPage != 0)
-      throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " asked this rank to copy " +
-                                  std::to_string(share) + " bytes of a " + std::to_string(r.size) +
-                                  "-byte message it reads");
-    RemoteMemory rm = import_rendezvous_key(r, m.key);
-    if (!rm.contains(m.h.base, share))
-      throw PeerError(r.peer,
-                      "bulk: " + rank_str(r.peer) +
-                          " advertised a region shorter than this rank's share of the copy");
-    r.split = true;
-    r.share = share;
-    post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, share);
-    return;
-  }
+  if (read_based(r.protocol) && whole_buffer(r) && !r.cma)
+    throw PeerError(r.peer, "bulk: an ACK for a read rendezvous");
   if (r.cma && m.key.empty()) {  // write by cross-memory attach into the buffer the ACK names
+    if (read_based(r.protocol))
+      throw PeerError(r.peer, "bulk: an ACK for a read by cross-memory attach");
     cma(true, r.peer, const_cast<std::byte*>(r.src), m.h.base, r.size);
     r.fin = true;
     queue(r, header(Type::fin, r), nullptr, 0);
     return;
   }
-  if (!p.pipelined || r.cma) {  // write the whole buffer into the one the ACK advertises
+  if (!p.pipelined || r.cma) {
+    // Write the whole buffer into the one the ACK advertises, or on local, where the receiver
+    // asks for a split copy (offset above 0; a read rendezvous's ACK asks for nothing else),
+    // this rank's share of it.
+    const bool split = m.h.offset != 0 || read_based(r.protocol);
+    const std::uint64_t len = split ? split_share(r, m) : r.size;
     RemoteMemory rm = import_rendezvous_key(r, m.key);
-    if (!rm.contains(m.h.base, r.size))
-      throw PeerError(
-          r.peer, "bulk: " + rank_str(r.peer) + " advertised a region shorter than the message");
+    if (!rm.contains(m.h.base, len))
+      throw PeerError(r.peer, "bulk: " + rank_str(r.peer) + " advertised a region shorter than " +
+                                  (split ? "this rank's share of the copy" : "the message"));
     r.mapped = r.cma;  // local: the receiver's Memory, written through this rank's mapping
     r.reg = rendezvous_registration(r, const_cast<std::byte*>(r.src), r.size, kLocalRead, p.cached);
-    post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, r.size);
+    post_rma(r, SIZE_MAX, true, const_cast<std::byte*>(r.src), *r.reg.mr, rm, m.h.base, len);
     return;
   }
   // Pipelines: the receiver asks for the fragments after the header's part and the copy-ahead

@@ -42,14 +42,15 @@ struct Header {
   std::uint64_t offset = 0;  // data: message offset; ack: first RDMA offset (pipelines)
   std::uint64_t length = 0;  // rts / data: inline bytes; nack: the receive buffer's size
   std::uint64_t base = 0;    // offset of the advertised bytes in the key's region, or an address
-  std::uint64_t flags = 0;   // kFinFromSender on a split copy's FIN from the sender; else 0
+  std::uint64_t flags = 0;   // a split copy's FIN: kFinFromSender or kFinFromReceiver; else 0
 };
 static_assert(sizeof(Header) == 80);
 
 inline constexpr std::size_t kHeader = sizeof(Header);
-// A FIN of a read rendezvous that the sender sends: its share of a split copy is written
-// (every other FIN of a read rendezvous goes from the receiver to the sender).
+// The FINs of a split copy say who sends them: each side's share is done (every other FIN
+// goes one way, fixed by its protocol).
 inline constexpr std::uint64_t kFinFromSender = 1;
+inline constexpr std::uint64_t kFinFromReceiver = 2;
 inline constexpr std::size_t kMaxKey = 1024;
 
 // A received message, checked for shape: magic, type, the sender's rank, and that the inline
@@ -68,7 +69,7 @@ inline Message parse(std::span<const std::byte> in, int ranks, int self) {
   const auto type = static_cast<std::uint8_t>(m.h.type);
   const int src = static_cast<int>(m.h.src);
   if (m.h.magic != kMagic || type == 0 || type > kLastType || m.h.src >= std::uint32_t(ranks) ||
-      src == self || (m.h.flags != 0 && (m.h.type != Type::fin || m.h.flags != kFinFromSender)))
+      src == self || (m.h.flags != 0 && (m.h.type != Type::fin || m.h.flags > kFinFromReceiver)))
     throw PeerError(-1, "bulk: a malformed control message (magic, type, sender rank or flags)");
   const std::size_t carried = in.size() - kHeader;
   // A NACK's length is the receive buffer's size, not bytes it carries.

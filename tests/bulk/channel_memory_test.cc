@@ -8,6 +8,7 @@
 #include <fabflow/bulk.h>
 #include <fabflow/bulk/transfer.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -117,10 +118,9 @@ TEST_P(ChannelMemory, TwoSidedProtocolsDeliverIntactPayload) {
       throw Error("no rendezvous went through the peer's mapping");
     if ((!rendezvous || !by_mapping) && mapped[0] + mapped[1] != 0)
       throw Error("mapped bytes counted where nothing goes through a mapping");
-    // A read rendezvous of 1 MiB between two Memories is a split copy: the sender copies too.
-    const bool read = c.protocol == Protocol::rndv_read || c.protocol == Protocol::pipeline_read;
-    if (read && by_mapping && (mapped[0] == 0 || mapped[1] == 0))
-      throw Error("a read rendezvous between two Memories was not copied by both sides");
+    // A rendezvous of 1 MiB between two Memories is a split copy: both ranks copy.
+    if (rendezvous && by_mapping && (mapped[0] == 0 || mapped[1] == 0))
+      throw Error("a rendezvous between two Memories was not copied by both sides");
   });
   EXPECT_EQ(err, "");
 }
@@ -156,10 +156,10 @@ TEST(ChannelMemoryLifetime, AMemoryReleasedDuringASendIsKeptUntilItCompletes) {
   EXPECT_EQ(err, "");
 }
 
-// On local, read rendezvous between two Memories, eight in flight at once at an odd size:
-// with split copies (the default threshold) both ranks copy a share of every message, without
-// (split_copy_min 0) only the receiver; every payload arrives intact either way, and nothing is
-// written around the receive buffers.
+// On local, rendezvous (read and write based) between two Memories, eight in flight at once at
+// an odd size: with split copies (the default threshold) both ranks copy a share of every
+// message, without (split_copy_min 0) one rank each message; every payload arrives intact
+// either way, and nothing is written around the receive buffers.
 class ChannelSplitCopy : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(ChannelSplitCopy, BothRanksCopyAShareAndEveryPayloadArrivesIntact) {
@@ -180,7 +180,8 @@ TEST_P(ChannelSplitCopy, BothRanksCopyAShareAndEveryPayloadArrivesIntact) {
     std::vector<RequestPtr> reqs;
     for (std::size_t i = 0; i < kMessages; ++i) {
       std::span<std::byte> part(mem->data() + i * kStride, kSize);
-      const Protocol p = i % 2 ? Protocol::pipeline_read : Protocol::rndv_read;
+      const Protocol p = std::array{Protocol::rndv_read, Protocol::pipeline_read,
+                                    Protocol::rndv_write, Protocol::caching_pipeline}[i % 4];
       if (rank == 0) {
         fill(part, i + 100);
         sums[i] = checksum(part);
@@ -206,8 +207,15 @@ TEST_P(ChannelSplitCopy, BothRanksCopyAShareAndEveryPayloadArrivesIntact) {
     if (mapped[0] + mapped[1] != kMessages * kSize)
       throw Error("the ranks copied " + std::to_string(mapped[0] + mapped[1]) + " bytes, not " +
                   std::to_string(kMessages * kSize));
-    if ((split_min > 0) != (mapped[0] > 0))
-      throw Error("the sender copied " + std::to_string(mapped[0]) + " bytes with split_copy_min " +
+    // Without splits the senders copy the write rendezvous' half of the messages, the
+    // receivers the read rendezvous'; with them the sender copies the first half of every
+    // message in whole pages, the receiver the rest.
+    const std::uint64_t whole = kMessages / 2 * kSize, first = kSize / 2 / 4096 * 4096;
+    if (split_min == 0
+            ? (mapped[0] != whole || mapped[1] != whole)
+            : (mapped[0] != kMessages * first || mapped[1] != kMessages * (kSize - first)))
+      throw Error("ranks 0 and 1 copied " + std::to_string(mapped[0]) + " and " +
+                  std::to_string(mapped[1]) + " bytes with split_copy_min " +
                   std::to_string(split_min));
   });
   EXPECT_EQ(err, "");
