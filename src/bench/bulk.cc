@@ -242,6 +242,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   co.frag_size = params.frag_size;
   co.depth = params.depth;
   co.frag_growth = params.frag_growth;
+  if (params.split_copy_min) co.split_copy_min = *params.split_copy_min;
   co.pin = params.pin;
   const bench::BulkEnds ends = bench::open_bulk(params.target, boot, co, result);
   Transport* t = ends.transport.get();

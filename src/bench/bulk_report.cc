@@ -77,6 +77,8 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
            "  depth " + std::to_string(o.depth) + "  copy-ahead " +
            report::size_text(o.copy_ahead) + "  auto: copy up to " +
            report::size_text(o.copy_limit) + ", pipeline above",
+       "split copies (local, between fabflow memories, both ranks copying half): " +
+           (o.split_copy_min ? "from " + report::size_text(o.split_copy_min) : std::string("off")),
        std::string("registration pinning (--mr-pin): ") +
            (p.pin ? "on (mlock at registration, munlock at deregistration); " + p.memlock
                   : std::string("off")),
@@ -148,6 +150,7 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["frag_growth"] = o.frag_growth;
   j["max_frag"] = o.max_frag;
   j["depth"] = o.depth;
+  j["split_copy_min"] = o.split_copy_min;
   j["window"] = p.window;
   j["rendezvous_path"] = r.rendezvous_path;
   j["cache_state"] = r.cache_state;

@@ -22,7 +22,7 @@ struct BulkFlags : CommonFlags {
   std::string protocols = "all";
   std::uint64_t reuse = 0;
   bool mr_pin = false;
-  std::string eager_limit, frag_size;
+  std::string eager_limit, frag_size, split_copy_min;
   unsigned depth = 0;
   double growth = 1.0;
   unsigned window = 8;
@@ -79,6 +79,10 @@ BulkValidated validate(const BulkFlags& f) {
   p.pin = f.mr_pin;
   if (!f.eager_limit.empty()) p.eager_limit = parse_one_size("--eager-limit", f.eager_limit);
   if (!f.frag_size.empty()) p.frag_size = parse_one_size("--frag-size", f.frag_size);
+  if (f.split_copy_min == "0")
+    p.split_copy_min = 0;
+  else if (!f.split_copy_min.empty())
+    p.split_copy_min = parse_one_size("--split-copy-min", f.split_copy_min);
   p.depth = f.depth;
   p.frag_growth = f.growth;
   p.window = f.window;
@@ -132,6 +136,9 @@ Runner add_bench_bulk(CLI::App* app, const Invocation& self) {
   add_buffer_flags(*app, f->reuse, f->mr_pin, "messages");
   app->add_option("--eager-limit", f->eager_limit, "largest eager message (default 16K)");
   app->add_option("--frag-size", f->frag_size, "first pipeline fragment (default 1M)");
+  app->add_option("--split-copy-min", f->split_copy_min,
+                  "on local, rendezvous between fabflow memories of at least this size are copied "
+                  "by both ranks, half each (default 1M; 0: never)");
   add_number<unsigned>(*app, "--depth", f->depth, 1, 64,
                        "pipeline fragments in flight per message (default 4)");
   add_real(*app, "--frag-growth", f->growth, 1.0, 16.0,

@@ -45,6 +45,9 @@ struct BulkParams {
   std::size_t eager_limit = 0, frag_size = 0;
   unsigned depth = 0;
   double frag_growth = 1.0;
+  // On local, rendezvous between Memories of at least this many bytes are split copies
+  // (ChannelOptions::split_copy_min; 0: never; unset: the channel's default).
+  std::optional<std::size_t> split_copy_min;
   bool reference = false;
   BufferMemory memory = BufferMemory::user;  // fabflow: never replaced (reuse must be 0)
 };
