@@ -140,6 +140,26 @@ TEST(BulkCli, FabflowMemoryMovesDataWithoutRegistrationOrCrossMemoryAttach) {
   EXPECT_NE(r.out.find("# buffers: the channel's memory"), std::string::npos) << r.out;
 }
 
+// --split-copy-min reaches the channel: on local between fabflow memories a read rendezvous of
+// 2 MiB is copied by both ranks by default (the sender copies too) and by the receiver alone
+// with 0; the JSON says which threshold ran.
+TEST(BulkCli, SplitCopyMinTurnsSplitCopiesOnAndOff) {
+  for (const char* min : {"", "0"}) {
+    std::vector<std::string> args = {"-p", "local",   "--protocol", "rndv-read", "-S",
+                                     "2M", "--bytes", "8M",         "--memory",  "fabflow"};
+    if (*min) args.insert(args.end(), {"--split-copy-min", min});
+    auto rows = run_bench_json("bulk", args);
+    ASSERT_EQ(rows.size(), 1u) << min;
+    const auto& j = rows[0];
+    if (j["rendezvous_path"].get<std::string>().rfind("cross-memory attach", 0) != 0)
+      GTEST_SKIP() << "cross-memory attach refused here: " << j["rendezvous_path"];
+    const bool split = *min == '\0';
+    EXPECT_EQ(j["split_copy_min"].get<std::size_t>(), split ? std::size_t{1} << 20 : 0u);
+    EXPECT_EQ(j["stream_sender"]["mapped_bytes"].get<std::uint64_t>() > 0, split) << j.dump();
+    EXPECT_GT(j["stream_receiver"]["mapped_bytes"].get<std::uint64_t>(), 0u) << j.dump();
+  }
+}
+
 TEST(BulkCli, MrPinRunsAndIsLabelled) {
   auto rows = run_bench_json("bulk", {"-p", "shm", "--protocol", "rndv-write,pipeline,leave-pinned",
                                       "-S", "300K", "--bytes", "1M", "--mr-pin"});
@@ -171,6 +191,8 @@ TEST(BulkCli, BadInputsGiveOneErrorLineAndExit2) {
       {"--memory", "gpu"},
       {"--memory", ""},
       {"--memory", "fabflow", "--reuse", "2"},
+      {"--split-copy-min", "-1"},
+      {"--split-copy-min", "1M,2M"},
   };
   for (const auto& extra : cases) {
     std::vector<std::string> args = {"fabflow", "bench", "bulk"};
