@@ -250,8 +250,8 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   result.costs = ch->costs();
   const int rank = boot.rank();
   for (std::size_t size : params.sizes) {
-    std::optional<double> memcpy_mb_s, copy_pingpong_mb_s, raw_mb_s;
-    std::string raw_unsupported;
+    BulkRow refs;  // what every protocol's row of this size shares: the references
+    refs.size = size;
     const std::uint64_t messages =
         std::clamp<std::uint64_t>(params.bytes_per_point / std::max<std::size_t>(size, 1),
                                   params.min_messages, params.max_messages);
@@ -259,27 +259,22 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
       // Rank 0 runs both references' threads (the ping-pong's on the two ranks' CPUs) while
       // rank 1 sleeps in a barrier.
       if (rank == 0) {
-        memcpy_mb_s = bench::memcpy_mb_s(size, params.bytes_per_point);
-        copy_pingpong_mb_s = fabflow::copy_pingpong_mb_s(size, messages, result.env.cpu_initiator,
-                                                         result.env.cpu_target);
+        refs.memcpy_mb_s = bench::memcpy_mb_s(size, params.bytes_per_point);
+        refs.copy_pingpong_mb_s =
+            copy_pingpong_mb_s(size, messages, result.env.cpu_initiator, result.env.cpu_target);
         boot.barrier();
       } else {
         boot.barrier([] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
       }
       if (t->caps().supports(Op::write))
-        raw_mb_s = raw_write_rate(*t, *ch, boot, size, params.window, messages,
-                                  std::chrono::milliseconds(params.target.timeout_ms));
+        refs.raw_write_mb_s = raw_write_rate(*t, *ch, boot, size, params.window, messages,
+                                             std::chrono::milliseconds(params.target.timeout_ms));
       else
-        raw_unsupported = t->caps().why_not(Op::write);
+        refs.raw_write_unsupported = t->caps().why_not(Op::write);
     }
     for (Protocol proto : params.protocols) {
-      BulkRow row;
+      BulkRow row = refs;
       row.protocol = proto;
-      row.size = size;
-      row.memcpy_mb_s = memcpy_mb_s;
-      row.copy_pingpong_mb_s = copy_pingpong_mb_s;
-      row.raw_write_mb_s = raw_mb_s;
-      row.raw_write_unsupported = raw_unsupported;
       if (proto == Protocol::eager && size > result.options.eager_limit)
         row.unsupported = "eager carries at most the eager limit (" +
                           std::to_string(result.options.eager_limit) + " bytes)";

@@ -151,7 +151,8 @@ Runner add_bench_bulk(CLI::App* app, const Invocation& self) {
                 "with --mr-pin, leave RLIMIT_MEMLOCK as it is (by default it is raised to what "
                 "the run needs where allowed)");
   app->add_flag("--reference", f->reference,
-                "also measure memcpy and the raw streaming RMA write of each size");
+                "also measure memcpy, the copy ping-pong (one memcpy per message between two "
+                "threads on the ranks' CPUs) and the raw streaming RMA write of each size");
   add_choice<BufferMemory>(*app, "--memory", f->memory,
                            "buffers in user memory (default) or in fabflow's, registered once "
                            "(on local: one copy through the peer's mapping)");
