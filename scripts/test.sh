@@ -57,7 +57,8 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # take ten times as long as both in turn. The CleanCli tests run there too: each leaves the
 # /dev/shm regions of two killed ranks and checks them before removing them, and any shm start
 # or `fabflow clean` running beside it sweeps them first (CI lost that race once).
-serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExactly|CleanCli\.'
+# So do the KilledPeerByHand trials: two busy-polling ranks each, timed against their bound.
+serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExactly|CleanCli\.|KilledPeerByHand|KilledShmProducerCli'
 # The 10^7-item flow streams (FlowStress) skip themselves unless FABFLOW_FLOW_STRESS is set
 # (scripts/stress.sh): the test command does not start their 132 processes only to skip.
 stress='FlowStress\.'

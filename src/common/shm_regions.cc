@@ -105,6 +105,12 @@ std::string shm_region_name() {
   return buf;
 }
 
+std::optional<pid_t> shm_region_owner(std::string_view name) {
+  const auto region = parse_region_name(name);
+  if (!region || (region->pidns && *region->pidns != pid_namespace())) return std::nullopt;
+  return region->pid;
+}
+
 std::vector<ShmLeftover> find_shm_leftovers(const std::string& dir, ShmJudgement how) {
   std::vector<ShmLeftover> out;
   DIR* d = ::opendir(dir.c_str());

@@ -14,14 +14,20 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fabflow {
 
 // A fresh region name for an endpoint of this process.
 std::string shm_region_name();
+
+// The owner's pid of a region named by fabflow in this pid namespace; nullopt for any other
+// name (not fabflow's, or another namespace's, whose pids mean something else here).
+std::optional<pid_t> shm_region_owner(std::string_view name);
 
 struct ShmLeftover {
   std::string name;  // the file's name in the directory

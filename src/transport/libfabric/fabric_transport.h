@@ -16,6 +16,7 @@
 
 #include "transport/libfabric/fid.h"
 #include "transport/libfabric/select.h"
+#include "transport/libfabric/shm_lock_watch.h"
 
 namespace fabflow::ofi {
 
@@ -201,6 +202,7 @@ class FabricTransport final : public Transport {
 
   void connect_msg(Bootstrap& boot);
   void connect_rdm(Bootstrap& boot);
+  void watch_shm_locks(const std::vector<std::vector<std::byte>>& names);
   Fid<fid_ep> open_endpoint(fi_info* info);
 
   TransportOptions options_;
@@ -211,7 +213,9 @@ class FabricTransport final : public Transport {
   int size_ = 1;
   std::string error_;
 
-  // Declaration order is teardown order reversed: endpoints close before CQs, domain, fabric.
+  // Declaration order is teardown order reversed: endpoints close before CQs, domain, fabric,
+  // and the shm lock watch goes last (closing an endpoint takes the locks it watches).
+  std::unique_ptr<ShmLockWatch> shm_watch_;
   Fid<fid_fabric> fabric_;
   Fid<fid_domain> domain_;
   Fid<fid_eq> eq_;
@@ -227,6 +231,7 @@ class FabricTransport final : public Transport {
   std::uint64_t operand_next_ = 0;
   int tx_wait_fd_ = -1;  // owned by the completion queues; -1 without blocking waits
   int rx_wait_fd_ = -1;
+  std::string shm_watch_off_;  // why shm_watch_ is not armed (shm only)
 };
 
 }  // namespace fabflow::ofi
