@@ -13,6 +13,9 @@ install(TARGETS fabflow fabflow_shared EXPORT fabflowTargets
 install(DIRECTORY include/fabflow ${PROJECT_BINARY_DIR}/include/fabflow
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(TARGETS fabflow_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Everything the install takes from the build: scripts/setup.sh builds this, so the tree it
+# leaves installs and packs (scripts/check_install.sh builds nothing more before it installs).
+add_custom_target(fabflow_installable DEPENDS fabflow fabflow_shared fabflow_cli)
 
 # The benchmark engine's data and plotting: `fabflow experiment` finds them in
 # <prefix>/share/fabflow next to <prefix>/bin/fabflow.

@@ -135,14 +135,14 @@ int main(int argc, char** argv) try {
   options.item_bytes = kMaxLine;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
-  transport_options.same_host = fabflow::ranks_share_this_host(*boot);  // "auto": local on one host
   transport_options.ops = fabflow::flow::required_ops(options);
   // push2 designs keep a receive posted per ring slot: a receive queue that holds them.
   transport_options.rx_depth =
       std::max(transport_options.rx_depth, fabflow::flow::required_rx_depth(options));
-  transport_options.node = boot->local_address();
-  auto transport = fabflow::open_transport(transport_options);
-  transport->connect(*boot);
+  // "auto" finds out whether both ranks share this host (then: local) and says what it chose.
+  std::string choice;
+  auto transport = fabflow::connect_transport(transport_options, *boot, &choice);
+  if (boot->rank() == 0) std::printf("transport: %s\n", choice.c_str());
 
   int status = 0;
   if (boot->rank() == 0) {

@@ -112,8 +112,7 @@ int main(int argc, char** argv) try {
   options.capacity = static_cast<std::uint64_t>(sensors) * 2;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
-  transport_options.same_host = fabflow::ranks_share_this_host(*boot);  // "auto": local on one host
-  transport_options.node = boot->local_address();
+  // "auto": the store finds out whether the ranks share this host (then: local).
 
   // Rank 0 is the client, rank 1 the one server (setup is collective).
   int status = 0;

@@ -122,11 +122,11 @@ int main(int argc, char** argv) try {
   if (pattern) options.pattern = *pattern;
   fabflow::TransportOptions transport_options;
   transport_options.provider = provider;
-  transport_options.same_host = fabflow::ranks_share_this_host(*boot);  // "auto": local on one host
   transport_options.ops = fabflow::rr::required_ops(options);
-  transport_options.node = boot->local_address();
-  auto transport = fabflow::open_transport(transport_options);
-  transport->connect(*boot);
+  // "auto" finds out whether both ranks share this host (then: local) and says what it chose.
+  std::string choice;
+  auto transport = fabflow::connect_transport(transport_options, *boot, &choice);
+  if (boot->rank() == 0) std::printf("transport: %s\n", choice.c_str());
 
   // Ranks [0, 1) request, rank 1 responds.
   int status = 0;

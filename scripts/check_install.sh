@@ -4,6 +4,8 @@
 # example out of tree against the prefix with find_package and with pkg-config, runs them and
 # checks their output, then builds the Debian package and checks its files and dependencies.
 #   scripts/check_install.sh [build dir]     (default build; it must be configured)
+# It builds only what scripts/setup.sh builds (the fabflow_installable target) before it
+# installs: the test command runs it on the tree setup.sh leaves, before anything else is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
@@ -14,7 +16,7 @@ version=$(sed -n 's/^project(fabflow VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 fail() { echo "check_install: $*" >&2; exit 1; }
 
 echo "== install into $prefix"
-ninja -C "$build" -j "$(nproc)" >/dev/null
+ninja -C "$build" -j "$(nproc)" fabflow_installable >/dev/null
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/fabflow include/fabflow/flow.h include/fabflow/version.h lib/libfabflow.a lib/pkgconfig/fabflow-static.pc \
          "lib/libfabflow.so.$version" lib/pkgconfig/fabflow.pc lib/cmake/fabflow/fabflowConfig.cmake \
@@ -84,6 +86,9 @@ for bin in "$work/cmake/flow_pipeline" "$work/pc/flow_pipeline-static"; do
     # Without --design the queue chooses itself and the producer says what and why.
     [ -n "$args" ] || grep -q '^design: auto on local: [a-z0-9-]* (' <<<"$out" ||
       fail "flow_pipeline without --design: no 'design: auto on local: ...' line: $out"
+    # Without -p, "auto" finds both ranks on this host from the bootstrap and says so.
+    [ -n "$args" ] || grep -q '^transport: auto: local (every rank shares this host)$' <<<"$out" ||
+      fail "flow_pipeline without -p: no 'transport: auto: local (...)' line: $out"
     # 2000 lines, the long one in two items.
     grep -q "consumer: $((lines + 1)) items, $words words, $bytes bytes" <<<"$consumer" ||
       fail "flow_pipeline $args counted wrong: $consumer (want $lines lines, $words words, $bytes bytes)"
@@ -97,6 +102,8 @@ out=$(timeout 60 "$prefix/bin/fabflow" launch -n 2 -- "$work/cmake/flow_pipeline
   fail "fabflow launch -n 2 -- flow_pipeline exited $?"
 grep -q "^\[1\] consumer: $((lines + 1)) items, $words words, $bytes bytes" <<<"$out" ||
   fail "fabflow launch -n 2 -- flow_pipeline: no labelled consumer line: $out"
+grep -q '^\[0\] transport: auto: local (every rank shares this host)$' <<<"$out" ||
+  fail "fabflow launch -n 2 -- flow_pipeline: auto did not pick local, or did not say so: $out"
 for bin in "$work/cmake/rpc_echo" "$work/pc/rpc_echo"; do
   for args in "-n 20000" "--pattern SendSend -p shm -n 2000" "--pattern WriteSend -p tcp -n 2000"; do
     # shellcheck disable=SC2086

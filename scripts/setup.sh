@@ -5,7 +5,7 @@
 # python3-numpy. libpmix-dev and libpmi2-0-dev let ranks started by mpirun or srun bootstrap
 # with no FABFLOW_* variable; Open MPI's mpirun and a one-node Slurm (scripts/slurm-local.sh)
 # are there for the tests that check it.
-#   scripts/setup.sh            install + release build into build/
+#   scripts/setup.sh            install + release build into build/ (CLI and libraries)
 #   scripts/setup.sh --deps     install only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +32,6 @@ fi
 [ "${1:-}" = "--deps" ] && exit 0
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-ninja -C build fabflow_cli
-echo "setup: built build/fabflow"
+# The CLI and both libraries: what `cmake --install build` and `cpack` take (docs/install.md).
+ninja -C build fabflow_installable
+echo "setup: built build/fabflow and the libraries (cmake --install build --prefix PREFIX installs them)"

@@ -51,6 +51,14 @@ export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
+# fabflow as a user gets it, from the tree scripts/setup.sh leaves (the CLI and the libraries,
+# nothing else built yet): installed into a temporary prefix, every header compiled alone, the
+# examples built against it (find_package and pkg-config) and run, the Debian package built and
+# inspected: every command of docs/install.md.
+stage "setup.sh's tree: install, examples, package"
+scripts/setup.sh
+scripts/check_install.sh build
+
 # The flow conformance streams (10^5 items per design point and transport), the active
 # consumer streams and the separate-notify-endpoint streams (3000 items per point) run one at a
 # time: each is two or three busy-polling threads, and two of them at once on a 2-core machine
@@ -73,10 +81,6 @@ stage "build: flow conformance streams, one at a time"
 # timeout in one line, leaving no process or shared-memory region behind.
 stage "chaos: a 60 s slice of the fault campaign"
 scripts/chaos.sh 60s
-# fabflow as a user gets it: installed into a temporary prefix, the examples built against it
-# (find_package and pkg-config) and run, the Debian package built and inspected.
-stage "install, examples, package"
-scripts/check_install.sh build
 # The Python tests under pytest, in a virtual environment of Debian's python3 (its
 # python3-matplotlib, python3-numpy and python3-pytest seen through --system-site-packages):
 # the fabflow package installed there by `pip install ./python` (scikit-build-core and pybind11

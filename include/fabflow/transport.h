@@ -159,7 +159,8 @@ struct TransportOptions {
   // as shm, fall back to polling).
   bool blocking_waits = false;
   // Every rank of the run shares this host's memory (ranks_share_this_host() in
-  // fabflow/bootstrap.h tells): "auto" then picks the local transport.
+  // fabflow/bootstrap.h tells): "auto" then picks the local transport. connect_transport()
+  // finds it out itself; open_transport() knows only what is set here.
   bool same_host = false;
   // Ask for FI_MULTI_RECV (post_recv_multi); a provider without it is refused at selection.
   bool multi_recv = false;
@@ -342,6 +343,21 @@ inline constexpr bool always_maps_peers = requires {
 // Opens the transport `options.provider` names: "local" (native shared memory, all ranks on
 // one host) or a libfabric provider. Not yet connected. Throws like open_libfabric.
 std::unique_ptr<Transport> open_transport(const TransportOptions& options);
+
+// `options` for the ranks of `boot`: with provider "auto", `same_host` found out from the
+// bootstrap (ranks_share_this_host, collective); an empty `node` set to the address the
+// bootstrap reaches its peers on. kv and seq setup call it on the options they are given.
+TransportOptions for_ranks_of(TransportOptions options, Bootstrap& boot);
+
+// Opens the transport for the ranks of `boot` and connects it: collective, like connect().
+// With provider "auto" it first asks the bootstrap whether every rank shares this host
+// (ranks_share_this_host; `same_host` as given is not used) and opens the local transport when
+// they do, libfabric's first fitting provider otherwise. An empty `node` becomes the address the
+// bootstrap reaches its peers on. `choice`, when given, receives what was opened and why:
+// "auto: local (every rank shares this host)", "auto: tcp msg (the ranks do not all share this
+// host)", "shm rdm (as asked)". This is the way to open a transport; the CLI and Python do.
+std::unique_ptr<Transport> connect_transport(TransportOptions options, Bootstrap& boot,
+                                             std::string* choice = nullptr);
 
 // Capabilities of what open_transport(options) would get, without opening it.
 Capabilities probe_transport(const TransportOptions& options);

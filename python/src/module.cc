@@ -19,13 +19,9 @@ std::unique_ptr<Transport> open_connected(Bootstrap& boot, const std::string& pr
                                           std::vector<Op> ops, std::size_t rx_depth) {
   TransportOptions to;
   to.provider = provider;
-  to.same_host = ranks_share_this_host(boot);
   to.ops = std::move(ops);
   to.rx_depth = std::max(to.rx_depth, rx_depth);
-  to.node = boot.local_address();
-  auto transport = open_transport(to);
-  transport->connect(boot);
-  return transport;
+  return connect_transport(to, boot);  // "auto": local when every rank shares this host
 }
 
 Buffer::Buffer(const py::handle& obj, bool writable, const char* what) {

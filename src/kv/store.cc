@@ -66,28 +66,29 @@ namespace {
 // The steps every end's setup begins with: auto's choice (why() says it), the options' checks
 // and the ranks' agreement on the design; then `make(options)` makes the end.
 template <class Make>
-auto open_end(const TransportOptions& to, Bootstrap& boot, int servers, const Options& o,
+auto open_end(const TransportOptions& given, Bootstrap& boot, int servers, const Options& o,
               Make make) {
+  const TransportOptions to = for_ranks_of(given, boot);  // "auto": local on one host
   std::string why;
   const Options chosen = o.automatic ? detail::resolve_auto(to, o, &why) : o;
   validate(chosen, boot.size() - servers, servers);
   detail::agree_on_design(boot, chosen.design);
-  return detail::AutoNote::note(make(chosen), why);
+  return detail::AutoNote::note(make(to, chosen), why);
 }
 
 }  // namespace
 
 std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, int servers,
                                     const Options& o) {
-  return open_end(to, boot, servers, o, [&](const Options& chosen) {
-    return detail::make_table_server(to, boot, servers, chosen);
+  return open_end(to, boot, servers, o, [&](const TransportOptions& t, const Options& chosen) {
+    return detail::make_table_server(t, boot, servers, chosen);
   });
 }
 
 std::unique_ptr<Client> make_client(const TransportOptions& to, Bootstrap& boot, int servers,
                                     const Options& o) {
-  return open_end(to, boot, servers, o, [&](const Options& chosen) {
-    return detail::make_table_client(to, boot, servers, chosen);
+  return open_end(to, boot, servers, o, [&](const TransportOptions& t, const Options& chosen) {
+    return detail::make_table_client(t, boot, servers, chosen);
   });
 }
 

@@ -130,14 +130,18 @@ const detail::Ends& ends_for(Design d) {
 }
 }  // namespace
 
-std::unique_ptr<Server> make_server(const TransportOptions& to, Bootstrap& boot, const Options& o) {
+std::unique_ptr<Server> make_server(const TransportOptions& given, Bootstrap& boot,
+                                    const Options& o) {
+  const TransportOptions to = for_ranks_of(given, boot);  // "auto": local on one host
   check_setup(to, boot, o);
   if (boot.rank() != detail::server_rank(boot))
     throw UsageError("seq: rank " + std::to_string(boot.rank()) + " is a client");
   return ends_for(o.design).server(to, boot, o);
 }
 
-std::unique_ptr<Client> make_client(const TransportOptions& to, Bootstrap& boot, const Options& o) {
+std::unique_ptr<Client> make_client(const TransportOptions& given, Bootstrap& boot,
+                                    const Options& o) {
+  const TransportOptions to = for_ranks_of(given, boot);  // "auto": local on one host
   check_setup(to, boot, o);
   if (boot.rank() == detail::server_rank(boot))
     throw UsageError("seq: rank " + std::to_string(boot.rank()) + " is the server");

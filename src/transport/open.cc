@@ -1,6 +1,7 @@
 // Transport selection by provider name: "local" (or "auto" when every rank shares this host,
 // TransportOptions::same_host) opens the native shared-memory transport, anything else
 // libfabric; a profile (TransportOptions::profile) wraps either in its envelope.
+#include <fabflow/bootstrap.h>
 #include <fabflow/local.h>
 #include <fabflow/profile.h>
 #include <fabflow/transport.h>
@@ -25,6 +26,35 @@ std::unique_ptr<Transport> open_transport(const TransportOptions& options) {
   TransportOptions bare = options;
   bare.profile.clear();
   return make_profile_transport(open_transport(bare), profile, options.ops);
+}
+
+TransportOptions for_ranks_of(TransportOptions options, Bootstrap& boot) {
+  if (options.provider == "auto") options.same_host = ranks_share_this_host(boot);
+  if (options.node.empty()) options.node = boot.local_address();
+  return options;
+}
+
+std::unique_ptr<Transport> connect_transport(TransportOptions given, Bootstrap& boot,
+                                             std::string* choice) {
+  const bool automatic = given.provider == "auto";
+  const TransportOptions options = for_ranks_of(std::move(given), boot);
+  auto transport = open_transport(options);
+  transport->connect(boot);
+  if (choice) {
+    const Capabilities& caps = transport->caps();
+    std::string what = caps.provider;
+    if (caps.provider != "local") what += " " + std::string(to_string(caps.endpoint));
+    if (!automatic)
+      *choice = what + " (as asked)";
+    else if (options.same_host && caps.provider == "local")
+      *choice = "auto: local (every rank shares this host)";
+    else if (options.same_host)
+      *choice = "auto: " + what + " (every rank shares this host, but local has no " +
+                std::string(to_string(options.endpoint)) + " endpoint)";
+    else
+      *choice = "auto: " + what + " (the ranks do not all share this host)";
+  }
+  return transport;
 }
 
 // Under a profile: what the profile transport would report, or its refusal as a UsageError.
