@@ -129,6 +129,36 @@ for bin in "$work/cmake/kv_cache" "$work/pc/kv_cache-static"; do
       fail "kv_cache without --design: no 'design: auto on local: ...' line: $out"
   done
 done
+# Two shells: a service started by hand, clients connecting whenever they like (one after
+# another, one of them killed mid-stream); the service serves the next and stops on SIGINT.
+svc="$work/cmake/queue_service"
+export FABFLOW_SECRET=check-install-secret
+"$svc" serve 127.0.0.1:0 >"$work/serve.out" 2>&1 &
+server=$!
+for _ in $(seq 200); do grep -q '^listening on ' "$work/serve.out" && break; sleep 0.05; done
+addr=$(sed -n 's/^listening on //p' "$work/serve.out")
+[ -n "$addr" ] || fail "queue_service serve printed no address: $(cat "$work/serve.out")"
+first=$(timeout 60 "$svc" connect "$addr" -n 100000) || fail "queue_service connect exited $?"
+"$svc" connect "$addr" -n 1000000000 >/dev/null 2>&1 &
+victim=$!
+sleep 1
+kill -9 "$victim"
+wait "$victim" 2>/dev/null || true
+second=$(timeout 60 "$svc" connect "$addr" -n 1000000) || fail "queue_service connect exited $?"
+kill -INT "$server"
+wait "$server" || fail "queue_service serve exited $? on SIGINT: $(cat "$work/serve.out")"
+unset FABFLOW_SECRET
+served=$(cat "$work/serve.out")
+for client in "$first" "$second"; do
+  n=${client%% items*}
+  sum=${client##* }
+  grep -q "^client [0-9.:]*: $n items in order over auto: local (every rank shares this host), checksum $sum$" <<<"$served" ||
+    fail "queue_service: the server's line for '$client' is missing: $served"
+done
+grep -q '^client [0-9.:?]*: failed: .*vanished' <<<"$served" ||
+  fail "queue_service: no 'failed' line for the killed client: $served"
+[ "$(tail -1 <<<"$served")" = stopped ] || fail "queue_service serve did not stop cleanly: $served"
+
 # Bad input: one line, exit 2.
 set +e
 "$work/cmake/rpc_echo" --pattern Bogus 2>"$work/err"; rc=$?

@@ -40,6 +40,7 @@ enum class Msg : std::uint32_t {
   heartbeat = 10,  // client -> coordinator: sequence number (sent by a thread of its own)
   liveness = 11,   // coordinator -> client: the last heartbeat heard from it, count, then per
                    // rank the ms since that rank was last heard
+  session = 12,    // node -> connecting peer, after WELCOME: its session's coordinator host:port
 };
 
 enum class Collective : std::uint32_t { allgather = 1, barrier = 2 };

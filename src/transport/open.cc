@@ -6,6 +6,10 @@
 #include <fabflow/profile.h>
 #include <fabflow/transport.h>
 
+#include <algorithm>
+#include <span>
+#include <string>
+
 namespace fabflow {
 namespace {
 
@@ -13,6 +17,13 @@ bool wants_local(const TransportOptions& options) {
   // "auto" never picks local for an unreliable endpoint: local has none (libfabric's udp has).
   return options.provider == "local" || (options.provider == "auto" && options.same_host &&
                                          options.endpoint != EndpointType::dgram);
+}
+
+// A peer's provider name made safe to print.
+std::string printable_name(std::string s) {
+  for (char& c : s)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return s;
 }
 
 }  // namespace
@@ -29,6 +40,17 @@ std::unique_ptr<Transport> open_transport(const TransportOptions& options) {
 }
 
 TransportOptions for_ranks_of(TransportOptions options, Bootstrap& boot) {
+  // Every rank must ask for the same provider (and so take part in the same collectives).
+  const auto mine = std::as_bytes(std::span(options.provider.data(), options.provider.size()));
+  const auto asked = boot.allgather(mine);
+  for (std::size_t r = 0; r < asked.size(); ++r) {
+    const std::string theirs(reinterpret_cast<const char*>(asked[r].data()),
+                             std::min<std::size_t>(asked[r].size(), 64));
+    if (theirs != options.provider)
+      throw UsageError("transport: rank " + std::to_string(r) + " asked for provider '" +
+                       printable_name(theirs) + "', rank " + std::to_string(boot.rank()) +
+                       " for '" + options.provider + "': every rank must name the same one");
+  }
   if (options.provider == "auto") options.same_host = ranks_share_this_host(boot);
   if (options.node.empty()) options.node = boot.local_address();
   return options;
