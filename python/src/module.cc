@@ -158,6 +158,7 @@ PYBIND11_MODULE(_fabflow, m) {
   m.doc() = "fabflow's C++ core: ranks, flow queues, request-response, bulk, key-value";
   static py::exception<fabflow::Error> error(m, "Error", PyExc_RuntimeError);
   error.doc() = "A fabflow failure; the message is the C++ library's.";
+  error.attr("__module__") = "fabflow";  // tracebacks say fabflow.Error, not fabflow._fabflow.Error
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

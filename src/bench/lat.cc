@@ -121,10 +121,12 @@ LatResult run_lat_fabric(const LatParams& params, Bootstrap& boot) {
         if (out.env.clock.empty()) out.env = r.env;
         if (out.more_hint.empty()) out.more_hint = r.more_hint;
         const std::string post = mode == LatMode::send ? std::string(name_of(variant.post)) : "";
-        for (auto& row : r.rows)
+        for (auto& row : r.rows) {
           out.rows.push_back({"fabric", caps.provider, std::string(name_of(mode)), post,
                               variant.rate, row.injected, row.size, row.iterations - row.lost,
                               row.lost, 0, row.latency, std::move(row.samples)});
+          if (params.on_row && boot.rank() == 0) params.on_row(out.rows.back());
+        }
       }
   }
   return out;
@@ -138,10 +140,12 @@ LatResult run_lat_sockets(const LatParams& params, Bootstrap& boot) {
   gather_pinning(out.env, boot, params.target.cpu);
   for (SocketProto proto : params.sockets)
     for (SocketWait wait : params.waits)
-      for (auto& r : run_socket_pingpong(lat_socket_params(params, proto, wait), boot, clock))
+      for (auto& r : run_socket_pingpong(lat_socket_params(params, proto, wait), boot, clock)) {
         out.rows.push_back({"socket", std::string(name_of(proto)), std::string(name_of(wait)), "",
                             0, false, r.size, r.iterations, r.lost, r.mtu, r.latency,
                             std::move(r.samples)});
+        if (params.on_row && boot.rank() == 0) params.on_row(out.rows.back());
+      }
   return out;
 }
 

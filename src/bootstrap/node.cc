@@ -25,9 +25,10 @@ namespace {
 // derives a session's secret: neither the HELLO nor its MAC gives the session's secret away.
 constexpr std::uint32_t kNodeHello = 0xfffffff0u;
 constexpr std::uint32_t kSessionSecret = 0xfffffff1u;
-constexpr std::size_t kMaxPending = 1024;  // handshakes in progress; the oldest is dropped past it
+constexpr std::size_t kNodeMaxPending =
+    1024;  // handshakes in progress; the oldest is dropped past it
 
-std::string hex(const Mac& mac) {
+std::string node_hex(const Mac& mac) {
   static const char* digits = "0123456789abcdef";
   std::string s;
   for (std::byte b : mac) {
@@ -37,11 +38,12 @@ std::string hex(const Mac& mac) {
   return s;
 }
 
-std::string session_secret(const std::string& secret, const Nonce& challenge, const Nonce& client) {
-  return hex(hello_mac(secret, challenge, kSessionSecret, 2, client));
+std::string node_session_secret(const std::string& secret, const Nonce& challenge,
+                                const Nonce& client) {
+  return node_hex(hello_mac(secret, challenge, kSessionSecret, 2, client));
 }
 
-std::string find_secret(const NodeOptions& o) {
+std::string node_secret(const NodeOptions& o) {
   if (!o.secret.empty()) return o.secret;
   if (!o.secret_file.empty()) return BootstrapConfig::read_secret_file(o.secret_file);
   if (const char* s = std::getenv("FABFLOW_SECRET"); s && *s) return s;
@@ -52,7 +54,7 @@ std::string find_secret(const NodeOptions& o) {
       "FABFLOW_SECRET_FILE");
 }
 
-HostPort parse_address(const std::string& address) {
+HostPort node_address(const std::string& address) {
   std::string why;
   auto hp = parse_host_port(address, &why);
   if (!hp) throw UsageError("node: address '" + address + "' " + why);
@@ -60,7 +62,7 @@ HostPort parse_address(const std::string& address) {
 }
 
 // Sends all of `frame` before `deadline`; false when the peer hung up or time ran out.
-bool send_frame(int fd, const Bytes& frame, SteadyClock::time_point deadline) {
+bool node_send(int fd, const Bytes& frame, SteadyClock::time_point deadline) {
   std::size_t sent = 0;
   while (sent < frame.size()) {
     const ssize_t n = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
@@ -76,7 +78,7 @@ bool send_frame(int fd, const Bytes& frame, SteadyClock::time_point deadline) {
 }
 
 // Reads what the socket has into `in`; false when the peer hung up.
-bool fill(int fd, FrameBuffer& in) {
+bool node_fill(int fd, FrameBuffer& in) {
   for (;;) {
     std::span<std::byte> room = in.prepare(512);
     const ssize_t n = ::recv(fd, room.data(), room.size(), 0);
@@ -90,14 +92,14 @@ bool fill(int fd, FrameBuffer& in) {
 }
 
 // The next frame (at most `max` body bytes) before `deadline`; nullopt on timeout or hang-up.
-std::optional<Frame> read_frame(int fd, FrameBuffer& in, SteadyClock::time_point deadline,
-                                std::size_t max, bool* closed) {
+std::optional<Frame> node_read_frame(int fd, FrameBuffer& in, SteadyClock::time_point deadline,
+                                     std::size_t max, bool* closed) {
   for (;;) {
     if (auto f = in.take(max)) return f;
     pollfd p{fd, POLLIN, 0};
     const int n = ::poll(&p, 1, ms_until(deadline));
     if (n <= 0) return std::nullopt;
-    if (!fill(fd, in)) {
+    if (!node_fill(fd, in)) {
       *closed = true;
       if (auto f = in.take(max)) return f;
       return std::nullopt;
@@ -105,9 +107,9 @@ std::optional<Frame> read_frame(int fd, FrameBuffer& in, SteadyClock::time_point
   }
 }
 
-class SessionPeer final : public Peer {
+class NodeSessionPeer final : public Peer {
  public:
-  SessionPeer(std::unique_ptr<Bootstrap> boot, std::string remote)
+  NodeSessionPeer(std::unique_ptr<Bootstrap> boot, std::string remote)
       : boot_(std::move(boot)), remote_(std::move(remote)) {}
   Bootstrap& bootstrap() override { return *boot_; }
   const std::string& remote() const override { return remote_; }
@@ -117,8 +119,8 @@ class SessionPeer final : public Peer {
   std::string remote_;
 };
 
-BootstrapConfig session_config(const NodeOptions& o, int rank, const std::string& coordinator,
-                               std::string secret) {
+BootstrapConfig node_session_config(const NodeOptions& o, int rank, const std::string& coordinator,
+                                    std::string secret) {
   BootstrapConfig c;
   c.rank = rank;
   c.size = 2;
@@ -130,18 +132,18 @@ BootstrapConfig session_config(const NodeOptions& o, int rank, const std::string
   return c;
 }
 
-// A connection that has not proved the secret yet.
-struct Pending {
-  Fd fd;
-  std::string remote;
-  Nonce challenge{};
-  FrameBuffer in;
-  SteadyClock::time_point deadline;
-};
-
 }  // namespace
 
 struct Node::State {
+  // A connection that has not proved the secret yet.
+  struct Pending {
+    Fd fd;
+    std::string remote;
+    Nonce challenge{};
+    FrameBuffer in;
+    SteadyClock::time_point deadline;
+  };
+
   NodeOptions options;
   std::string secret;
   Fd listener;
@@ -151,7 +153,7 @@ struct Node::State {
 
   void drop(std::deque<Pending>::iterator it, std::string_view reason) {
     if (!reason.empty())
-      send_frame(it->fd.get(), encode_text(Msg::reject, reason), SteadyClock::now());
+      node_send(it->fd.get(), encode_text(Msg::reject, reason), SteadyClock::now());
     ++refused;
     pending.erase(it);
   }
@@ -163,7 +165,7 @@ Node::Node(NodeOptions options) : s_(std::make_unique<State>()) {
   s_->options = std::move(options);
   if (s_->options.timeout.count() <= 0 || s_->options.handshake.count() <= 0)
     throw UsageError("node: the timeout and the handshake bound must be positive");
-  s_->secret = find_secret(s_->options);
+  s_->secret = node_secret(s_->options);
 }
 
 Node::~Node() = default;
@@ -175,7 +177,7 @@ void Node::listen(const std::string& address) {
   const bool any_port = address.ends_with(":0");
   std::string given = address;
   if (any_port) given.back() = '1';
-  HostPort hp = parse_address(given);
+  HostPort hp = node_address(given);
   if (any_port) hp.port = 0;
   s_->listener = listen_tcp(resolve_ipv4(hp), hp.str());
   const sockaddr_in bound = local_name(s_->listener.get());
@@ -192,13 +194,13 @@ void Node::State::take_connections() {
     Fd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&from), &len,
                     SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) return;
-    if (pending.size() >= kMaxPending) drop(pending.begin(), "");
+    if (pending.size() >= kNodeMaxPending) drop(pending.begin(), "");
     Pending p;
     p.fd = std::move(fd);
     p.remote = HostPort{numeric_host(from), ntohs(from.sin_port)}.str();
     p.challenge = random_nonce();
     p.deadline = SteadyClock::now() + options.handshake;
-    if (!send_frame(p.fd.get(), encode_challenge(p.challenge), p.deadline)) {
+    if (!node_send(p.fd.get(), encode_challenge(p.challenge), p.deadline)) {
       ++refused;
       continue;
     }
@@ -212,14 +214,14 @@ std::unique_ptr<Peer> Node::State::admit(Pending& p, const Hello& hello) {
   Fd session = listen_tcp(resolve_ipv4(HostPort{host, 0}), host + ":0");
   const std::string coordinator = HostPort{host, ntohs(local_name(session.get()).sin_port)}.str();
   const auto deadline = SteadyClock::now() + options.timeout;
-  if (!send_frame(p.fd.get(), encode_welcome(welcome_mac(secret, p.challenge, hello.client_nonce)),
-                  deadline) ||
-      !send_frame(p.fd.get(), encode_text(Msg::session, coordinator), deadline))
+  if (!node_send(p.fd.get(), encode_welcome(welcome_mac(secret, p.challenge, hello.client_nonce)),
+                 deadline) ||
+      !node_send(p.fd.get(), encode_text(Msg::session, coordinator), deadline))
     throw Error("node: " + p.remote + " hung up before its session began");
-  BootstrapConfig c = session_config(options, 0, coordinator,
-                                     session_secret(secret, p.challenge, hello.client_nonce));
+  BootstrapConfig c = node_session_config(
+      options, 0, coordinator, node_session_secret(secret, p.challenge, hello.client_nonce));
   c.listen_fd = session.release();
-  return std::make_unique<SessionPeer>(make_tcp_bootstrap(std::move(c)), p.remote);
+  return std::make_unique<NodeSessionPeer>(make_tcp_bootstrap(std::move(c)), p.remote);
 }
 
 std::unique_ptr<Peer> Node::accept(std::chrono::milliseconds timeout) {
@@ -237,9 +239,9 @@ std::unique_ptr<Peer> Node::accept(std::chrono::milliseconds timeout) {
       }
     if (now >= deadline) return nullptr;
     auto wake = deadline;
-    for (const Pending& p : s_->pending) wake = std::min(wake, p.deadline);
+    for (const State::Pending& p : s_->pending) wake = std::min(wake, p.deadline);
     fds.assign(1, pollfd{s_->listener.get(), POLLIN, 0});
-    for (const Pending& p : s_->pending) fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
+    for (const State::Pending& p : s_->pending) fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
     if (::poll(fds.data(), fds.size(), ms_until(wake)) < 0 && errno != EINTR)
       throw Error(errno_text("node: poll"));
     // Handshakes first (their fds are the ones polled), then new connections.
@@ -249,8 +251,8 @@ std::unique_ptr<Peer> Node::accept(std::chrono::milliseconds timeout) {
         ++it;
         continue;
       }
-      Pending& p = *it;
-      const bool open = fill(p.fd.get(), p.in);
+      State::Pending& p = *it;
+      const bool open = node_fill(p.fd.get(), p.in);
       std::optional<Frame> f;
       try {
         f = p.in.take(kMaxHandshakeFrame);
@@ -292,7 +294,7 @@ std::unique_ptr<Peer> Node::accept(std::chrono::milliseconds timeout) {
         i = fds.size();
         continue;
       }
-      Pending admitted = std::move(p);
+      State::Pending admitted = std::move(p);
       s_->pending.erase(it);
       return s_->admit(admitted, hello);
     }
@@ -301,7 +303,7 @@ std::unique_ptr<Peer> Node::accept(std::chrono::milliseconds timeout) {
 }
 
 std::unique_ptr<Peer> Node::connect(const std::string& address, std::chrono::milliseconds timeout) {
-  const HostPort hp = parse_address(address);
+  const HostPort hp = node_address(address);
   const std::string label = hp.str();
   const std::string at = "node: " + label;
   const auto deadline = SteadyClock::now() + timeout;
@@ -319,7 +321,7 @@ std::unique_ptr<Peer> Node::connect(const std::string& address, std::chrono::mil
   auto next = [&](const char* waiting_for) {
     std::optional<Frame> f;
     try {
-      f = read_frame(fd.get(), in, deadline, kMaxHandshakeFrame, &closed);
+      f = node_read_frame(fd.get(), in, deadline, kMaxHandshakeFrame, &closed);
     } catch (const ProtocolError& e) {
       throw Error(at + " is not a fabflow node (" + e.what() + ")");
     }
@@ -345,7 +347,7 @@ std::unique_ptr<Peer> Node::connect(const std::string& address, std::chrono::mil
   hello.size = 2;
   hello.client_nonce = random_nonce();
   hello.mac = hello_mac(s_->secret, server_nonce, hello.rank, hello.size, hello.client_nonce);
-  if (!send_frame(fd.get(), encode_hello(hello), deadline))
+  if (!node_send(fd.get(), encode_hello(hello), deadline))
     throw Error(at + " closed the connection during the handshake");
   Frame welcome = next("its welcome");
   Mac mac{};
@@ -362,10 +364,10 @@ std::unique_ptr<Peer> Node::connect(const std::string& address, std::chrono::mil
   if (!parse_host_port(coordinator, &why))
     throw Error(at + " gave a session address that " + why + ": " + coordinator);
   fd.reset();
-  return std::make_unique<SessionPeer>(
+  return std::make_unique<NodeSessionPeer>(
       make_tcp_bootstrap(
-          session_config(s_->options, 1, coordinator,
-                         session_secret(s_->secret, server_nonce, hello.client_nonce))),
+          node_session_config(s_->options, 1, coordinator,
+                              node_session_secret(s_->secret, server_nonce, hello.client_nonce))),
       label);
 }
 

@@ -107,8 +107,37 @@ LatValidated validate(const LatFlags& f) {
   return v;
 }
 
+// Under loss a run can take minutes (every lost packet holds a round trip for a retransmission
+// timer), and the table comes at its end: before it, a line saying so; then, on rank 0, a line
+// per row as it is measured (also whenever stderr is a terminal).
+double round_trip_hit(double loss) { return 1 - (1 - loss) * (1 - loss); }
+
+void say_what_runs(const LatFlags& f, const LatValidated& v) {
+  if (v.loss <= 0) return;
+  std::cerr << "fabflow: lat: under " << report::fmt("%.3g", v.loss * 100) << "% loss about "
+            << report::fmt("%.2g", round_trip_hit(v.loss) * 100)
+            << "% of round trips wait for a retransmission (TCP: 10-200 ms or more; UDP: the ping "
+               "counts as lost after 200 ms), so each run of "
+            << f.iterations
+            << " round trips can take minutes (-I 1000 for a quicker look); a line follows "
+               "for each row as it is measured, the table at the end\n"
+            << std::flush;
+}
+
+void say_row(const LatRow& r) {
+  std::cerr << "fabflow: lat: measured " << r.path << " " << r.provider << " " << r.mode
+            << (r.recv_post.empty() ? "" : " recv " + r.recv_post) << (r.inlined ? " inline" : "")
+            << " " << report::size_text(r.size) << ": p50 "
+            << report::fmt("%.2f", r.latency.p50 / 1e3) << " us, p99 "
+            << report::fmt("%.2f", r.latency.p99 / 1e3) << " us"
+            << (r.lost ? ", lost " + std::to_string(r.lost) : "") << "\n"
+            << std::flush;
+}
+
 int run_lat_rank(const LatFlags& f, const LatValidated& v) {
-  return run_family_rank(f, v.params, [&](Rank& rank, const LatParams& params) {
+  LatParams given = v.params;
+  if (v.loss > 0 || ::isatty(STDERR_FILENO)) given.on_row = say_row;
+  return run_family_rank(f, given, [&](Rank& rank, const LatParams& params) {
     const std::string loss_method = v.loss > 0 ? tools::install_loss(v.loss) : "";
     if (f.rto_min_ms > 0) tools::install_rto_min(f.rto_min_ms);
     rank.boot.barrier();  // both drop points are in place before anything is measured
@@ -142,7 +171,7 @@ int run_lat_rank(const LatFlags& f, const LatValidated& v) {
                        "buffers of " + std::to_string(f.recv_batch) + " messages, two posted");
     if (v.loss > 0) {
       // A ping-pong round trip is two packets; one lost stalls it until a retransmission.
-      const double hit = 1 - (1 - v.loss) * (1 - v.loss);
+      const double hit = round_trip_hit(v.loss);
       config.push_back("loss: " + loss_method);
       config.push_back("  a round trip loses one of its two packets with probability " +
                        report::fmt("%.2f", hit * 100) +
@@ -234,6 +263,7 @@ Runner add_bench_lat(CLI::App* app, const Invocation& self) {
                   << "\n";
       std::cerr << "fabflow: note: " << p << " not run with --netns: " << why << "\n";
     }
+    say_what_runs(*f, v);
     int status = 0;
     if (!providers.empty())
       status = launch_each_provider(self, *f, providers, v.params.target.endpoint);

@@ -40,7 +40,8 @@ void add_common_flags(CLI::App& app, CommonFlags& f, const std::string& size_hel
   app.add_flag("--netns", f.netns, "run each rank in its own network namespace (root)");
   add_number<std::uint64_t>(app, "--timeout", f.timeout_ms, 100, 3600000,
                             "fail after this many ms without progress, or once a rank shows no "
-                            "sign of life (stopped, hung) for this long (at least 1000)");
+                            "sign of life (stopped, hung) for this long (that bound is never "
+                            "below 1000 ms)");
   // The secret is read from a file or FABFLOW_SECRET, never taken from argv, where `ps` shows
   // it to every user of the host. Checked here, so that a bad file is one line before launch.
   app.add_option("--secret-file", f.secret_file,

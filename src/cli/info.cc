@@ -1,4 +1,5 @@
 // `fabflow info`: the providers libfabric finds here and what fabflow makes of each.
+#include <fabflow/local.h>
 #include <fabflow/profile.h>
 #include <fabflow/transport.h>
 #include <fabflow/version.h>
@@ -54,6 +55,12 @@ std::vector<std::string> consequences(const Capabilities& c) {
         "no in-order placement: polled writes carry header+trailer sequence numbers, "
         "never last-byte polling");
   n.push_back("inject (inline) used for messages <= " + std::to_string(c.inject_size) + " B");
+  if (c.provider == "local") {  // fabflow's own: no libfabric registration rules apply
+    n.push_back(
+        "peers map each other's memfd segments: loads, stores and atomics, no progress thread; "
+        "\"auto\" picks it for ranks of one host (docs/local-transport.md)");
+    return n;
+  }
   if (c.rma_preferred_size > 0)
     n.push_back("the transfer engine cuts larger transfers into RMA operations of " +
                 std::to_string(c.rma_preferred_size) + " B (rma_preferred_size)");
@@ -132,6 +139,8 @@ Runner add_info(CLI::App& app) {
       print_error("libfabric found no provider with msg or rdm endpoints");
       return 1;
     }
+    // fabflow's own shared-memory transport (-p local, and "auto" for ranks of one host) first.
+    all.insert(all.begin(), local_capabilities());
     if (*json) {
       for (const auto& c : all) {
         nlohmann::json j = {

@@ -2,6 +2,7 @@
 // and local, with the UDP and TCP socket baselines (blocking and spinning) as rows of the same
 // run; the JSON fields; bad input and a killed rank, each one error line and a non-zero exit.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "support/run_cli.h"
 
@@ -278,6 +280,33 @@ TEST(LatCli, LossInNamespacesIsCountedNotHung) {
   EXPECT_GE(lost, 3u) << out[0];
   EXPECT_LE(lost, 60u) << out[0];
   EXPECT_EQ(j["iterations"].get<std::uint64_t>() + lost, 200u) << out[0];
+  // Under loss it says so before it starts, then a line per row as it is measured.
+  EXPECT_NE(r.err.find("fabflow: lat: under 5% loss about 9.8% of round trips wait"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("fabflow: lat: measured socket udp spin 64: p50 "), std::string::npos)
+      << r.err;
+}
+
+// The quick tour's run under loss takes minutes: it says what it runs at once, long before its
+// first row (the run is interrupted after 4 s, as a user would with Ctrl-C).
+TEST(LatCli, UnderLossItSaysWhatRunsAtOnce) {
+  std::thread interrupt;
+  CliResult r =
+      run_cli({"fabflow", "bench", "lat", "-p", "tcp", "--netns", "--loss", "1%", "-S", "64"}, 30s,
+              {}, [&](pid_t pid) {
+                interrupt = std::thread([pid] {
+                  std::this_thread::sleep_for(4s);
+                  ::kill(pid, SIGINT);
+                });
+              });
+  interrupt.join();
+  if (r.status == 2 && r.err.find("--netns") != std::string::npos)
+    GTEST_SKIP() << "network namespaces not available here: " << r.err;
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.err.rfind("fabflow: lat: under 1% loss about 2% of round trips wait", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find("-I 1000 for a quicker look"), std::string::npos) << r.err;
 }
 
 // A rank killed while the socket baseline spins: the survivor and the launcher stop with one

@@ -218,21 +218,24 @@ void kill_raw_rank_mid_run(int victim) {
 TEST(RawCliBadInput, TargetKilledMidRun) { kill_raw_rank_mid_run(1); }
 TEST(RawCliBadInput, InitiatorKilledMidRun) { kill_raw_rank_mid_run(0); }
 
-TEST(InfoCli, ListsTcpAndShmWithInjectSizes) {
+TEST(InfoCli, ListsLocalTcpAndShmWithInjectSizes) {
   CliResult r = run_cli({"fabflow", "info", "--json"}, 30s);
   ASSERT_EQ(r.status, 0) << r.err;
-  bool tcp = false, shm = false;
+  bool tcp = false, shm = false, local = false;
   for (const auto& line : lines(r.out)) {
     auto j = nlohmann::json::parse(line);
     ASSERT_TRUE(j.contains("inject_size"));
     tcp |= j["provider"] == "tcp" && j["inject_size"].get<int>() > 0;
     shm |= j["provider"] == "shm" && j["inject_size"].get<int>() > 0;
+    local |= j["provider"] == "local" && j["inject_size"].get<int>() > 0;
   }
   EXPECT_TRUE(tcp);
   EXPECT_TRUE(shm);
+  EXPECT_TRUE(local) << r.out;
   CliResult table = run_cli({"fabflow", "info"}, 30s);
   ASSERT_EQ(table.status, 0);
   EXPECT_NE(table.out.find("shm"), std::string::npos);
+  EXPECT_NE(table.out.find("\nlocal "), std::string::npos) << table.out;
 }
 
 TEST(RawCliDuration, CalibratesIterationsToTheDuration) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,22 +33,6 @@ constexpr const auto& name_table(LatMode) noexcept { return kLatModeNames; }
 // The operation a mode's ping-pong performs.
 Op op_of(LatMode m) noexcept;
 
-struct LatParams {
-  bench::Target target;              // the provider (one per run), endpoint, pinning, timeout
-  std::vector<std::size_t> sizes;    // message sizes
-  std::vector<LatMode> modes;        // fabric rows
-  std::vector<bool> inject_modes;    // inline off and/or on (on: sizes up to the inject size)
-  std::vector<RecvPost> recv_posts;  // send mode: how receives are re-posted
-  unsigned recv_batch = 16;          // receives per list, messages per multi-receive buffer
-  double rate = 0;                   // > 0: open-loop send rows at this rate beside the closed
-  unsigned reap_every = 64;          // write-like: receives posted at once, reaped per batch
-  std::uint64_t iterations = 10000;
-  std::uint64_t warmup = 1000;
-  bool keep_samples = false;         // rows keep every sample
-  std::vector<SocketProto> sockets;  // socket rows
-  std::vector<SocketWait> waits;
-};
-
 // One row of the run, fabric or socket.
 struct LatRow {
   std::string path;       // "fabric" or "socket"
@@ -62,6 +47,24 @@ struct LatRow {
   std::size_t mtu = 0;
   LatencyStats latency;
   std::vector<double> samples;  // with keep_samples
+};
+
+struct LatParams {
+  bench::Target target;              // the provider (one per run), endpoint, pinning, timeout
+  std::vector<std::size_t> sizes;    // message sizes
+  std::vector<LatMode> modes;        // fabric rows
+  std::vector<bool> inject_modes;    // inline off and/or on (on: sizes up to the inject size)
+  std::vector<RecvPost> recv_posts;  // send mode: how receives are re-posted
+  unsigned recv_batch = 16;          // receives per list, messages per multi-receive buffer
+  double rate = 0;                   // > 0: open-loop send rows at this rate beside the closed
+  unsigned reap_every = 64;          // write-like: receives posted at once, reaped per batch
+  std::uint64_t iterations = 10000;
+  std::uint64_t warmup = 1000;
+  bool keep_samples = false;         // rows keep every sample
+  std::vector<SocketProto> sockets;  // socket rows
+  std::vector<SocketWait> waits;
+  // Rank 0: called with each row as soon as it is measured (a long run's progress).
+  std::function<void(const LatRow&)> on_row;
 };
 
 struct LatResult {

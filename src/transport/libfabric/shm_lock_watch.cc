@@ -18,10 +18,9 @@
 #include "common/shm_regions.h"
 
 namespace fabflow::ofi {
-namespace {
 
 // The head of struct smr_region in libfabric 1.17 (include/ofi_shm.h), up to the lock.
-struct RegionHead117 {
+struct ShmRegionHead117 {
   std::uint8_t version;
   std::uint8_t resv;
   std::uint16_t flags;
@@ -32,15 +31,17 @@ struct RegionHead117 {
   void* base_addr;
   pthread_spinlock_t lock;
 };
-static_assert(offsetof(RegionHead117, lock) == 24, "libfabric 1.17's smr_region layout");
-constexpr std::uint8_t kRegionVersion117 = 4;
+static_assert(offsetof(ShmRegionHead117, lock) == 24, "libfabric 1.17's smr_region layout");
+namespace {
 
-constexpr auto kSample = std::chrono::milliseconds(100);
-constexpr auto kHeldBound = std::chrono::seconds(1);
+constexpr std::uint8_t kShmRegionVersion117 = 4;
 
-using Clock = std::chrono::steady_clock;
+constexpr auto kWatchSample = std::chrono::milliseconds(100);
+constexpr auto kWatchHeldBound = std::chrono::seconds(1);
 
-std::string_view without_scheme(std::string_view name) {
+using WatchClock = std::chrono::steady_clock;
+
+std::string_view shm_name_without_scheme(std::string_view name) {
   const std::size_t at = name.find("://");
   return at == std::string_view::npos ? name : name.substr(at + 3);
 }
@@ -52,9 +53,9 @@ struct ShmLockWatch::Mapped {
   pid_t pid = 0;
   int pidfd = -1;  // -1 for our own region, and once the peer is gone
   bool gone = false;
-  RegionHead117* head = nullptr;
+  ShmRegionHead117* head = nullptr;
   std::size_t length = 0;
-  std::optional<Clock::time_point> held_since;
+  std::optional<WatchClock::time_point> held_since;
 
   ~Mapped() {
     if (pidfd >= 0) ::close(pidfd);
@@ -73,7 +74,7 @@ namespace {
 
 // Maps the head of /dev/shm/<name> and checks it is a 1.17 region owned by `pid`; the error
 // otherwise.
-std::string map_region(std::string_view name, pid_t pid, ShmLockWatch::Mapped& m) {
+std::string map_shm_region(std::string_view name, pid_t pid, ShmLockWatch::Mapped& m) {
   const std::string path = "/dev/shm/" + std::string(name);
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return errno_text("open " + path);
@@ -82,9 +83,9 @@ std::string map_region(std::string_view name, pid_t pid, ShmLockWatch::Mapped& m
   const int err = errno;
   ::close(fd);
   if (at == MAP_FAILED) return errno_text("mmap " + path, err);
-  m.head = static_cast<RegionHead117*>(at);
+  m.head = static_cast<ShmRegionHead117*>(at);
   const int owner = __atomic_load_n(&m.head->pid, __ATOMIC_ACQUIRE);
-  if (m.head->version != kRegionVersion117 || owner != pid)
+  if (m.head->version != kShmRegionVersion117 || owner != pid)
     return path + " is not a libfabric 1.17 region of pid " + std::to_string(pid);
   m.pid = pid;
   return {};
@@ -103,16 +104,17 @@ std::unique_ptr<ShmLockWatch> ShmLockWatch::start(const Region& own, std::span<c
   std::unique_ptr<ShmLockWatch> w(new ShmLockWatch);
   auto self = std::make_unique<Mapped>();
   self->rank = own.rank;
-  if (std::string e = map_region(without_scheme(own.name), ::getpid(), *self); !e.empty())
+  if (std::string e = map_shm_region(shm_name_without_scheme(own.name), ::getpid(), *self);
+      !e.empty())
     return say(e);
   w->regions_.push_back(std::move(self));
   for (const Region& p : peers) {
-    const std::string_view name = without_scheme(p.name);
+    const std::string_view name = shm_name_without_scheme(p.name);
     const std::optional<pid_t> owner = shm_region_owner(name);
     if (!owner || *owner == ::getpid()) continue;  // not fabflow's naming, or ourselves
     auto m = std::make_unique<Mapped>();
     m->rank = p.rank;
-    if (!map_region(name, *owner, *m).empty()) continue;  // gone already, or not a 1.17 region
+    if (!map_shm_region(name, *owner, *m).empty()) continue;  // gone already, or not a 1.17 region
     m->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, *owner, 0));
     if (m->pidfd < 0) continue;
     w->regions_.push_back(std::move(m));
@@ -145,7 +147,7 @@ void ShmLockWatch::run() {
         fds.push_back(pollfd{r->pidfd, POLLIN, 0});
         of.push_back(r.get());
       }
-    const int timeout = any_gone ? static_cast<int>(kSample.count()) : -1;
+    const int timeout = any_gone ? static_cast<int>(kWatchSample.count()) : -1;
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
     if (fds[0].revents) return;
     for (std::size_t i = 1; i < fds.size(); ++i) {
@@ -157,7 +159,7 @@ void ShmLockWatch::run() {
     }
     if (!any_gone) continue;
     // Our own region (any dead peer may have died holding it) and each dead peer's own.
-    const Clock::time_point now = Clock::now();
+    const WatchClock::time_point now = WatchClock::now();
     for (auto& r : regions_) {
       if (r.get() != regions_[0].get() && !r->gone) continue;
       if (!r->held()) {
@@ -165,7 +167,7 @@ void ShmLockWatch::run() {
         continue;
       }
       if (!r->held_since) r->held_since = now;
-      if (now - *r->held_since < kHeldBound) continue;
+      if (now - *r->held_since < kWatchHeldBound) continue;
       ::pthread_spin_unlock(&r->head->lock);
       r->held_since.reset();
       releases_.fetch_add(1, std::memory_order_relaxed);
