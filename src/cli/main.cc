@@ -65,6 +65,38 @@ consteval bool registers_every_family() {
 static_assert(registers_every_family(),
               "kBenchCommands must list bench::kFamilies, in order (fabflow/bench/common.h)");
 
+// CLI11's own parse errors in fabflow's words: which command, what was wrong, where its help is.
+std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
+  const CLI::App* at = &app;  // the deepest command named on the line
+  std::string command = "fabflow";
+  while (!at->get_subcommands().empty()) {
+    at = at->get_subcommands().front();
+    command += " " + at->get_name();
+  }
+  const std::vector<std::string> extra = app.remaining(true);
+  const bool wants_command = !at->get_subcommands({}).empty() && at->get_subcommands().empty();
+  if (wants_command && (!extra.empty() || dynamic_cast<const CLI::RequiredError*>(&e))) {
+    std::string names;
+    for (const CLI::App* sub : at->get_subcommands({}))
+      if (!sub->get_group().empty()) names += (names.empty() ? "" : ", ") + sub->get_name();
+    if (!extra.empty() && !extra.front().starts_with("-"))
+      return "'" + extra.front() + "' is not a command of " + command + " (" + names + "; " +
+             command + " --help)";
+    return command + " needs a command: " + names + " (" + command + " --help)";
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    std::string list;
+    for (const std::string& a : extra) list += (list.empty() ? "" : " ") + a;
+    return command + " does not take " + (list.empty() ? std::string(e.what()) : list) + " (" +
+           command + " --help lists its flags)";
+  }
+  std::string what = e.what();
+  if (const std::size_t at_missing = what.find(": 1 required ");
+      at_missing != std::string::npos && what.ends_with(" missing"))
+    return what.substr(0, at_missing) + " needs a value";
+  return what;
+}
+
 }  // namespace
 }  // namespace fabflow
 
@@ -111,7 +143,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    cli::print_error(e.what());
+    cli::print_error(parse_error_text(app, e));
     return 2;
   }
   try {
