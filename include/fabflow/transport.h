@@ -350,7 +350,8 @@ std::unique_ptr<Transport> open_transport(const TransportOptions& options);
 TransportOptions for_ranks_of(TransportOptions options, Bootstrap& boot);
 
 // Opens the transport for the ranks of `boot` and connects it: collective, like connect().
-// With provider "auto" it first asks the bootstrap whether every rank shares this host
+// Every rank must name the same provider (checked first: one line naming both otherwise).
+// With provider "auto" it then asks the bootstrap whether every rank shares this host
 // (ranks_share_this_host; `same_host` as given is not used) and opens the local transport when
 // they do, libfabric's first fitting provider otherwise. An empty `node` becomes the address the
 // bootstrap reaches its peers on. `choice`, when given, receives what was opened and why:

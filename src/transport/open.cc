@@ -40,25 +40,34 @@ std::unique_ptr<Transport> open_transport(const TransportOptions& options) {
 }
 
 TransportOptions for_ranks_of(TransportOptions options, Bootstrap& boot) {
-  // Every rank must ask for the same provider (and so take part in the same collectives).
-  const auto mine = std::as_bytes(std::span(options.provider.data(), options.provider.size()));
-  const auto asked = boot.allgather(mine);
-  for (std::size_t r = 0; r < asked.size(); ++r) {
-    const std::string theirs(reinterpret_cast<const char*>(asked[r].data()),
-                             std::min<std::size_t>(asked[r].size(), 64));
-    if (theirs != options.provider)
-      throw UsageError("transport: rank " + std::to_string(r) + " asked for provider '" +
-                       printable_name(theirs) + "', rank " + std::to_string(boot.rank()) +
-                       " for '" + options.provider + "': every rank must name the same one");
-  }
   if (options.provider == "auto") options.same_host = ranks_share_this_host(boot);
   if (options.node.empty()) options.node = boot.local_address();
   return options;
 }
 
+namespace {
+
+// Collective: every rank asks for the same provider (and so takes part in the same collectives
+// after this one), else UsageError naming both.
+void agree_on_provider(Bootstrap& boot, const std::string& provider) {
+  const auto mine = std::as_bytes(std::span(provider.data(), provider.size()));
+  const auto asked = boot.allgather(mine);
+  for (std::size_t r = 0; r < asked.size(); ++r) {
+    const std::string theirs(reinterpret_cast<const char*>(asked[r].data()),
+                             std::min<std::size_t>(asked[r].size(), 64));
+    if (theirs != provider)
+      throw UsageError("transport: rank " + std::to_string(r) + " asked for provider '" +
+                       printable_name(theirs) + "', rank " + std::to_string(boot.rank()) +
+                       " for '" + provider + "': every rank must name the same one");
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Transport> connect_transport(TransportOptions given, Bootstrap& boot,
                                              std::string* choice) {
   const bool automatic = given.provider == "auto";
+  agree_on_provider(boot, given.provider);
   const TransportOptions options = for_ranks_of(std::move(given), boot);
   auto transport = open_transport(options);
   transport->connect(boot);
