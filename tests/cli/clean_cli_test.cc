@@ -46,11 +46,23 @@ std::vector<pid_t> kill_a_pair_started_by_hand() {
   for (int r = 0; r < 2; ++r)
     ranks[r] = std::thread(
         [&, r] { run_cli(args, 30s, r == 0 ? env0 : env1, [&](pid_t pid) { pids[r] = pid; }); });
+  // A rank's setup opens and closes a short-lived endpoint before the one it runs on: wait for
+  // the regions it keeps (the same names for 300 ms), not the first ones seen.
   const auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (std::chrono::steady_clock::now() < deadline &&
-         (pids[0] == 0 || pids[1] == 0 || shm_regions_of(pids[0]).empty() ||
-          shm_regions_of(pids[1]).empty()))
+  std::vector<std::string> seen[2];
+  auto stable_since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
+    if (pids[0] == 0 || pids[1] == 0) continue;
+    std::vector<std::string> now[2] = {shm_regions_of(pids[0]), shm_regions_of(pids[1])};
+    if (now[0].empty() || now[1].empty() || now[0] != seen[0] || now[1] != seen[1]) {
+      seen[0] = now[0];
+      seen[1] = now[1];
+      stable_since = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - stable_since >= 300ms) break;
+  }
   for (auto& p : pids)
     if (p) ::kill(p, SIGKILL);
   for (auto& t : ranks) t.join();
