@@ -43,6 +43,7 @@ add_library(fabflow_fuzz_parsers STATIC
   src/kv/workload.cc
   src/model/pcie.cc
   src/transport/libfabric/fabric_transport.cc
+  src/transport/libfabric/shm_lock_watch.cc
   src/transport/libfabric/loader.cc
   src/transport/libfabric/select.cc
   src/transport/local/local_setup.cc
