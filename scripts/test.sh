@@ -66,7 +66,7 @@ scripts/check_install.sh build
 # /dev/shm regions of two killed ranks and checks them before removing them, and any shm start
 # or `fabflow clean` running beside it sweeps them first (CI lost that race once).
 # So do the KilledPeerByHand trials: two busy-polling ranks each, timed against their bound.
-serial='FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExactly|CleanCli\.|KilledPeerByHand|KilledShmProducerCli'
+serial='NodeChurn\.|FlowConformance.(FifoExactly|ActiveConsumer)|FlowSeparateNotify.FifoExactly|CleanCli\.|KilledPeerByHand|KilledShmProducerCli'
 # The 10^7-item flow streams (FlowStress) skip themselves unless FABFLOW_FLOW_STRESS is set
 # (scripts/stress.sh): the test command does not start their 132 processes only to skip.
 stress='FlowStress\.'

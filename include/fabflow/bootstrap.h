@@ -110,6 +110,10 @@ class Bootstrap {
     return {};
   }
 
+  // How long a peer may show no sign of life before peer_failed() says so
+  // (BootstrapConfig::silence); 0 where the bootstrap does not watch for silence.
+  virtual std::chrono::milliseconds silence_bound() const { return std::chrono::milliseconds{0}; }
+
   // Tells every peer this process is giving up (they see peer_failed() soon after).
   virtual void abort(const std::string& reason) = 0;
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <fabflow/names.h>
+#include <fabflow/node.h>
 #include <fabflow/transport.h>
 
 #include <chrono>
@@ -216,6 +217,12 @@ class Channel {
 // Collective over every rank of `boot`; `t` connected over the same ranks. Throws UsageError
 // for bad options and PeerError when the ranks disagree on them.
 std::unique_ptr<Channel> open_channel(Transport& t, Bootstrap& boot, const ChannelOptions& o);
+
+// Over a connected Peer (fabflow/node.h): both sides call it with the same options and name each
+// other as `Opened::peer` in isend / irecv. The transport is opened with `transport` ("auto" by
+// default) plus send, write and read.
+Opened<Channel> open_channel(Peer& peer, const ChannelOptions& o,
+                             const TransportOptions& transport = {});
 
 // The bytes a completed request moved (the message size for a receive).
 std::size_t request_bytes(const RequestPtr& r) noexcept;

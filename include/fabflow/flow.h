@@ -19,6 +19,7 @@
 // queue's own data-mover thread).
 #pragma once
 
+#include <fabflow/node.h>
 #include <fabflow/status.h>
 #include <fabflow/transport.h>
 
@@ -206,6 +207,15 @@ std::unique_ptr<Producer> make_producer(Transport& transport, Bootstrap& boot, i
                                         const QueueOptions& options);
 std::unique_ptr<Consumer> make_consumer(Transport& transport, Bootstrap& boot, int producer_rank,
                                         const QueueOptions& options);
+
+// Over a connected Peer (fabflow/node.h): this side produces into the other side's consumer, which
+// calls open_consumer with the same options. The transport is opened with `transport` (provider
+// "auto" by default) plus the ops and receives `options` needs. Both sides must open the same
+// patterns over a Peer in the same order. separate_notify_endpoint is refused (one transport).
+Opened<Producer> open_producer(Peer& peer, const QueueOptions& options,
+                               const TransportOptions& transport = {});
+Opened<Consumer> open_consumer(Peer& peer, const QueueOptions& options,
+                               const TransportOptions& transport = {});
 
 // separate_notify_endpoint: notifications travel over `notify`, a second transport of the same
 // kind (same concrete type; UsageError otherwise), opened with required_notify_ops(options) and

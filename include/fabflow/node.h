@@ -5,9 +5,10 @@
 //   fabflow::Node node;                               // the secret from FABFLOW_SECRET(_FILE)
 //   node.listen("127.0.0.1:7000");                    // server
 //   auto peer = node.accept(std::chrono::seconds(30));
-//   auto t = fabflow::connect_transport({}, peer->bootstrap());  // then make_consumer(*t, ...)
+//   auto queue = fabflow::flow::open_consumer(*peer, options);   // fabflow/flow.h
 //
 //   auto peer = fabflow::Node().connect("127.0.0.1:7000", std::chrono::seconds(5));  // client
+//   auto queue = fabflow::flow::open_producer(*peer, options);
 //
 // A connection proves the shared secret both ways before the listener allocates anything for it
 // (the bootstrap's challenge, hello and welcome, docs/bootstrap.md), then becomes a session of its
@@ -17,12 +18,15 @@
 // the side that accepted, rank 1 the side that connected. Closing a Peer (destroying it) ends the
 // session; the other side sees it as a departed peer.
 //
-// This first step of run-time connections opens a session's transports per Peer (one
-// connect_transport per pattern, as the two ranks of a job do); a node shares nothing between its
-// peers but the listener.
+// Every pattern opens over a Peer in one shape: open_*(peer, pattern options, transport options)
+// returns an Opened<End>, which owns the end and the transport it runs on (connect_transport over
+// the session, "auto" by default). The other side opens the matching end. A node shares nothing
+// between its peers but the listener: each pattern of each peer has its own transport, released
+// with it.
 #pragma once
 
 #include <fabflow/bootstrap.h>
+#include <fabflow/transport.h>
 
 #include <chrono>
 #include <memory>
@@ -47,8 +51,33 @@ class Peer {
   virtual ~Peer() = default;
   // The session: rank() 0 on the accepting side, 1 on the connecting side.
   virtual Bootstrap& bootstrap() = 0;
+  // The same session with this side at rank `rank` (0 or 1) and the other side at the other,
+  // for patterns whose roles sit at given ranks (rr: requesters first). Both sides must choose
+  // complementary ranks, as the open_* functions of the patterns do. UsageError for another rank.
+  virtual Bootstrap& bootstrap_as(int rank) = 0;
   // The other side's address as this side sees it ("host:port").
   virtual const std::string& remote() const = 0;
+};
+
+// A transport connected over one Peer's session.
+struct Connected {
+  std::unique_ptr<Transport> transport;
+  Bootstrap* session = nullptr;  // the view it was connected over (owned by the Peer)
+  int peer = 0;                  // the other side's rank in that view (the peer a bulk call names)
+  std::string provider;          // what was opened and why (connect_transport's choice)
+};
+
+// connect_transport over `peer`, this side at `rank` of its session. Collective over the
+// session: the other side calls it with the other rank and the same provider.
+Connected connect_transport(const TransportOptions& options, Peer& peer, int rank);
+
+// One end of a pattern opened over a Peer, with the transport it runs on. The Peer must outlive
+// it. Destroying it releases both (the end first).
+template <class End>
+struct Opened : Connected {
+  std::unique_ptr<End> end;
+  End* operator->() const noexcept { return end.get(); }
+  End& operator*() const noexcept { return *end; }
 };
 
 // A process's handle for run-time connections: listens and accepts, or connects, for as long as

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <fabflow/names.h>
+#include <fabflow/node.h>
 #include <fabflow/transport.h>
 
 #include <atomic>
@@ -242,6 +243,16 @@ std::unique_ptr<Requester> make_requester(Transport& t, Bootstrap& boot, const C
                                           int requesters, unsigned slots);
 std::unique_ptr<Responder> make_responder(Transport& t, Bootstrap& boot, const ChannelOptions& o,
                                           int requesters);
+
+// Over a connected Peer (fabflow/node.h): this side sends requests to the other side's responder,
+// which calls open_responder with the same options; responder 0 is the only one. A server that
+// serves many clients opens one responder per Peer. The transport is opened with `transport`
+// ("auto" by default) plus required_ops(o). Both sides open the patterns over a Peer in the same
+// order.
+Opened<Requester> open_requester(Peer& peer, const ChannelOptions& o, unsigned slots,
+                                 const TransportOptions& transport = {});
+Opened<Responder> open_responder(Peer& peer, const ChannelOptions& o,
+                                 const TransportOptions& transport = {});
 
 // The dispatcher model: worker threads hand requests to the one thread that drives `inner`.
 // Each worker owns a fixed range of the inner requester's slots (its local mailboxes: the

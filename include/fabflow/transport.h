@@ -349,6 +349,11 @@ std::unique_ptr<Transport> open_transport(const TransportOptions& options);
 // bootstrap reaches its peers on. kv and seq setup call it on the options they are given.
 TransportOptions for_ranks_of(TransportOptions options, Bootstrap& boot);
 
+// `options` with each of `ops` added to its ops (once) and rx_depth raised to at least
+// `rx_depth`: what a pattern opened over a Peer asks of the transport it opens.
+TransportOptions with_needs(TransportOptions options, const std::vector<Op>& ops,
+                            std::size_t rx_depth = 0);
+
 // Opens the transport for the ranks of `boot` and connects it: collective, like connect().
 // Every rank must name the same provider (checked first: one line naming both otherwise).
 // With provider "auto" it then asks the bootstrap whether every rank shares this host

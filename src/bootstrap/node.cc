@@ -107,15 +107,54 @@ std::optional<Frame> node_read_frame(int fd, FrameBuffer& in, SteadyClock::time_
   }
 }
 
+// A two-rank session with its ranks swapped: rank r of the view is rank 1 - r of the session.
+class SwappedSession final : public Bootstrap {
+ public:
+  explicit SwappedSession(Bootstrap& session) : in_(session) {}
+  int rank() const override { return 1 - in_.rank(); }
+  int size() const override { return 2; }
+  int local_rank() const override { return 1 - in_.local_rank(); }
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+    auto all = in_.allgather(mine);
+    if (all.size() == 2) std::swap(all[0], all[1]);
+    return all;
+  }
+  void barrier(const std::function<void()>& while_waiting) override { in_.barrier(while_waiting); }
+  bool peer_failed() override { return in_.peer_failed(); }
+  std::optional<Failure> failure() override {
+    auto f = in_.failure();
+    if (f && (f->rank == 0 || f->rank == 1)) f->rank = 1 - f->rank;
+    return f;
+  }
+  std::vector<Silence> silent_peers(std::chrono::milliseconds at_least) override {
+    auto all = in_.silent_peers(at_least);
+    for (Silence& s : all)
+      if (s.rank == 0 || s.rank == 1) s.rank = 1 - s.rank;
+    return all;
+  }
+  std::chrono::milliseconds silence_bound() const override { return in_.silence_bound(); }
+  void abort(const std::string& reason) override { in_.abort(reason); }
+  std::string local_address() const override { return in_.local_address(); }
+
+ private:
+  Bootstrap& in_;
+};
+
 class NodeSessionPeer final : public Peer {
  public:
   NodeSessionPeer(std::unique_ptr<Bootstrap> boot, std::string remote)
-      : boot_(std::move(boot)), remote_(std::move(remote)) {}
+      : boot_(std::move(boot)), swapped_(*boot_), remote_(std::move(remote)) {}
   Bootstrap& bootstrap() override { return *boot_; }
+  Bootstrap& bootstrap_as(int rank) override {
+    if (rank != 0 && rank != 1)
+      throw UsageError("node: a session has ranks 0 and 1, not " + std::to_string(rank));
+    return rank == boot_->rank() ? *boot_ : swapped_;
+  }
   const std::string& remote() const override { return remote_; }
 
  private:
   std::unique_ptr<Bootstrap> boot_;
+  SwappedSession swapped_;
   std::string remote_;
 };
 

@@ -70,6 +70,7 @@ class TcpBootstrap final : public Bootstrap {
     return Bootstrap::Failure{failure_->rank, failure_->what};
   }
   std::vector<Silence> silent_peers(std::chrono::milliseconds at_least) override;
+  std::chrono::milliseconds silence_bound() const override { return config_.silence; }
   void abort(const std::string& reason) override;
   std::string local_address() const override { return local_address_; }
 

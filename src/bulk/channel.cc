@@ -243,6 +243,15 @@ void ChannelImpl::fail_channel(const Error& e) {
 
 namespace fabflow::bulk {
 
+Opened<Channel> open_channel(Peer& peer, const ChannelOptions& o,
+                             const TransportOptions& transport) {
+  Opened<Channel> c;
+  static_cast<Connected&>(c) = connect_transport(
+      with_needs(transport, {Op::send, Op::write, Op::read}), peer, peer.bootstrap().rank());
+  c.end = open_channel(*c.transport, *c.session, o);
+  return c;
+}
+
 std::unique_ptr<Channel> open_channel(Transport& t, Bootstrap& boot, const ChannelOptions& o) {
   return std::make_unique<detail::ChannelImpl>(t, boot, o);
 }

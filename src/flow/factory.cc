@@ -138,4 +138,38 @@ std::unique_ptr<Consumer> make_consumer(Transport& data, Transport& notify, Boot
   return make_end<Consumer>(data, &notify, boot, producer_rank, options);
 }
 
+namespace {
+
+template <class End, class Make>
+Opened<End> open_over(Peer& peer, const QueueOptions& options, const TransportOptions& transport,
+                      Make make) {
+  if (options.separate_notify_endpoint)
+    throw UsageError(
+        "flow: separate_notify_endpoint needs two transports; a queue opened over a Peer has one");
+  Opened<End> o;
+  static_cast<Connected&>(o) =
+      connect_transport(with_needs(transport, required_ops(options), required_rx_depth(options)),
+                        peer, peer.bootstrap().rank());
+  o.end = make(*o.transport, *o.session, o.peer, options);
+  return o;
+}
+
+}  // namespace
+
+Opened<Producer> open_producer(Peer& peer, const QueueOptions& options,
+                               const TransportOptions& transport) {
+  return open_over<Producer>(peer, options, transport,
+                             [](Transport& t, Bootstrap& b, int other, const QueueOptions& q) {
+                               return make_producer(t, b, other, q);
+                             });
+}
+
+Opened<Consumer> open_consumer(Peer& peer, const QueueOptions& options,
+                               const TransportOptions& transport) {
+  return open_over<Consumer>(peer, options, transport,
+                             [](Transport& t, Bootstrap& b, int other, const QueueOptions& q) {
+                               return make_consumer(t, b, other, q);
+                             });
+}
+
 }  // namespace fabflow::flow

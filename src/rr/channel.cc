@@ -124,4 +124,22 @@ void exchange(Transport& t, Bootstrap& boot, const ChannelOptions& o, Peers& p, 
 
 }  // namespace detail
 
+// Over a Peer the requester is rank 0 of the session and the responder rank 1, whichever side
+// accepted.
+Opened<Requester> open_requester(Peer& peer, const ChannelOptions& o, unsigned slots,
+                                 const TransportOptions& transport) {
+  Opened<Requester> r;
+  static_cast<Connected&>(r) = connect_transport(with_needs(transport, required_ops(o)), peer, 0);
+  r.end = make_requester(*r.transport, *r.session, o, 1, slots);
+  return r;
+}
+
+Opened<Responder> open_responder(Peer& peer, const ChannelOptions& o,
+                                 const TransportOptions& transport) {
+  Opened<Responder> r;
+  static_cast<Connected&>(r) = connect_transport(with_needs(transport, required_ops(o)), peer, 1);
+  r.end = make_responder(*r.transport, *r.session, o, 1);
+  return r;
+}
+
 }  // namespace fabflow::rr

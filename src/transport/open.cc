@@ -3,6 +3,7 @@
 // libfabric; a profile (TransportOptions::profile) wraps either in its envelope.
 #include <fabflow/bootstrap.h>
 #include <fabflow/local.h>
+#include <fabflow/node.h>
 #include <fabflow/profile.h>
 #include <fabflow/transport.h>
 
@@ -86,6 +87,22 @@ std::unique_ptr<Transport> connect_transport(TransportOptions given, Bootstrap& 
       *choice = "auto: " + what + " (the ranks do not all share this host)";
   }
   return transport;
+}
+
+TransportOptions with_needs(TransportOptions options, const std::vector<Op>& ops,
+                            std::size_t rx_depth) {
+  for (Op op : ops)
+    if (std::ranges::find(options.ops, op) == options.ops.end()) options.ops.push_back(op);
+  options.rx_depth = std::max(options.rx_depth, rx_depth);
+  return options;
+}
+
+Connected connect_transport(const TransportOptions& options, Peer& peer, int rank) {
+  Connected c;
+  c.session = &peer.bootstrap_as(rank);
+  c.peer = 1 - rank;
+  c.transport = connect_transport(options, *c.session, &c.provider);
+  return c;
 }
 
 // Under a profile: what the profile transport would report, or its refusal as a UsageError.

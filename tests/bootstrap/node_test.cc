@@ -1,7 +1,10 @@
 // Node: clients connect to a running listener whenever they like, each gets a session of its own
 // over which a flow queue opens; bad connections are refused without stopping the listener; a
 // client killed mid-session fails that session only, within its bound.
+#include <fabflow/bulk.h>
+#include <fabflow/bulk/transfer.h>
 #include <fabflow/flow.h>
+#include <fabflow/rr.h>
 #include <fabflow/node.h>
 #include <fabflow/transport.h>
 #include <gtest/gtest.h>
@@ -13,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -106,6 +110,71 @@ TEST_P(NodeSessions, ClientsArriveAndLeaveWhileTheServerRuns) {
   }
   serving.join();
   EXPECT_EQ(server.refused(), 0u);
+}
+
+// Over one Peer, one after the other: rr calls with the accepting side as the responder (its
+// requester sits at rank 0 of the session all the same), then a bulk message each way.
+TEST_P(NodeSessions, CallsAndBulkOpenOverAPeerWhicheverSideAccepted) {
+  Node server(options());
+  server.listen("127.0.0.1:0");
+  const std::string at = server.address();
+  TransportOptions t;
+  t.provider = GetParam();
+  rr::ChannelOptions calls;
+  calls.request_bytes = calls.response_bytes = 8;
+  constexpr std::size_t kBulk = std::size_t{3} << 20;
+  std::thread serving([&] {
+    auto peer = server.accept(10s);
+    ASSERT_NE(peer, nullptr);
+    auto r = rr::open_responder(*peer, calls, t);
+    const rr::Handler twice = [](int, std::span<const std::byte> in, std::span<std::byte> out) {
+      std::uint64_t n = 0;
+      std::memcpy(&n, in.data(), sizeof n);
+      n *= 2;
+      std::memcpy(out.data(), &n, sizeof n);
+      return sizeof n;
+    };
+    while (!r->done()) {
+      unsigned served = 0;
+      ASSERT_NE(r->serve(&twice, &served), Status::failed) << r->error();
+    }
+    r.session->barrier([&] { r.transport->progress(); });
+    auto b = bulk::open_channel(*peer, {}, t);
+    std::vector<std::byte> buf(kBulk);
+    ASSERT_EQ(b->recv(b.peer, 7, buf), kBulk);
+    for (std::size_t i = 0; i < kBulk; ++i) ASSERT_EQ(buf[i], std::byte(i * 7 % 251)) << i;
+    std::ranges::reverse(buf);
+    b->send(b.peer, 8, buf);
+    b.session->barrier([&] { b->progress(); });
+  });
+  auto peer = Node(options()).connect(at, 5s);
+  {
+    auto r = rr::open_requester(*peer, calls, 1, t);
+    EXPECT_EQ(r.session->rank(), 0);  // the requester's rank, though this side connected
+    EXPECT_EQ(peer->bootstrap().rank(), 1);
+    for (std::uint64_t i = 0; i < 100; ++i) {
+      std::memcpy(r->request_buffer(0).data(), &i, sizeof i);
+      rr::Response resp;
+      r->call(0, 0, sizeof i, &resp, *r.session);
+      std::uint64_t got = 0;
+      ASSERT_EQ(resp.data.size(), sizeof got);
+      std::memcpy(&got, resp.data.data(), sizeof got);
+      r->release(resp);
+      ASSERT_EQ(got, 2 * i);
+    }
+    ASSERT_EQ(r->close(), Status::ok) << r->error();
+    r.session->barrier([&] { r.transport->progress(); });
+  }
+  auto b = bulk::open_channel(*peer, {}, t);
+  EXPECT_EQ(b.peer, 0);
+  std::vector<std::byte> out(kBulk), back(kBulk);
+  for (std::size_t i = 0; i < kBulk; ++i) out[i] = std::byte(i * 7 % 251);
+  b->send(b.peer, 7, out);
+  ASSERT_EQ(b->recv(b.peer, 8, back), kBulk);
+  std::ranges::reverse(back);
+  EXPECT_EQ(back, out);
+  b.session->barrier([&] { b->progress(); });
+  serving.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Node, NodeSessions, ::testing::Values("local", "shm", "tcp"),

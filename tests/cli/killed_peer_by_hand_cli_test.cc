@@ -18,7 +18,7 @@
 
 #include "support/run_cli.h"
 
-namespace fabflow {
+namespace fabflow::by_hand_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -129,4 +129,4 @@ INSTANTIATE_TEST_SUITE_P(Cli, KilledPeerByHand, ::testing::Values("local", "shm"
                          [](const auto& info) { return info.param; });
 
 }  // namespace
-}  // namespace fabflow
+}  // namespace fabflow::by_hand_test

@@ -143,13 +143,14 @@ void FabricTransport::connect_rdm(Bootstrap& boot) {
     int rc = fi_av_insert(av_.get(), n.data(), 1, &addrs_[static_cast<std::size_t>(r)], 0, nullptr);
     if (rc != 1) throw Error(call_error("fi_av_insert", prov, rc < 0 ? rc : -FI_EINVAL));
   }
-  if (prov == "shm") watch_shm_locks(names);
+  if (prov == "shm") watch_shm_locks(names, boot.silence_bound());
 }
 
 // A peer killed inside the shm provider can leave a lock of a region held for good
 // (shm_lock_watch.h): the watch releases it once the peer is gone. Without a watch (another
 // libfabric version), such a survivor can only be ended from outside.
-void FabricTransport::watch_shm_locks(const std::vector<std::vector<std::byte>>& names) {
+void FabricTransport::watch_shm_locks(const std::vector<std::vector<std::byte>>& names,
+                                      std::chrono::milliseconds silence) {
   auto text = [](const std::vector<std::byte>& n) {
     std::string s(reinterpret_cast<const char*>(n.data()), n.size());
     return s.substr(0, s.find('\0'));
@@ -158,7 +159,7 @@ void FabricTransport::watch_shm_locks(const std::vector<std::vector<std::byte>>&
   for (int r = 0; r < size_; ++r)
     if (r != rank_) peers.push_back({r, text(names[static_cast<std::size_t>(r)])});
   shm_watch_ = ShmLockWatch::start({rank_, text(names[static_cast<std::size_t>(rank_)])}, peers,
-                                   libfabric_version(), &shm_watch_off_);
+                                   libfabric_version(), silence, &shm_watch_off_);
 }
 
 void FabricTransport::connect_msg(Bootstrap& boot) {

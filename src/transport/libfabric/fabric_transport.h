@@ -202,7 +202,8 @@ class FabricTransport final : public Transport {
 
   void connect_msg(Bootstrap& boot);
   void connect_rdm(Bootstrap& boot);
-  void watch_shm_locks(const std::vector<std::vector<std::byte>>& names);
+  void watch_shm_locks(const std::vector<std::vector<std::byte>>& names,
+                       std::chrono::milliseconds silence);
   Fid<fid_ep> open_endpoint(fi_info* info);
 
   TransportOptions options_;

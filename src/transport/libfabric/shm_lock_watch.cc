@@ -38,6 +38,23 @@ constexpr std::uint8_t kShmRegionVersion117 = 4;
 
 constexpr auto kWatchSample = std::chrono::milliseconds(100);
 constexpr auto kWatchHeldBound = std::chrono::seconds(1);
+constexpr auto kWatchStoppedSample = std::chrono::milliseconds(250);
+
+// Whether process `pid` is stopped (by a signal or a tracer), from /proc/<pid>/stat.
+bool process_stopped(pid_t pid) {
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  const std::string_view stat(buf, static_cast<std::size_t>(n));
+  const std::size_t paren = stat.rfind(')');  // the command name may hold anything but ')' last
+  if (paren == std::string_view::npos || paren + 2 >= stat.size()) return false;
+  return stat[paren + 2] == 'T' || stat[paren + 2] == 't';
+}
 
 using WatchClock = std::chrono::steady_clock;
 
@@ -56,6 +73,7 @@ struct ShmLockWatch::Mapped {
   ShmRegionHead117* head = nullptr;
   std::size_t length = 0;
   std::optional<WatchClock::time_point> held_since;
+  std::optional<WatchClock::time_point> stopped_since;  // first seen stopped (SIGSTOP, a tracer)
 
   ~Mapped() {
     if (pidfd >= 0) ::close(pidfd);
@@ -94,7 +112,9 @@ std::string map_shm_region(std::string_view name, pid_t pid, ShmLockWatch::Mappe
 }  // namespace
 
 std::unique_ptr<ShmLockWatch> ShmLockWatch::start(const Region& own, std::span<const Region> peers,
-                                                  const std::string& libfabric, std::string* why) {
+                                                  const std::string& libfabric,
+                                                  std::chrono::milliseconds stopped_bound,
+                                                  std::string* why) {
   auto say = [why](std::string text) -> std::unique_ptr<ShmLockWatch> {
     if (why) *why = std::move(text);
     return nullptr;
@@ -102,6 +122,7 @@ std::unique_ptr<ShmLockWatch> ShmLockWatch::start(const Region& own, std::span<c
   if (libfabric != "1.17" && !libfabric.starts_with("1.17."))
     return say("libfabric " + libfabric + " lays its shm regions out differently from 1.17");
   std::unique_ptr<ShmLockWatch> w(new ShmLockWatch);
+  w->stopped_bound_ = stopped_bound;
   auto self = std::make_unique<Mapped>();
   self->rank = own.rank;
   if (std::string e = map_shm_region(shm_name_without_scheme(own.name), ::getpid(), *self);
@@ -139,6 +160,7 @@ void ShmLockWatch::run() {
   std::vector<pollfd> fds;
   std::vector<Mapped*> of;  // the region behind fds[i + 1]
   bool any_gone = false;
+  const bool watch_stops = stopped_bound_.count() > 0;
   for (;;) {
     fds.assign(1, pollfd{stop_fd_, POLLIN, 0});
     of.clear();
@@ -147,7 +169,8 @@ void ShmLockWatch::run() {
         fds.push_back(pollfd{r->pidfd, POLLIN, 0});
         of.push_back(r.get());
       }
-    const int timeout = any_gone ? static_cast<int>(kWatchSample.count()) : -1;
+    const auto sample = any_gone ? kWatchSample : kWatchStoppedSample;
+    const int timeout = any_gone || watch_stops ? static_cast<int>(sample.count()) : -1;
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
     if (fds[0].revents) return;
     for (std::size_t i = 1; i < fds.size(); ++i) {
@@ -157,17 +180,40 @@ void ShmLockWatch::run() {
       r->pidfd = -1;
       r->gone = any_gone = true;
     }
-    if (!any_gone) continue;
-    // Our own region (any dead peer may have died holding it) and each dead peer's own.
     const WatchClock::time_point now = WatchClock::now();
+    // A stopped peer may hold a lock: it is watched from the first sight of the stop, and its
+    // lock released only once the stop outlasted the bootstrap's silence bound (the peer has
+    // been declared failed by then, so nothing runs on with it).
+    bool any_stopped = false, stop_outlasted = false;
+    for (std::size_t i = 1; watch_stops && i < regions_.size(); ++i) {
+      Mapped& r = *regions_[i];
+      if (r.gone || !process_stopped(r.pid)) {
+        r.stopped_since.reset();
+        continue;
+      }
+      if (!r.stopped_since) r.stopped_since = now;
+      any_stopped = true;
+      stop_outlasted = stop_outlasted || now - *r.stopped_since >= stopped_bound_;
+    }
+    if (!any_gone && !any_stopped) {
+      for (auto& r : regions_) r->held_since.reset();
+      continue;
+    }
+    // Our own region (a dead or stopped peer may hold it) and each dead or stopped peer's own.
     for (auto& r : regions_) {
-      if (r.get() != regions_[0].get() && !r->gone) continue;
+      const bool own = r.get() == regions_[0].get();
+      if (!own && !r->gone && !r->stopped_since) {
+        r->held_since.reset();
+        continue;
+      }
       if (!r->held()) {
         r->held_since.reset();
         continue;
       }
       if (!r->held_since) r->held_since = now;
-      if (now - *r->held_since < kWatchHeldBound) continue;
+      const bool may_release =
+          own ? any_gone || stop_outlasted : r->gone || now - *r->stopped_since >= stopped_bound_;
+      if (!may_release || now - *r->held_since < kWatchHeldBound) continue;
       ::pthread_spin_unlock(&r->head->lock);
       r->held_since.reset();
       releases_.fetch_add(1, std::memory_order_relaxed);

@@ -12,7 +12,13 @@
 // region and of the dead peers' regions, and releases a lock that has stayed held for a whole
 // second. A live holder keeps a region's lock for microseconds, so after a second the holder is
 // the dead process; the call spinning on it returns, and the caller's wait fails as for any
-// vanished peer, naming it. While every peer lives the thread sleeps in poll(2) and touches no
+// vanished peer, naming it.
+//
+// A stopped peer (SIGSTOP, a debugger) holds a lock just as long. The watch looks at its peers'
+// states four times a second; a lock held for a second while a peer has been stopped for longer
+// than the bootstrap's silence bound is released too. By then the bootstrap has declared that
+// peer failed, so the call that was spinning returns into a wait that fails naming it, and
+// nothing goes on with the stopped peer if it resumes. While every peer runs the watch touches no
 // lock.
 //
 // It reads the head of the region as libfabric 1.17 lays it out (region version 4), checked
@@ -24,6 +30,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -42,8 +49,12 @@ class ShmLockWatch {
 
   // `own` is this process's endpoint; `peers` those it talks to (names as the peers sent them:
   // untrusted, and skipped when they are not fabflow's). `libfabric` is the loaded version.
+  // `stopped_bound`: how long a peer may be stopped before a lock it holds is released (the
+  // bootstrap's silence bound, after which the peer is declared failed); 0: never.
   static std::unique_ptr<ShmLockWatch> start(const Region& own, std::span<const Region> peers,
-                                             const std::string& libfabric, std::string* why);
+                                             const std::string& libfabric,
+                                             std::chrono::milliseconds stopped_bound,
+                                             std::string* why);
   ~ShmLockWatch();
   ShmLockWatch(const ShmLockWatch&) = delete;
   ShmLockWatch& operator=(const ShmLockWatch&) = delete;
@@ -58,7 +69,8 @@ class ShmLockWatch {
   void run();
 
   std::vector<std::unique_ptr<Mapped>> regions_;  // [0]: own, then the peers
-  int stop_fd_ = -1;                              // eventfd: the destructor's wake-up
+  std::chrono::milliseconds stopped_bound_{0};
+  int stop_fd_ = -1;  // eventfd: the destructor's wake-up
   std::atomic<std::uint64_t> releases_{0};
   std::thread thread_;
 };
