@@ -50,6 +50,11 @@ struct BulkParams {
   std::optional<std::size_t> split_copy_min;
   bool reference = false;
   BufferMemory memory = BufferMemory::user;  // fabflow: never replaced (reuse must be 0)
+  // The sender writes a pattern that changes per message and the receiver checks it, both
+  // outside the timed sections: every byte of a message up to 64 KiB, a rotating sample of 16
+  // pages and the last page of a larger one (src/bench/message_pattern.h). false: no check
+  // (what it costs, docs/bench-output.md).
+  bool verify = true;
 };
 
 struct BulkRow {
