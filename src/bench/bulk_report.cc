@@ -93,7 +93,7 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
        "rendezvous: " + r.rendezvous_path, "registration cache: " + r.cache_state,
        std::string("what arrived: ") +
            (p.verify ? "checked by the receiver outside the timed sections (every byte up to "
-                       "64 KiB, 16 rotating pages and the last of a larger message)"
+                       "4 KiB; of a larger message one page in 16, at most 16, and the last)"
                      : "not checked (--no-verify)"),
        "ping-pong MB/s: size over half the round trip; stream MB/s: " + std::to_string(p.window) +
            " messages in flight, one way; regs/msg and reg us/msg: both ranks, ping-pong; CPU "

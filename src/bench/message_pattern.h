@@ -3,10 +3,11 @@
 // item_payload.h). Word k (bytes 8k .. 8k+7) of message `seq` is base(seq) + k * kStep, base
 // an odd multiple of seq + 1: every word differs from message to message, and a word read back
 // names the message that wrote it (seq_of), so a check can tell a later message's bytes from a
-// corrupted or stale one. A message of up to kWhole bytes is written and checked whole; a
-// larger one in a sample of pages that rotates with seq (every page is checked once in
-// pages / kSamplePages consecutive messages) plus its last page, so that checking costs at most
-// about kWhole + a page of reads per message whatever the size. Stateless; thread-safe.
+// corrupted or stale one. A message of up to one page (kWhole) is written and checked whole; a
+// larger one in a sample of its pages, one in kShare (at least one, at most kMostPages), that
+// rotates with seq so that every page is checked once in about kShare consecutive messages,
+// plus its last page: checking reads about a sixteenth of a message up to 1 MiB and at most 17
+// pages above, so that it stays small beside the copy it checks.
 #pragma once
 
 #include <algorithm>
@@ -21,9 +22,10 @@ namespace fabflow::bench {
 
 class MessagePattern {
  public:
-  static constexpr std::size_t kWhole = std::size_t{64} << 10;
   static constexpr std::size_t kPage = 4096;
-  static constexpr std::size_t kSamplePages = 16;
+  static constexpr std::size_t kWhole = kPage;
+  static constexpr std::size_t kShare = 16;
+  static constexpr std::size_t kMostPages = 16;
   static constexpr std::uint64_t kStep = 0x9e3779b97f4a7c15;
   static constexpr std::uint64_t kMul = 0xd6e8feb86659fd93;  // odd: invertible mod 2^64
 
@@ -45,10 +47,11 @@ class MessagePattern {
       f(std::size_t{0}, size);
       return;
     }
-    const std::size_t pages = (size + kPage - 1) / kPage;  // > kSamplePages
-    const std::size_t stride = pages / kSamplePages;
+    const std::size_t pages = (size + kPage - 1) / kPage;  // > 1
+    const std::size_t count = std::clamp<std::size_t>(pages / kShare, 1, kMostPages);
+    const std::size_t stride = (pages + count - 1) / count;  // count * stride >= pages
     const std::size_t turn = static_cast<std::size_t>(seq % stride);
-    for (std::size_t j = 0; j < kSamplePages; ++j) {
+    for (std::size_t j = 0; j < count; ++j) {
       const std::size_t p = j * stride + turn;
       if (p + 1 < pages) f(p * kPage, kPage);
     }
@@ -99,14 +102,9 @@ class MessagePattern {
     std::byte* out = msg.data();
     const std::size_t end = off + len;
     std::size_t i = off;
-    for (; i + 8 <= end; i += 8) {
-      const std::uint64_t w = word(seq, i / 8);
-      std::memcpy(out + i, &w, 8);
-    }
-    if (i < end) {
-      const std::uint64_t w = word(seq, i / 8);
-      std::memcpy(out + i, &w, end - i);
-    }
+    std::uint64_t w = word(seq, i / 8);
+    for (; i + 8 <= end; i += 8, w += kStep) std::memcpy(out + i, &w, 8);
+    if (i < end) std::memcpy(out + i, &w, end - i);
   }
 
   static std::optional<Mismatch> check_range(std::span<const std::byte> msg, std::uint64_t seq,
@@ -114,20 +112,33 @@ class MessagePattern {
                                              const std::function<bool(std::uint64_t)>& later) {
     const std::byte* in = msg.data();
     const std::size_t end = off + len;
-    for (std::size_t i = off; i < end; i += 8) {
-      const std::size_t n = std::min<std::size_t>(8, end - i);
-      const std::uint64_t k = i / 8;
-      std::uint64_t got = 0, want = word(seq, k);
-      std::memcpy(&got, in + i, n);
-      if (n < 8) want &= (std::uint64_t{1} << (8 * n)) - 1;
-      if (got == want) continue;
-      if (later && (n < 8 || later(seq_of(got, k)))) continue;  // a partial word names none
-      std::size_t b = 0;
-      while (b + 1 < n && ((got >> (8 * b)) & 0xff) == ((want >> (8 * b)) & 0xff)) ++b;
-      return Mismatch{i + b, static_cast<std::uint8_t>(got >> (8 * b)),
-                      static_cast<std::uint8_t>(want >> (8 * b))};
+    std::size_t i = off;
+    std::uint64_t want = word(seq, i / 8), got = 0;
+    for (;;) {
+      for (; i + 8 <= end; i += 8, want += kStep) {  // the common case: a tight scan
+        std::memcpy(&got, in + i, 8);
+        if (got != want) break;
+      }
+      if (i + 8 > end) break;
+      if (!later || !later(seq_of(got, i / 8))) return at(i, got, want, 8);
+      i += 8;
+      want += kStep;
     }
-    return std::nullopt;
+    if (i == end || later) return std::nullopt;  // a partial last word names no message
+    const std::size_t n = end - i;
+    got = 0;
+    std::memcpy(&got, in + i, n);
+    want &= (std::uint64_t{1} << (8 * n)) - 1;
+    if (got == want) return std::nullopt;
+    return at(i, got, want, n);
+  }
+
+  // The first differing byte of the n-byte word at offset i.
+  static Mismatch at(std::size_t i, std::uint64_t got, std::uint64_t want, std::size_t n) {
+    std::size_t b = 0;
+    while (b + 1 < n && ((got >> (8 * b)) & 0xff) == ((want >> (8 * b)) & 0xff)) ++b;
+    return Mismatch{i + b, static_cast<std::uint8_t>(got >> (8 * b)),
+                    static_cast<std::uint8_t>(want >> (8 * b))};
   }
 };
 

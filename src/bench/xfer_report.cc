@@ -25,9 +25,10 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
            (p.endpoints > 1 ? " endpoints (transfers striped over those reaching both memories)"
                             : " endpoint"),
        std::string("what arrived: ") +
-           (p.verify ? "checked where it landed, outside the timed sections (every byte of a "
-                       "transfer up to 64 KiB, 16 rotating pages and the last of a larger one)"
-                     : "not checked (--no-verify)"),
+           (p.verify
+                ? "checked where it landed, outside the timed sections (every byte of a "
+                  "transfer up to 4 KiB; of a larger one one page in 16, at most 16, and the last)"
+                : "not checked (--no-verify)"),
        "MB/s = 10^6 bytes/s of transfers; op: the largest operation a transfer was posted in "
        "(the engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
        "completion at rank 0; CPU: ns per byte on rank 0 | rank 1" +

@@ -13,6 +13,7 @@
 #include <fabflow/bootstrap.h>
 #include <fabflow/fault.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -51,7 +52,7 @@ TEST(MessagePattern, StampedMessagesPassAndNameTheirMessage) {
 }
 
 TEST(MessagePattern, AChangedByteIsFoundAtItsOffset) {
-  for (std::size_t size : {5, 64, 4099, 65536}) {  // up to 64 KiB: every byte is checked
+  for (std::size_t size : {5, 64, 4093, 4096}) {  // up to a page: every byte is checked
     std::vector<std::byte> msg(size);
     for (std::size_t i = 0; i < size; i += (size > 100 ? 97 : 1)) {
       MessagePattern::stamp(msg, 42);
@@ -102,20 +103,34 @@ TEST(MessagePattern, ALaterMessageIsAcceptedOnlyWhereAsked) {
 }
 
 TEST(MessagePattern, ALargeMessagesSampleIsBoundedAndRotatesOverEveryPage) {
-  const std::size_t size = (std::size_t{4} << 20) + 100;
-  const std::size_t pages = (size + MessagePattern::kPage - 1) / MessagePattern::kPage;
-  std::set<std::size_t> seen;
-  for (std::uint64_t seq = 0; seq < pages / MessagePattern::kSamplePages; ++seq) {
-    std::size_t bytes = 0;
-    const auto r = ranges_of(size, seq);
-    EXPECT_EQ(r.back().first + r.back().second, size);  // the last page, always
-    for (auto [off, len] : r) {
-      bytes += len;
-      seen.insert(off / MessagePattern::kPage);
+  const std::size_t sizes[] = {4097,
+                               65536,
+                               65536 + 100,
+                               300 * 4096 + 5,
+                               (std::size_t{4} << 20) + 100,
+                               std::size_t{64} << 20};
+  for (std::size_t size : sizes) {
+    const std::size_t pages = (size + MessagePattern::kPage - 1) / MessagePattern::kPage;
+    std::set<std::size_t> seen;
+    std::size_t most = 0;
+    for (std::uint64_t seq = 0; seq < 2 * pages; ++seq) {
+      std::size_t bytes = 0;
+      const auto r = ranges_of(size, seq);
+      EXPECT_EQ(r.back().first + r.back().second, size);  // the last page, always
+      for (auto [off, len] : r) {
+        bytes += len;
+        seen.insert(off / MessagePattern::kPage);
+      }
+      most = std::max(most, bytes);
+      // Every page within ceil(pages / count) messages, count = pages / 16 (1..16).
+      const std::size_t count = std::clamp<std::size_t>(pages / 16, 1, 16);
+      if (seq + 1 == (pages + count - 1) / count) EXPECT_EQ(seen.size(), pages) << size;
     }
-    EXPECT_LE(bytes, (MessagePattern::kSamplePages + 1) * MessagePattern::kPage);
+    EXPECT_EQ(seen.size(), pages) << size;
+    // About a sixteenth up to 1 MiB (at least one page and the last), 17 pages at most.
+    EXPECT_LE(most, std::max<std::size_t>(2 * MessagePattern::kPage, size / 16 + 2 * 4096)) << size;
+    EXPECT_LE(most, 17 * MessagePattern::kPage) << size;
   }
-  EXPECT_EQ(seen.size(), pages);
 }
 
 // ---- the benches, with one byte flipped in transit ----
@@ -159,16 +174,18 @@ TEST_P(VerifiedBench, BulkNamesTheCorruptedMessage) {
   for (bool flip : {false, true}) {
     BulkParams p;
     p.target = target(GetParam(), flip);
-    p.sizes = {65536};
+    // One page, checked whole (wherever the flip lands), moved by RMA: above the eager limit.
+    p.sizes = {4096};
+    p.eager_limit = 1024;
     p.protocols = {bulk::Protocol::rndv_write, bulk::Protocol::rndv_read, bulk::Protocol::pipeline};
-    p.bytes_per_point = 1 << 20;
+    p.bytes_per_point = 1 << 18;
     const std::string err = two_ranks([&](int, Bootstrap& boot) { run_bulk(p, boot); });
     if (!flip) {
       EXPECT_EQ(err, "");
       continue;
     }
     EXPECT_TRUE(std::regex_search(
-        err, std::regex("bench bulk: [a-z-]+, 65536 bytes: (ping-pong|streamed) message [0-9]+ "
+        err, std::regex("bench bulk: [a-z-]+, 4096 bytes: (ping-pong|streamed) message [0-9]+ "
                         "from rank [01] arrived wrong at offset [0-9]+ \\(0x[0-9a-f]{2} where "
                         "0x[0-9a-f]{2} was sent\\)")))
         << err;
@@ -180,12 +197,13 @@ TEST_P(VerifiedBench, XferNamesTheCorruptedTransfer) {
     for (bool flip : {false, true}) {
       XferParams p;
       p.target = target(GetParam(), flip);
-      p.sizes = {65536};
-      // Batches of 1 walk the 64 windows of the batches of 64: the 32 batches of a phase never
-      // come back to a window before rank 1 has checked it, so the flip cannot be overwritten.
+      // One page per transfer, checked whole. Batches of 1 walk the 64 windows of the batches
+      // of 64: the 32 batches of a phase never come back to a window before rank 1 has checked
+      // it, so the flip cannot be overwritten first.
+      p.sizes = {4096};
       p.batches = {1, 64};
       p.directions = {dir};
-      p.bytes_per_point = 2 << 20;
+      p.bytes_per_point = 128 << 10;
       const std::string err = two_ranks([&](int, Bootstrap& boot) { run_xfer(p, boot); });
       const std::string d(bulk::kDirectionNames.name(dir));
       if (!flip) {
@@ -194,7 +212,7 @@ TEST_P(VerifiedBench, XferNamesTheCorruptedTransfer) {
       }
       EXPECT_TRUE(std::regex_search(
           err, std::regex("bench xfer: " + d +
-                          " of 1 x 65536 bytes: batch [0-9]+, transfer 0 arrived wrong at offset "
+                          " of 1 x 4096 bytes: batch [0-9]+, transfer 0 arrived wrong at offset "
                           "[0-9]+ \\(0x[0-9a-f]{2} where 0x[0-9a-f]{2} was sent\\)")))
           << d << ": " << err;
     }

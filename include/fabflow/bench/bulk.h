@@ -51,9 +51,9 @@ struct BulkParams {
   bool reference = false;
   BufferMemory memory = BufferMemory::user;  // fabflow: never replaced (reuse must be 0)
   // The sender writes a pattern that changes per message and the receiver checks it, both
-  // outside the timed sections: every byte of a message up to 64 KiB, a rotating sample of 16
-  // pages and the last page of a larger one (src/bench/message_pattern.h). false: no check
-  // (what it costs, docs/bench-output.md).
+  // outside the timed sections: every byte of a message of up to a page, a rotating sample of
+  // a larger one (one page in 16, at most 16, and the last page; src/bench/message_pattern.h).
+  // false: no check (what it costs, docs/bench-output.md).
   bool verify = true;
 };
 
