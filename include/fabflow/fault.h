@@ -22,6 +22,12 @@ struct FaultPlan {
   unsigned reorder_window = 0;     // > 1: shuffle each run of this many in one poll's output
   std::optional<std::uint64_t> fail_after_posts;  // after n successful posts every post fails
   double corrupt_recv_probability = 0;            // flip one received byte when delivering a recv
+  // Flip one byte of the data the n-th RMA write, RMA read or peer copy moves (counted from 1
+  // over all three, zero-length ones aside; an unsignalled write or read passes the turn to the
+  // next): a write's source byte is flipped while the write is in flight and restored when its
+  // completion is delivered, a read's landed byte when its completion is delivered, a copy's
+  // within the call. Once per transport.
+  std::optional<std::uint64_t> corrupt_rma_op;
   std::optional<std::uint64_t> kill_after_posts;  // call on_kill right after the n-th post
   std::function<void()> on_kill;  // e.g. [] { std::_Exit(1); } in a multi-process test
 };
@@ -31,7 +37,8 @@ struct FaultCounters {
   std::uint64_t posts = 0;        // posts the inner transport accepted
   std::uint64_t agains = 0;       // posts answered again by the plan
   std::uint64_t failures = 0;     // posts answered failed by the plan
-  std::uint64_t corruptions = 0;  // received payloads with a flipped byte
+  std::uint64_t corruptions = 0;  // received payloads and moved RMA data with a flipped byte
+  std::uint64_t rma_ops = 0;      // RMA writes, reads and peer copies the inner one accepted
   std::uint64_t delayed = 0;      // completions held back for at least one poll
   std::uint64_t reordered = 0;    // completions delivered at another place than they arrived
 };

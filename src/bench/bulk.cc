@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
 
 #include "bench/engine.h"
 #include "bench/mapped_buffer.h"
+#include "bench/message_pattern.h"
 #include "common/affinity.h"
 #include "common/bounded_wait.h"
 
@@ -65,7 +67,29 @@ struct Point {
   Protocol protocol;
   std::size_t size;
   std::uint64_t messages;
+  std::uint64_t* seq;  // the run's next message number, the same on both ranks
 };
+
+using bench::MessagePattern;
+
+// Outside the timed sections: the sender writes message `seq`'s pattern into its buffer...
+void stamp(const Point& pt, std::span<std::byte> out, std::uint64_t seq) {
+  if (pt.p.verify) MessagePattern::stamp(out, seq);
+}
+
+// ... and the receiver checks it where it landed; a mismatch is an error naming the message.
+void check(const Point& pt, std::span<const std::byte> in, std::uint64_t seq, const char* phase,
+           std::uint64_t index) {
+  if (!pt.p.verify) return;
+  if (const auto bad = MessagePattern::check(in, seq)) {
+    char bytes[48];
+    std::snprintf(bytes, sizeof bytes, "0x%02x where 0x%02x was sent", bad->got, bad->want);
+    throw Error("bench bulk: " + std::string(bulk::to_string(pt.protocol)) + ", " +
+                std::to_string(pt.size) + " bytes: " + phase + " message " + std::to_string(index) +
+                " from rank " + std::to_string(1 - pt.boot.rank()) + " arrived wrong at offset " +
+                std::to_string(bad->offset) + " (" + bytes + ")");
+  }
+}
 
 // Replaces the buffers whose turn it is (message `i`): both ranks follow the same schedule.
 bool due(const BulkParams& p, std::uint64_t i) { return p.reuse > 0 && i > 0 && i % p.reuse == 0; }
@@ -88,6 +112,13 @@ void sync(bulk::Channel& ch, int rank) {
 double pingpong(const Point& pt) {
   const int rank = pt.boot.rank();
   Buffer out(pt.ch, pt.p.memory, pt.size, rank + 1), in(pt.ch, pt.p.memory, pt.size, rank + 1);
+  // Round trip i (0: the untimed one) carries messages base + 2i (rank 0's) and base + 2i + 1.
+  const std::uint64_t base = *pt.seq;
+  *pt.seq += 2 * (pt.messages + 1);
+  auto mine = [&](std::uint64_t i) { return base + 2 * i + static_cast<std::uint64_t>(rank); };
+  auto theirs = [&](std::uint64_t i) {
+    return base + 2 * i + static_cast<std::uint64_t>(1 - rank);
+  };
   auto once = [&] {
     if (rank == 0) {
       pt.ch.send(1, kTag, out.span(), pt.protocol);
@@ -97,7 +128,9 @@ double pingpong(const Point& pt) {
       pt.ch.send(0, kTag, out.span(), pt.protocol);
     }
   };
+  stamp(pt, out.span(), mine(0));
   once();  // untimed: connections, first registrations
+  check(pt, in.span(), theirs(0), "ping-pong", 0);
   sync(pt.ch, rank);
   pt.ch.reset_stats();
   double ns = 0;
@@ -107,9 +140,11 @@ double pingpong(const Point& pt) {
       in = Buffer(pt.ch, pt.p.memory, pt.size, rank + 1);
       sync(pt.ch, rank);
     }
+    stamp(pt, out.span(), mine(i + 1));
     const std::uint64_t t0 = pt.clock.now();
     once();
     ns += pt.clock.to_ns(pt.clock.now() - t0);
+    check(pt, in.span(), theirs(i + 1), "ping-pong", i + 1);
   }
   return ns / static_cast<double>(pt.messages) / 2;
 }
@@ -124,6 +159,8 @@ double stream(const Point& pt, std::uint64_t* sent, double* cpu) {
   std::vector<Buffer> bufs;
   for (unsigned k = 0; k < w; ++k) bufs.emplace_back(pt.ch, pt.p.memory, pt.size, rank + 1);
   const std::uint64_t total = std::max<std::uint64_t>(pt.messages, w);
+  const std::uint64_t base = *pt.seq;  // message i of the stream is base + i
+  *pt.seq += total;
   std::vector<std::uint64_t> uses(w, 0);
   std::vector<bulk::RequestPtr> reqs(w);
   std::byte none{};
@@ -137,14 +174,18 @@ double stream(const Point& pt, std::uint64_t* sent, double* cpu) {
   sync(pt.ch, rank);
   pt.ch.reset_stats();
   double untimed = 0, untimed_cpu = 0;
-  auto post = [&](unsigned k) {
-    if (uses[k] > 0 && pt.p.reuse > 0 && uses[k] % pt.p.reuse == 0) {
-      const double c0 = thread_cpu_seconds();
-      const std::uint64_t t0 = pt.clock.now();
-      bufs[k] = Buffer(pt.ch, pt.p.memory, pt.size, rank + 1);
-      untimed += pt.clock.to_ns(pt.clock.now() - t0) / 1e9;
-      untimed_cpu += thread_cpu_seconds() - c0;
-    }
+  // Runs `f` outside this rank's timing (its time and CPU time taken out).
+  auto outside = [&](auto&& f) {
+    const double c0 = thread_cpu_seconds();
+    const std::uint64_t t0 = pt.clock.now();
+    f();
+    untimed += pt.clock.to_ns(pt.clock.now() - t0) / 1e9;
+    untimed_cpu += thread_cpu_seconds() - c0;
+  };
+  auto post = [&](unsigned k, std::uint64_t i) {
+    if (uses[k] > 0 && pt.p.reuse > 0 && uses[k] % pt.p.reuse == 0)
+      outside([&] { bufs[k] = Buffer(pt.ch, pt.p.memory, pt.size, rank + 1); });
+    if (rank == 0 && pt.p.verify) outside([&] { stamp(pt, bufs[k].span(), base + i); });
     ++uses[k];
     reqs[k] = rank == 0 ? pt.ch.isend(1, kTag, bufs[k].span(), pt.protocol)
                         : pt.ch.irecv(0, kTag, bufs[k].span());
@@ -152,13 +193,15 @@ double stream(const Point& pt, std::uint64_t* sent, double* cpu) {
   const double c0 = thread_cpu_seconds();
   const std::uint64_t t0 = pt.clock.now();
   std::uint64_t posted = 0;
-  for (unsigned k = 0; k < w && posted < total; ++k, ++posted) post(k);
+  for (unsigned k = 0; k < w && posted < total; ++k, ++posted) post(k, posted);
   // Messages complete in order per tag: wait for the oldest, reuse its slot.
   for (std::uint64_t done = 0; done < total; ++done) {
     const unsigned k = static_cast<unsigned>(done % w);
     pt.ch.wait(reqs[k]);
+    if (rank == 1 && pt.p.verify)
+      outside([&] { check(pt, bufs[k].span(), base + done, "streamed", done); });
     if (posted < total) {
-      post(k);
+      post(k, posted);
       ++posted;
     }
   }
@@ -249,6 +292,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
   bulk::Channel* ch = ends.channel.get();
   result.costs = ch->costs();
   const int rank = boot.rank();
+  std::uint64_t seq = 0;  // the next message's number (MessagePattern), on both ranks
   for (std::size_t size : params.sizes) {
     BulkRow refs;  // what every protocol's row of this size shares: the references
     refs.size = size;
@@ -279,7 +323,7 @@ BulkResult run_bulk(const BulkParams& given, Bootstrap& boot,
         row.unsupported = "eager carries at most the eager limit (" +
                           std::to_string(result.options.eager_limit) + " bytes)";
       if (row.unsupported.empty()) {
-        Point pt{*ch, boot, params, clock, proto, size, messages};
+        Point pt{*ch, boot, params, clock, proto, size, messages, &seq};
         const double half_ns = pingpong(pt);
         const bulk::Counters pp = ch->stats();
         double cpu = 0;

@@ -91,6 +91,10 @@ void print_bulk_header(std::ostream& out, const BulkResult& r) {
                                           " messages")) +
            ")",
        "rendezvous: " + r.rendezvous_path, "registration cache: " + r.cache_state,
+       std::string("what arrived: ") +
+           (p.verify ? "checked by the receiver outside the timed sections (every byte up to "
+                       "4 KiB; of a larger message one page in 16, at most 16, and the last)"
+                     : "not checked (--no-verify)"),
        "ping-pong MB/s: size over half the round trip; stream MB/s: " + std::to_string(p.window) +
            " messages in flight, one way; regs/msg and reg us/msg: both ranks, ping-pong; CPU "
            "ns/B: streaming, each side"});
@@ -152,6 +156,7 @@ void print_bulk_json(std::ostream& out, const BulkResult& r, const BulkRow& row)
   j["depth"] = o.depth;
   j["split_copy_min"] = o.split_copy_min;
   j["window"] = p.window;
+  j["verified"] = p.verify;
   j["rendezvous_path"] = r.rendezvous_path;
   j["cache_state"] = r.cache_state;
   j["costs"] = {{"measured", r.costs.measured},

@@ -64,6 +64,7 @@ BulkEnds open_bulk(const Target& target, Bootstrap& boot, bulk::ChannelOptions c
   BulkEnds e;
   e.transport =
       open_transport(target.transport({Op::send, Op::write, Op::read}, boot.local_address()));
+  if (target.wrap) e.transport = target.wrap(std::move(e.transport));
   e.transport->connect(boot);
   result.env.caps = e.transport->caps();
   co.peer_timeout = std::chrono::milliseconds(target.timeout_ms);

@@ -5,6 +5,7 @@
 #include <fabflow/bench/raw.h>
 #include <fabflow/bootstrap.h>
 #include <fabflow/flow.h>
+#include <fabflow/profile.h>
 #include <fabflow/progress.h>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@
 #include "bench/mapped_buffer.h"
 #include "bench/queue_internal.h"
 #include "common/bounded_wait.h"
+#include "flow/end_base.h"
 #include "flow/socket/socket_queue.h"
 
 namespace fabflow {
@@ -345,6 +347,38 @@ void interleave(const QueueParams& params, const QueueOptions& o, std::size_t si
 }
 
 }  // namespace
+
+// The receives of the CQ-data pool a design keeps posted beside a push2 ring's.
+std::size_t cq_data_pool(const flow::QueueOptions& o) {
+  return o.design.transfer == flow::TransferNotify::imm ? flow::detail::kCounterPool : 0;
+}
+
+// Under a profile, a push2 ring of the automatic size (no --capacity) is sized down to what the
+// profile's receive queue holds beside the design's other receives: the bench sizes what it
+// chose itself, and refuses (receive_queue_refusal) only what the user asked for.
+void fit_profile(const QueueParams& params, const ProviderProfile* prof, flow::QueueOptions& o) {
+  if (!prof || params.capacity != 0 || o.socket || o.design.data != flow::DataFlow::push2) return;
+  const std::size_t pool = cq_data_pool(o);
+  if (prof->rx_depth > pool) o.capacity = std::min(o.capacity, prof->rx_depth - pool);
+}
+
+// Why a profile's receive queue cannot hold the receives design point `o` keeps posted, in the
+// bench's words (the flags that lower them), or "" (no profile, or they fit). The bench sizes
+// the transport's queue itself (rx_depth); a profile's is the hardware provider's, fixed.
+std::string receive_queue_refusal(const ProviderProfile* prof, const flow::QueueOptions& o) {
+  if (!prof) return "";
+  const std::size_t need = flow::required_rx_depth(o);
+  if (need <= prof->rx_depth) return "";
+  std::string what = prof->name + " profile: receive queue of " + std::to_string(prof->rx_depth) +
+                     ", " + o.design.name() + " needs " + std::to_string(need) + " receives posted";
+  if (o.design.data != flow::DataFlow::push2) return what;  // fixed pools: nothing to lower
+  const std::size_t pool = cq_data_pool(o);
+  const std::string beside = pool ? ", beside " + std::to_string(pool) + " for CQ data" : "";
+  if (prof->rx_depth <= pool) return what + " (one per ring slot" + beside + ")";
+  return what + " (one per ring slot" + beside + "): lower --capacity or --recv-pool to " +
+         std::to_string(prof->rx_depth - pool);
+}
+
 }  // namespace queue_detail
 
 std::size_t queue_capacity(const QueueParams& params, std::size_t item_bytes) noexcept {
@@ -378,9 +412,12 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
                                       result.env.cpu_target, ref);
       }
     }
+  std::optional<ProviderProfile> profile;
+  if (!params.target.profile.empty()) profile = load_profile(params.target.profile);
   for (const QueueDesign& d : params.designs)
     for (std::size_t size : params.sizes) {
       flow::QueueOptions o = queue_detail::queue_options(params, d, size);
+      queue_detail::fit_profile(params, profile ? &*profile : nullptr, o);
       TransportOptions to = params.target.transport(
           o.socket ? std::vector<Op>{Op::send} : flow::required_ops(o), boot.local_address());
       to.thread_safe = o.active_producer || o.active_consumer;
@@ -399,6 +436,8 @@ QueueResult run_queue(const QueueParams& params, Bootstrap& boot,
           bench::probe_row(result.env, to, [&](const Capabilities& c) {
             std::string why = separate ? flow::why_unsupported(c, probe_transport(nto), o)
                                        : flow::why_unsupported(c, o);
+            if (why.empty() && !o.socket)
+              why = queue_detail::receive_queue_refusal(profile ? &*profile : nullptr, o);
             if (why.empty() && size > c.max_msg_size && !o.socket)
               why = "item size " + std::to_string(size) + " is above " + c.provider +
                     "'s max_msg_size " + std::to_string(c.max_msg_size);

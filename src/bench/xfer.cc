@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 
 #include "bench/engine.h"
 #include "bench/mapped_buffer.h"
+#include "bench/message_pattern.h"
 #include "common/affinity.h"
 
 namespace fabflow {
@@ -28,20 +30,76 @@ struct Tally {
   std::uint64_t notifications = 0;
 };
 
+using bench::MessagePattern;
+
+// What a point checks (MessagePattern), outside the timed sections. Transfer t of window w is
+// bytes [(w * batch + t) * size, + size) of both ranks' memory. A WRITE batch numbered g (the
+// run's count, `first_batch` the point's first) carries messages g * batch + t: rank 0 writes
+// them into its memory before submitting, rank 1 checks them when the batch's notification
+// arrives, accepting where rank 0 has already overwritten them a later batch of the same window
+// (nothing holds rank 0 back). A READ reads rank 1's memory, written once before the point with
+// messages (first_batch + w) * batch + t: rank 0 spoils its checked bytes before submitting and
+// checks them after the batch completed.
+struct Verify {
+  bool on = false;
+  Direction dir = Direction::write;
+  std::span<std::byte> memory;  // this rank's
+  std::size_t size = 0, batch = 0, windows = 1;
+  std::uint64_t first_batch = 0;
+  std::string what;  // the point, for errors: "write of 8 x 65536 bytes"
+};
+
+std::span<std::byte> transfer_bytes(const Verify& v, std::size_t w, std::size_t t) {
+  return v.memory.subspan((w * v.batch + t) * v.size, v.size);
+}
+
+void check_transfer(const Verify& v, std::span<const std::byte> got, std::uint64_t seq,
+                    std::uint64_t batch_no, std::size_t t, std::uint64_t last_seq) {
+  const std::uint64_t lap = static_cast<std::uint64_t>(v.windows) * v.batch;
+  std::function<bool(std::uint64_t)> later;
+  if (v.dir == Direction::write)
+    later = [&](std::uint64_t s) { return s > seq && s <= last_seq && (s - seq) % lap == 0; };
+  const auto bad = MessagePattern::check(got, seq, later);
+  if (!bad) return;
+  char bytes[48];
+  std::snprintf(bytes, sizeof bytes, "0x%02x where 0x%02x was sent", bad->got, bad->want);
+  throw Error("bench xfer: " + v.what + ": batch " + std::to_string(batch_no) + ", transfer " +
+              std::to_string(t) + " arrived wrong at offset " + std::to_string(bad->offset) + " (" +
+              bytes + ")");
+}
+
 // The batches of one point: rank 0 submits `n` batches (plus `warm` untimed ones first), batch i
 // the transfers of windows[i % windows.size()], and waits for each; rank 1 takes one
 // notification per batch. Rank 0's batch times go to *batch_ns and the measured seconds are
-// returned (0 on rank 1).
+// returned (0 on rank 1); the checks' time is taken out of both (and out of the CPU times).
 double run_point(bulk::Engine& e, Bootstrap& boot,
                  const std::vector<std::vector<bulk::TransferRequest>>& windows, std::uint64_t warm,
-                 std::uint64_t n, std::vector<double>* batch_ns, Tally* mine) {
+                 std::uint64_t n, const Verify& v, std::vector<double>* batch_ns, Tally* mine) {
   const bool initiator = boot.rank() == 0;
+  if (v.on && v.dir == Direction::read) {
+    if (!initiator)
+      for (std::size_t w = 0; w < v.windows; ++w)
+        for (std::size_t t = 0; t < v.batch; ++t)
+          MessagePattern::stamp(transfer_bytes(v, w, t), (v.first_batch + w) * v.batch + t);
+    boot.barrier([&] { e.progress(); });
+  }
   double seconds = 0;
   for (int phase = 0; phase < 2; ++phase) {
     const std::uint64_t count = phase == 0 ? warm : n;
+    const std::uint64_t g0 = v.first_batch + (phase == 0 ? 0 : warm);  // batch 0's number
+    const std::uint64_t last_seq = (g0 + count) * v.batch - 1;
+    double untimed_s = 0, untimed_cpu = 0;
+    auto outside = [&](auto&& f) {
+      const double c = thread_cpu_seconds();
+      const auto s = std::chrono::steady_clock::now();
+      f();
+      untimed_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
+      untimed_cpu += thread_cpu_seconds() - c;
+    };
     const double cpu0 = thread_cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < count; ++i) {
+      const std::size_t w = static_cast<std::size_t>(i % windows.size());
       if (!initiator) {
         const bulk::Notification note = e.wait_notification();
         if (note.peer != 0 || note.tag != i)
@@ -49,20 +107,42 @@ double run_point(bulk::Engine& e, Bootstrap& boot,
                                  " from rank " + std::to_string(note.peer) + ", expected " +
                                  std::to_string(i) + " from rank 0");
         ++mine->notifications;
+        if (v.on && v.dir == Direction::write)
+          outside([&] {
+            for (std::size_t t = 0; t < v.batch; ++t)
+              check_transfer(v, transfer_bytes(v, w, t), (g0 + i) * v.batch + t, g0 + i, t,
+                             last_seq);
+          });
         continue;
       }
+      if (v.on)
+        outside([&] {
+          for (std::size_t t = 0; t < v.batch; ++t) {
+            if (v.dir == Direction::write)
+              MessagePattern::stamp(transfer_bytes(v, w, t), (g0 + i) * v.batch + t);
+            else
+              MessagePattern::spoil(transfer_bytes(v, w, t), (v.first_batch + w) * v.batch + t);
+          }
+        });
       const auto s0 = std::chrono::steady_clock::now();
-      const bulk::Handle h = e.submit(windows[i % windows.size()], i);
+      const bulk::Handle h = e.submit(windows[w], i);
       if (e.wait(h) != Status::ok) throw Error("bench xfer: " + e.error(h));
       e.release(h);
       if (phase == 1)
         batch_ns->push_back(
             std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - s0)
                 .count());
+      if (v.on && v.dir == Direction::read)
+        outside([&] {
+          for (std::size_t t = 0; t < v.batch; ++t)
+            check_transfer(v, transfer_bytes(v, w, t), (v.first_batch + w) * v.batch + t, g0 + i, t,
+                           0);
+        });
     }
     if (phase == 1) {
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      mine->cpu_s = thread_cpu_seconds() - cpu0;
+      seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - untimed_s;
+      mine->cpu_s = thread_cpu_seconds() - cpu0 - untimed_cpu;
     }
     // Both ranks end the phase together: rank 1 has taken every notification, so no batch of
     // this phase is in flight when the next begins.
@@ -132,6 +212,7 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
   std::vector<Transport*> endpoints;
   for (std::size_t e = 0; e < params.endpoints; ++e) {
     transports.push_back(open_transport(to));
+    if (params.target.wrap) transports.back() = params.target.wrap(std::move(transports.back()));
     transports.back()->connect(boot);
     endpoints.push_back(transports.back().get());
   }
@@ -142,6 +223,7 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
   bulk::Engine engine(endpoints, boot, eo);
   const int peer = 1 - boot.rank();
   const std::size_t largest_batch = *std::max_element(params.batches.begin(), params.batches.end());
+  std::uint64_t next_batch = 0;  // the run's batch count (Verify), the same on both ranks
   for (std::size_t size : params.sizes) {
     // Every batch size of this transfer size walks through the same memory, the largest
     // batch's (at most kFootprint): a small batch is not favoured by a cache-hot region.
@@ -170,10 +252,21 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
             }
           std::vector<double> batch_ns;
           Tally tally;
+          const std::uint64_t warm = std::max<std::uint64_t>(1, n / 10);
+          Verify v;
+          v.on = params.verify;
+          v.dir = dir;
+          v.memory = {mine->data(), size * batch * windows};
+          v.size = size;
+          v.batch = batch;
+          v.windows = windows;
+          v.first_batch = next_batch;
+          v.what = std::string(bulk::kDirectionNames.name(dir)) + " of " + std::to_string(batch) +
+                   " x " + std::to_string(size) + " bytes";
+          next_batch += warm + n + windows;
           const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
           const std::vector<std::uint64_t> ops_before = engine.endpoint_operations();
-          const double seconds = run_point(
-              engine, boot, requests, std::max<std::uint64_t>(1, n / 10), n, &batch_ns, &tally);
+          const double seconds = run_point(engine, boot, requests, warm, n, v, &batch_ns, &tally);
           const auto tallies = allgather_value(boot, tally, "bench xfer: tally");
           if (tallies[1].notifications != n + std::max<std::uint64_t>(1, n / 10))
             throw PeerError(1, "bench xfer: rank 1 took " +

@@ -24,6 +24,11 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
            " operations in flight at most per endpoint; " + std::to_string(p.endpoints) +
            (p.endpoints > 1 ? " endpoints (transfers striped over those reaching both memories)"
                             : " endpoint"),
+       std::string("what arrived: ") +
+           (p.verify
+                ? "checked where it landed, outside the timed sections (every byte of a "
+                  "transfer up to 4 KiB; of a larger one one page in 16, at most 16, and the last)"
+                : "not checked (--no-verify)"),
        "MB/s = 10^6 bytes/s of transfers; op: the largest operation a transfer was posted in "
        "(the engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
        "completion at rank 0; CPU: ns per byte on rank 0 | rank 1" +
@@ -89,6 +94,7 @@ void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row)
   j["batch"] = row.batch;
   j["max_outstanding"] = r.params.max_outstanding;
   j["endpoints"] = r.params.endpoints;
+  j["verified"] = r.params.verify;
   j["operation_size"] = row.operation_size;
   j["max_operation"] = row.max_operation;
   if (report::print_if_unsupported(out, j, row.unsupported)) return;

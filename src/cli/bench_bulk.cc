@@ -28,6 +28,7 @@ struct BulkFlags : CommonFlags {
   unsigned window = 8;
   std::string bytes = "256M";
   bool reference = false;
+  bool no_verify = false;
   bool keep_memlock = false;
   std::string memory = "user";
 };
@@ -88,6 +89,7 @@ BulkValidated validate(const BulkFlags& f) {
   p.window = f.window;
   p.bytes_per_point = bytes_per_point(f.bytes);
   p.reference = f.reference;
+  p.verify = !f.no_verify;
   p.memory = parse_name<BufferMemory>(f.memory).value();  // checked by the parser
   if (p.memory == BufferMemory::fabflow && p.reuse > 0)
     throw UsageError("--reuse replaces user buffers; --memory fabflow keeps the channel's memory");
@@ -153,6 +155,9 @@ Runner add_bench_bulk(CLI::App* app, const Invocation& self) {
   app->add_flag("--reference", f->reference,
                 "also measure memcpy, the copy ping-pong (one memcpy per message between two "
                 "threads on the ranks' CPUs) and the raw streaming RMA write of each size");
+  app->add_flag("--no-verify", f->no_verify,
+                "skip checking what arrived (by default the sender writes a pattern that changes "
+                "per message and the receiver checks it, outside the timed sections)");
   add_choice<BufferMemory>(*app, "--memory", f->memory,
                            "buffers in user memory (default) or in fabflow's, registered once "
                            "(on local: one copy through the peer's mapping)");

@@ -22,6 +22,7 @@ struct XferFlags : CommonFlags {
   std::size_t endpoints = 1;
   std::string operation_sizes = "0";
   bool reference = false;
+  bool no_verify = false;
 };
 
 using XferValidated = Checked<XferParams>;
@@ -57,6 +58,7 @@ XferValidated validate(const XferFlags& f) {
       throw UsageError("--operation-size takes 0 (the engine's default) or 4K .. 1G, not " +
                        std::to_string(op) + " bytes");
   p.reference = f.reference;
+  p.verify = !f.no_verify;
   p.target = flags_target(f);
   v.providers = providers_to_run(f);
   return v;
@@ -110,6 +112,9 @@ Runner add_bench_xfer(CLI::App* app, const Invocation& self) {
                 "add, in the same run, a memcpy of the batch's bytes (the ceiling on local), "
                 "the two-sided best of each size (bench bulk's fastest protocol) and the "
                 "provider's raw RMA write of that size (bench bulk's raw write)");
+  app->add_flag("--no-verify", f->no_verify,
+                "skip checking what arrived (by default rank 0 writes a pattern that changes per "
+                "batch and the side the bytes land on checks it, outside the timed sections)");
   return rank_or_launch(f, self, run_xfer_rank);
 }
 

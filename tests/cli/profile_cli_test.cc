@@ -93,6 +93,28 @@ TEST(ProfileCli, TheProfileNamesWhatItLacks) {
   EXPECT_EQ(row["unsupported"], "profile cxi (cxi) has no writedata (capabilities.ops)");
 }
 
+// cxi's receive queue holds 512 receives: a push2 ring the bench sizes itself (no --capacity)
+// is sized down to it and runs; one of 1024 asked for is refused in one line naming the
+// profile, its limit, what the design needs and the flags that lower it.
+TEST(ProfileCli, APush2RingFitsTheProfilesReceiveQueueOrIsRefusedNamingIt) {
+  CliResult fit = run_cli({"fabflow", "bench", "queue", "-p", "local", "--profile", "cxi",
+                           "--design", "push2-event-pull", "--items", "200", "--json"},
+                          60s);
+  ASSERT_EQ(fit.status, 0) << fit.err;
+  const auto row = nlohmann::json::parse(lines(fit.out).at(0));
+  EXPECT_FALSE(row.contains("unsupported")) << row.dump();
+  EXPECT_EQ(row["capacity"], 512);
+  EXPECT_EQ(row["items"], 200);
+  CliResult asked =
+      run_cli({"fabflow", "bench", "queue", "-p", "local", "--profile", "cxi", "--design",
+               "push2-event-pull", "--capacity", "1024", "--items", "200", "--json"},
+              60s);
+  ASSERT_EQ(asked.status, 0) << asked.err;
+  EXPECT_EQ(nlohmann::json::parse(lines(asked.out).at(0))["unsupported"],
+            "cxi profile: receive queue of 512, push2-event-pull needs 1024 receives posted (one "
+            "per ring slot): lower --capacity or --recv-pool to 512");
+}
+
 // The other families under every profile: they complete, each design verified or refused
 // with its reason (bulk on shm: local cannot register user memory for a peer, which the
 // profiles' providers do; docs/portability.md). Family defaults, but kv's shorter run.

@@ -11,7 +11,8 @@
 
 #include "support/run_cli.h"
 
-namespace fabflow {
+// A namespace of its own: the unity build puts this file beside others with a kTimeout.
+namespace fabflow::stopped_peer {
 namespace {
 
 using namespace std::chrono_literals;
@@ -77,4 +78,4 @@ INSTANTIATE_TEST_SUITE_P(Cli, StoppedPeer,
                          });
 
 }  // namespace
-}  // namespace fabflow
+}  // namespace fabflow::stopped_peer

@@ -410,6 +410,45 @@ TEST(FaultTransport, CorruptsAtTheConfiguredRateOnlyAtDelivery) {
   EXPECT_NEAR(static_cast<double>(corrupted) / kMessages, 0.25, 0.04);
 }
 
+// corrupt_rma_op 3: of the RMA operations (writes and reads, counted together), the third moves
+// one flipped byte and no other does; a write's source is restored once its completion is
+// delivered, a read's byte is flipped only then.
+TEST(FaultTransport, CorruptsOneByteOfTheNthRmaOperationOnly) {
+  constexpr std::size_t kLen = 256;
+  for (bool third_is_read : {false, true}) {
+    auto w = wrap({.seed = 5, .corrupt_rma_op = 3});
+    Transport& t = *w.transport;
+    std::vector<std::byte> src(kLen), dst(kLen), back(kLen);
+    for (std::size_t i = 0; i < kLen; ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+    const std::vector<std::byte> pristine = src;
+    auto mr = t.register_memory(dst.data(), kLen, kAllAccess);
+    RemoteMemory remote = t.import_key(0, t.export_key(*mr));
+    auto differing = [&](const std::vector<std::byte>& a) {
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < kLen; ++i) n += a[i] != pristine[i];
+      return n;
+    };
+    for (std::uint64_t op = 1; op <= 4; ++op) {
+      std::fill(dst.begin(), dst.end(), std::byte{0});
+      std::fill(back.begin(), back.end(), std::byte{0});
+      if (op == 3 && third_is_read) {
+        std::memcpy(dst.data(), src.data(), kLen);
+        ASSERT_EQ(t.post_read(0, back.data(), kLen, nullptr, remote, 0, op, kSignal), Status::ok);
+        EXPECT_EQ(differing(back), 0u) << "flipped before the completion was delivered";
+        ASSERT_EQ(drain(t, false).size(), 1u);
+        EXPECT_EQ(differing(back), 1u);
+        continue;
+      }
+      ASSERT_EQ(t.post_write(0, src.data(), kLen, nullptr, remote, 0, op, kSignal), Status::ok);
+      EXPECT_EQ(differing(dst), op == 3 ? 1u : 0u) << "write " << op;
+      ASSERT_EQ(drain(t, false).size(), 1u);
+      EXPECT_EQ(differing(src), 0u) << "the source of write " << op << " is not restored";
+    }
+    EXPECT_EQ(w.counters().corruptions, 1u);
+    EXPECT_EQ(w.counters().rma_ops, 4u);
+  }
+}
+
 TEST(FaultTransport, CallsTheKillCallbackOnceAfterNPosts) {
   int kills = 0;
   auto w = wrap({.kill_after_posts = 3, .on_kill = [&] { ++kills; }});

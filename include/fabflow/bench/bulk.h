@@ -50,6 +50,11 @@ struct BulkParams {
   std::optional<std::size_t> split_copy_min;
   bool reference = false;
   BufferMemory memory = BufferMemory::user;  // fabflow: never replaced (reuse must be 0)
+  // The sender writes a pattern that changes per message and the receiver checks it, both
+  // outside the timed sections: every byte of a message of up to a page, a rotating sample of
+  // a larger one (one page in 16, at most 16, and the last page; src/bench/message_pattern.h).
+  // false: no check (what it costs, docs/bench-output.md).
+  bool verify = true;
 };
 
 struct BulkRow {

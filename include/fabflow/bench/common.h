@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -188,6 +189,9 @@ struct Target {
   bool pin = true;         // pin the threads a family starts next to `cpu`
   std::uint64_t timeout_ms = 10000;  // no progress for this long: fail
   std::string profile;  // a provider profile the transports are held to (TransportOptions::profile)
+  // Put around each transport the families that move bulk data (bulk, xfer) open, before it
+  // connects: a test's fault wrapper (fabflow/fault.h). Empty: none.
+  std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)> wrap;
 
   // Options for a transport of this target that performs `ops`, bound to the bootstrap's
   // address (`node`: a veth in a namespace); depths and threading stay the defaults.

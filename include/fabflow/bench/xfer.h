@@ -37,6 +37,12 @@ struct XferParams {
   // most this many bytes (0: the engine's default, the transport's preferred size).
   std::vector<std::size_t> operation_sizes{0};
   bool reference = false;
+  // Every transfer carries a pattern that changes per batch, checked where it lands outside
+  // the timed sections (a WRITE's by rank 1 at the batch's notification, a READ's by rank 0
+  // when the batch completed): every byte of a transfer of up to a page, a rotating sample of a
+  // larger one (one page in 16, at most 16, and the last page; src/bench/message_pattern.h).
+  // false: no check.
+  bool verify = true;
 };
 
 struct XferRow {

@@ -78,14 +78,57 @@ Status FaultTransport::post_write(int peer, const void* buf, std::size_t len, vo
                                   const RemoteMemory& dst, std::uint64_t offset,
                                   std::uint64_t context, unsigned flags,
                                   std::optional<std::uint64_t> imm) noexcept {
-  return post(
-      [&] { return inner_->post_write(peer, buf, len, desc, dst, offset, context, flags, imm); });
+  return post([&] {
+    const bool corrupt = (flags & kSignal) && corrupt_this_rma(len);
+    std::byte* src = static_cast<std::byte*>(const_cast<void*>(buf));
+    const std::size_t at = corrupt ? rng_() % len : 0;
+    const std::byte flip = static_cast<std::byte>(1 + rng_() % 255);
+    if (corrupt) src[at] ^= flip;
+    const Status s = inner_->post_write(peer, buf, len, desc, dst, offset, context, flags, imm);
+    if (corrupt && s != Status::ok) src[at] ^= flip;
+    if (s == Status::ok && len > 0) ++counters_.rma_ops;
+    if (corrupt && s == Status::ok) rma_ = CorruptRma{context, src + at, flip, true};
+    return s;
+  });
 }
 
 Status FaultTransport::post_read(int peer, void* buf, std::size_t len, void* desc,
                                  const RemoteMemory& src, std::uint64_t offset,
                                  std::uint64_t context, unsigned flags) noexcept {
-  return post([&] { return inner_->post_read(peer, buf, len, desc, src, offset, context, flags); });
+  return post([&] {
+    const bool corrupt = (flags & kSignal) && corrupt_this_rma(len);
+    const Status s = inner_->post_read(peer, buf, len, desc, src, offset, context, flags);
+    if (s == Status::ok && len > 0) ++counters_.rma_ops;
+    if (corrupt && s == Status::ok)
+      rma_ = CorruptRma{context, static_cast<std::byte*>(buf) + rng_() % len,
+                        static_cast<std::byte>(1 + rng_() % 255), false};
+    return s;
+  });
+}
+
+Status FaultTransport::copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
+                                 std::size_t len) noexcept {
+  const bool corrupt = corrupt_this_rma(len);
+  std::byte* bytes = static_cast<std::byte*>(buf);
+  const std::size_t at = corrupt ? rng_() % len : 0;
+  const std::byte flip = static_cast<std::byte>(1 + rng_() % 255);
+  if (corrupt && dir == PeerCopy::write) bytes[at] ^= flip;
+  const Status s = inner_->copy_peer(peer, dir, buf, addr, len);
+  if (corrupt) {
+    bytes[at] ^= flip;  // a write's source restored, a read's landed byte flipped
+    if (s == Status::ok) {
+      ++counters_.corruptions;
+      plan_.corrupt_rma_op.reset();
+    }
+    if (s != Status::ok && dir == PeerCopy::read) bytes[at] ^= flip;
+  }
+  if (s == Status::ok && len > 0) ++counters_.rma_ops;
+  if (s == Status::failed) error_ = inner_->last_error();
+  return s;
+}
+
+bool FaultTransport::corrupt_this_rma(std::size_t len) noexcept {
+  return len > 0 && plan_.corrupt_rma_op && !rma_ && counters_.rma_ops + 1 >= *plan_.corrupt_rma_op;
 }
 
 Status FaultTransport::post_atomic(int peer, AtomicOp op, std::uint64_t operand,
@@ -117,6 +160,8 @@ int FaultTransport::poll(Queue& queue, bool rx, std::span<Completion> out) noexc
     queue.held.pop_front();
   }
   reorder(out.first(k));
+  if (!rx && rma_)
+    for (const Completion& c : out.first(k)) deliver_rma(c);
   if (rx && plan_.corrupt_recv_probability > 0)
     for (const Completion& c : out.first(k)) deliver_recv(c);
   return static_cast<int>(k);
@@ -151,6 +196,16 @@ void FaultTransport::deliver_recv(const Completion& c) noexcept {
   if (uniform() >= plan_.corrupt_recv_probability) return;
   buf.data[rng_() % landed] ^= static_cast<std::byte>(1 + rng_() % 255);
   ++counters_.corruptions;
+}
+
+void FaultTransport::deliver_rma(const Completion& c) noexcept {
+  if (!rma_ || rma_->context != c.context ||
+      (c.kind != CompletionKind::write && c.kind != CompletionKind::read))
+    return;
+  *rma_->byte ^= rma_->flip;  // a write's source restored, a read's landed byte flipped
+  ++counters_.corruptions;
+  plan_.corrupt_rma_op.reset();
+  rma_.reset();
 }
 
 std::unique_ptr<Transport> make_fault_transport(std::unique_ptr<Transport> inner, FaultPlan plan) {

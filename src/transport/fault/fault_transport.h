@@ -50,13 +50,9 @@ class FaultTransport final : public ForwardingTransport {
 
   int poll_tx(std::span<Completion> out) noexcept override { return poll(tx_, false, out); }
   int poll_rx(std::span<Completion> out) noexcept override { return poll(rx_, true, out); }
-  // Cross-memory attach passes through (no fault is injected into it).
+  // Cross-memory attach passes through; only corrupt_rma_op touches what it moves.
   Status copy_peer(int peer, PeerCopy dir, void* buf, std::uint64_t addr,
-                   std::size_t len) noexcept override {
-    const Status s = inner_->copy_peer(peer, dir, buf, addr, len);
-    if (s == Status::failed) error_ = inner_->last_error();
-    return s;
-  }
+                   std::size_t len) noexcept override;
   const std::string& last_error() const noexcept override { return error_; }
 
  private:
@@ -72,12 +68,22 @@ class FaultTransport final : public ForwardingTransport {
     std::byte* data;
     std::size_t size;
   };
+  // The one RMA operation corrupt_rma_op picked, until its completion is delivered.
+  struct CorruptRma {
+    std::uint64_t context;
+    std::byte* byte;  // the flipped source byte (a write) or the byte to flip (a read)
+    std::byte flip;
+    bool write;
+  };
 
   template <class Forward>
   Status post(Forward&& forward) noexcept;
   int poll(Queue& queue, bool rx, std::span<Completion> out) noexcept;
   void reorder(std::span<Completion> batch) noexcept;
   void deliver_recv(const Completion& c) noexcept;
+  // Whether the RMA operation accepted now is the one to corrupt (counts it).
+  bool corrupt_this_rma(std::size_t len) noexcept;
+  void deliver_rma(const Completion& c) noexcept;
   double uniform() noexcept { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
   void refresh_caps() {
     caps_ = inner_->caps();
@@ -95,6 +101,7 @@ class FaultTransport final : public ForwardingTransport {
   Queue tx_;
   Queue rx_;
   std::multimap<std::uint64_t, RecvBuffer> recvs_;  // posted recvs by context, FIFO per context
+  std::optional<CorruptRma> rma_;
   std::vector<Completion> scratch_;
   std::vector<std::size_t> perm_;
 };
