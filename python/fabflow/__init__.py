@@ -18,8 +18,8 @@ with the C++ library's message. fabflow.results.load(path) reads the JSON lines 
 """
 
 from . import results
-from ._fabflow import (Bulk, BulkRequest, Error, KVClient, KVServer, Producer, Rank, Requester,
-                       Responder, info, thread_ranks, version)
+from ._fabflow import (Bulk, BulkRequest, Error, KVClient, KVServer, Node, PeerError, Producer,
+                       Rank, Requester, Responder, info, thread_ranks, version)
 from ._fabflow import Consumer as _Consumer
 
 
@@ -65,5 +65,6 @@ class Consumer(_Consumer):
         return _Peeked(self)
 
 
-__all__ = ["Bulk", "BulkRequest", "Consumer", "Error", "KVClient", "KVServer", "Producer", "Rank",
-           "Requester", "Responder", "info", "results", "thread_ranks", "version"]
+__all__ = ["Bulk", "BulkRequest", "Consumer", "Error", "KVClient", "KVServer", "Node", "PeerError",
+           "Producer", "Rank", "Requester", "Responder", "info", "results", "thread_ranks",
+           "version"]

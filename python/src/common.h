@@ -27,6 +27,10 @@ struct Rank {
   int size() const { return boot->size(); }
 };
 
+// A call's failure as the exception Python sees: fabflow.PeerError naming the peer when the
+// bootstrap knows one vanished or went silent (its word, else `text`), fabflow.Error otherwise.
+[[noreturn]] void raise_failure(Bootstrap& boot, const std::string& what, const std::string& text);
+
 // A connected transport for `ops` over every rank of `boot` (collective). Call without the GIL.
 std::unique_ptr<Transport> open_connected(Bootstrap& boot, const std::string& provider,
                                           std::vector<Op> ops, std::size_t rx_depth = 256);

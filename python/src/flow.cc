@@ -69,7 +69,7 @@ struct QueueEnd {
     transport = open_connected(*boot, provider, flow::required_ops(o), flow::required_rx_depth(o));
   }
   void check(Status s, const char* what) const {
-    if (s == Status::failed) throw Error(std::string("fabflow: ") + what + ": " + end->error());
+    if (s == Status::failed) raise_failure(*boot, what, end->error());
     if (s != Status::ok)
       throw Error(std::string("fabflow: ") + what + ": " + std::string(to_string(s)));
   }

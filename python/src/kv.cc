@@ -194,11 +194,8 @@ struct KVClient {
       if (s == Status::empty && (++polls & 1023u) == 0 && boot->peer_failed()) peer_gone = true;
       return s != Status::empty || peer_gone;
     });
-    if (peer_gone) {
-      const auto f = boot->failure();
-      throw Error(std::string("fabflow: ") + what + ": " + (f ? f->what : "a peer vanished"));
-    }
-    if (s != Status::ok) throw Error(std::string("fabflow: ") + what + ": " + c.error());
+    if (peer_gone) raise_failure(*boot, what, "a peer vanished");
+    if (s != Status::ok) raise_failure(*boot, what, c.error());
     outstanding = false;
     if (got && result.code == kv::Code::ok)
       *got = py::bytes(reinterpret_cast<const char*>(result.value.data()), result.value.size());

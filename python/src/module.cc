@@ -3,6 +3,7 @@
 // parts registered by flow.cc, rr.cc, bulk.cc and kv.cc. Every call that waits releases the GIL
 // and honours KeyboardInterrupt; fabflow's errors become fabflow.Error with the C++ message.
 #include <fabflow/launcher.h>
+#include <fabflow/node.h>
 #include <fabflow/version.h>
 
 #include <pybind11/stl.h>
@@ -77,6 +78,14 @@ void Wait::check(const std::string& what) const {
   }
 }
 
+void raise_failure(Bootstrap& boot, const std::string& what, const std::string& text) {
+  if (boot.peer_failed()) {
+    const auto f = boot.failure();
+    throw PeerError(f ? f->rank : -1, "fabflow: " + what + ": " + (f ? f->what : text));
+  }
+  throw Error("fabflow: " + what + ": " + text);
+}
+
 std::optional<double> checked_timeout(std::optional<double> seconds, const char* what) {
   if (seconds && !(*seconds > 0 && std::isfinite(*seconds)))
     throw UsageError(std::string("fabflow: ") + what +
@@ -102,6 +111,54 @@ std::vector<Rank> thread_ranks(int n) {
   std::vector<Rank> out;
   for (auto& b : make_thread_bootstraps(n)) out.push_back(Rank{std::move(b)});
   return out;
+}
+
+// A Node's connection as a Rank of a two-rank job: every pattern opens over it as between the
+// ranks of a job. `rank`: this side's rank in the session (None: 0 accepting, 1 connecting); the
+// other side must take the other one. The Rank keeps its Peer alive.
+Rank rank_of_peer(std::unique_ptr<Peer> peer, std::optional<int> rank) {
+  std::shared_ptr<Peer> owner(std::move(peer));
+  Bootstrap& session = rank ? owner->bootstrap_as(*rank) : owner->bootstrap();
+  return Rank{std::shared_ptr<Bootstrap>(owner, &session)};
+}
+
+std::chrono::milliseconds node_ms(double seconds, const char* what) {
+  checked_timeout(seconds, what);
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+std::unique_ptr<Node> make_node(std::optional<std::string> secret, double timeout) {
+  NodeOptions o;
+  if (secret) o.secret = *secret;
+  o.timeout = node_ms(timeout, "Node");
+  return std::make_unique<Node>(std::move(o));
+}
+
+std::string node_listen(Node& n, const std::string& address) {
+  py::gil_scoped_release unlocked;
+  n.listen(address);
+  return n.address();
+}
+
+std::optional<Rank> node_accept(Node& n, double timeout, std::optional<int> rank) {
+  const auto ms = node_ms(timeout, "Node.accept");
+  std::unique_ptr<Peer> peer;
+  {
+    py::gil_scoped_release unlocked;
+    peer = n.accept(ms);
+  }
+  if (!peer) return std::nullopt;
+  return rank_of_peer(std::move(peer), rank);
+}
+
+Rank node_connect(Node& n, const std::string& address, double timeout, std::optional<int> rank) {
+  const auto ms = node_ms(timeout, "Node.connect");
+  std::unique_ptr<Peer> peer;
+  {
+    py::gil_scoped_release unlocked;
+    peer = n.connect(address, ms);
+  }
+  return rank_of_peer(std::move(peer), rank);
 }
 
 void barrier(Rank& r) {
@@ -159,9 +216,14 @@ PYBIND11_MODULE(_fabflow, m) {
   static py::exception<fabflow::Error> error(m, "Error", PyExc_RuntimeError);
   error.doc() = "A fabflow failure; the message is the C++ library's.";
   error.attr("__module__") = "fabflow";  // tracebacks say fabflow.Error, not fabflow._fabflow.Error
+  static py::exception<fabflow::PeerError> peer_error(m, "PeerError", error.ptr());
+  peer_error.doc() = "A peer of this process vanished, stopped answering or broke the protocol.";
+  peer_error.attr("__module__") = "fabflow";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const fabflow::PeerError& e) {
+      peer_error(e.what());
     } catch (const fabflow::Error& e) {
       error(e.what());
     }
@@ -179,6 +241,26 @@ PYBIND11_MODULE(_fabflow, m) {
       .def_property_readonly("rank", &Rank::rank, "This rank's number, 0..size-1.")
       .def_property_readonly("size", &Rank::size, "How many ranks the job has.")
       .def("barrier", &barrier, "Waits until every rank reached it.");
+  py::class_<fabflow::Node>(
+      m, "Node",
+      "Run-time connections (docs/bootstrap.md): listen and accept, or connect, for "
+      "as long as it lives; each connection is a Rank of a two-rank job over which "
+      "every pattern opens.")
+      .def(py::init(&make_node), py::arg("secret") = py::none(), py::arg("timeout") = 8.0,
+           "secret: the shared secret (None: FABFLOW_SECRET or FABFLOW_SECRET_FILE). timeout: "
+           "a session's bound in seconds, its silence bound too.")
+      .def("listen", &node_listen, py::arg("address"),
+           "Listens on 'host:port' (port 0: any free one); returns the address it listens on.")
+      .def_property_readonly("address", &fabflow::Node::address,
+                             "Where it listens ('' before listen).")
+      .def("accept", &node_accept, py::arg("timeout") = 30.0, py::arg("rank") = py::none(),
+           "The next peer that connects and proves the secret, as a Rank (0 unless `rank` "
+           "says otherwise), or None when none came within `timeout` seconds.")
+      .def("connect", &node_connect, py::arg("address"), py::arg("timeout") = 10.0,
+           py::arg("rank") = py::none(),
+           "Connects to a listening Node; the session as a Rank (1 unless `rank` says otherwise).")
+      .def_property_readonly("refused", &fabflow::Node::refused,
+                             "Connections dropped during their handshake so far.");
   m.def("thread_ranks", &thread_ranks, py::arg("n"),
         "n ranks of this one process, each to be used by its own thread (tests, notebooks).");
 

@@ -39,11 +39,9 @@ void check_requesters(const Rank& r, int requesters, const char* what) {
                      std::to_string(r.size() - 1) + " (the other ranks respond)");
 }
 
-// The bootstrap's word on a vanished peer, as an Error; nothing while every peer is there.
+// The bootstrap's word on a vanished peer, as a PeerError; nothing while every peer is there.
 void check_peers(Bootstrap& boot, const char* what) {
-  if (!boot.peer_failed()) return;
-  const auto f = boot.failure();
-  throw Error(std::string("fabflow: ") + what + ": " + (f ? f->what : "a peer vanished"));
+  if (boot.peer_failed()) raise_failure(boot, what, "a peer vanished");
 }
 
 struct Requester {
@@ -98,7 +96,7 @@ struct Requester {
       py::gil_scoped_release unlocked;
       s = ch.submit(0, responder, b.bytes().size());
     }
-    if (s != Status::ok) throw Error("fabflow: call: " + ch.error());
+    if (s != Status::ok) raise_failure(*boot, "call", ch.error());
     outstanding = true;
     rr::Response response;
     Wait wait(timeout);
@@ -110,7 +108,7 @@ struct Requester {
       return s != Status::empty || peer_gone;
     });
     if (peer_gone) check_peers(*boot, "call");
-    if (s != Status::ok) throw Error("fabflow: call: " + ch.error());
+    if (s != Status::ok) raise_failure(*boot, "call", ch.error());
     outstanding = false;
     py::bytes out(reinterpret_cast<const char*>(response.data.data()), response.data.size());
     {
@@ -204,7 +202,7 @@ struct Responder {
     if (raised) throw std::move(*raised);
     if (refused) throw UsageError(*refused);
     if (peer_gone) check_peers(*boot, "serve");
-    if (s == Status::failed) throw Error("fabflow: serve: " + channel->error());
+    if (s == Status::failed) raise_failure(*boot, "serve", channel->error());
     {
       py::gil_scoped_release unlocked;
       boot->barrier([this] { transport->progress(); });

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <deque>
 #include <optional>
@@ -107,6 +108,23 @@ std::optional<Frame> node_read_frame(int fd, FrameBuffer& in, SteadyClock::time_
   }
 }
 
+// `text` with "rank 0" and "rank 1" exchanged (a failure's line as the mirrored view names them).
+std::string swap_rank_names(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool digit_follows =
+        i + 6 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 6]));
+    if (text.compare(i, 5, "rank ") == 0 && i + 5 < text.size() &&
+        (text[i + 5] == '0' || text[i + 5] == '1') && !digit_follows) {
+      out += text[i + 5] == '0' ? "rank 1" : "rank 0";
+      i += 5;
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 // A two-rank session with its ranks swapped: rank r of the view is rank 1 - r of the session.
 class SwappedSession final : public Bootstrap {
  public:
@@ -123,7 +141,9 @@ class SwappedSession final : public Bootstrap {
   bool peer_failed() override { return in_.peer_failed(); }
   std::optional<Failure> failure() override {
     auto f = in_.failure();
-    if (f && (f->rank == 0 || f->rank == 1)) f->rank = 1 - f->rank;
+    if (!f) return f;
+    if (f->rank == 0 || f->rank == 1) f->rank = 1 - f->rank;
+    f->what = swap_rank_names(f->what);
     return f;
   }
   std::vector<Silence> silent_peers(std::chrono::milliseconds at_least) override {
