@@ -178,7 +178,8 @@ void Coordinator::Relay::run(int wake_fd, const std::atomic<bool>& stop,
 
 void Coordinator::Relay::accept_all(SteadyClock::time_point now) {
   for (;;) {
-    Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    Fd fd =
+        no_delay(Fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)));
     if (!fd) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         listen_paused_until_ = now + std::chrono::milliseconds(100);

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -159,6 +160,12 @@ Fd adopt_listener(Fd fd) {
   return fd;
 }
 
+Fd no_delay(Fd fd) {
+  const int one = 1;
+  if (fd) ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
 Fd connect_until(const sockaddr_in& addr, const std::string& label,
                  SteadyClock::time_point deadline, std::chrono::milliseconds timeout) {
   auto backoff = std::chrono::milliseconds(5);
@@ -166,7 +173,8 @@ Fd connect_until(const sockaddr_in& addr, const std::string& label,
   for (;;) {
     Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) throw_errno("socket() for the coordinator connection");
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0)
+      return no_delay(std::move(fd));
     last_error = errno;
     if (last_error == EINPROGRESS) {
       pollfd p{fd.get(), POLLOUT, 0};
@@ -174,7 +182,7 @@ Fd connect_until(const sockaddr_in& addr, const std::string& label,
       if (n > 0) {
         socklen_t len = sizeof last_error;
         ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &last_error, &len);
-        if (last_error == 0) return fd;
+        if (last_error == 0) return no_delay(std::move(fd));
       } else {
         last_error = n == 0 ? ETIMEDOUT : errno;
       }

@@ -250,8 +250,8 @@ void Node::State::take_connections() {
   for (;;) {
     sockaddr_in from{};
     socklen_t len = sizeof from;
-    Fd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&from), &len,
-                    SOCK_NONBLOCK | SOCK_CLOEXEC));
+    Fd fd = no_delay(Fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&from), &len,
+                                  SOCK_NONBLOCK | SOCK_CLOEXEC)));
     if (!fd) return;
     if (pending.size() >= kNodeMaxPending) drop(pending.begin(), "");
     Pending p;

@@ -113,6 +113,7 @@ Runner add_bench_lat(CLI::App* app, const Invocation& self);
 Runner add_bench_bulk(CLI::App* app, const Invocation& self);
 Runner add_bench_beff(CLI::App* app, const Invocation& self);
 Runner add_bench_xfer(CLI::App* app, const Invocation& self);
+Runner add_bench_connect(CLI::App* app, const Invocation& self);
 // `experiment list|run` (checks catalogue flags against `bench_app`'s subcommands) and `report`;
 // their callbacks set `run`.
 void add_experiment(CLI::App& app, const CLI::App& bench_app, Runner& run);

@@ -54,6 +54,10 @@ constexpr BenchCommand kBenchCommands[] = {
      "the transfer engine: batches of one-sided WRITEs or READs between registered memories, each "
      "batch with a notification to the peer",
      cli::add_bench_xfer},
+    {"connect",
+     "run-time connections (Node): connect time to the first call, and what each idle peer "
+     "costs the server and the client",
+     cli::add_bench_connect},
 };
 
 consteval bool registers_every_family() {

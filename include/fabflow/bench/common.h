@@ -173,8 +173,8 @@ namespace bench {
 // The benchmark families, each a `fabflow bench <name>` subcommand, run_<name>() and its
 // reporters; in the order `fabflow bench --help` lists them. The CLI registers exactly these
 // (checked at compile time in src/cli/main.cc) and catalogue entries may name only these.
-inline constexpr std::string_view kFamilies[] = {"raw", "queue", "rr",   "seq",  "inbound",
-                                                 "kv",  "lat",   "bulk", "beff", "xfer"};
+inline constexpr std::string_view kFamilies[] = {"raw", "queue", "rr",   "seq",  "inbound", "kv",
+                                                 "lat", "bulk",  "beff", "xfer", "connect"};
 
 // Where a benchmark runs: the provider and endpoint type it opens, this rank's place on the
 // host, and how long it waits for a peer. Every family's params carry one; the CLI's rank
