@@ -24,7 +24,9 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
            " operations in flight at most per endpoint; " + std::to_string(p.endpoints) +
            (p.endpoints > 1 ? " endpoints (transfers striped over those reaching both memories)"
                             : " endpoint"),
-       "MB/s = 10^6 bytes/s of transfers; op: the largest operation a transfer was posted in "
+       "layout: contig(uous), each transfer right after the one before on both ranks, or "
+       "scatt(ered), a transfer-sized gap after each; MB/s = 10^6 bytes/s of transfers; op: the "
+       "largest operation a transfer was posted in "
        "(the engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
        "completion at rank 0; CPU: ns per byte on rank 0 | rank 1" +
            std::string(p.reference
@@ -33,7 +35,8 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
                              "stream), same run; raw: the provider's streaming RMA write of the "
                              "transfer size (bench bulk's raw write), same run"
                            : "")},
-      "  dir        size  batch      op  batches       MB/s  transfers/s  batch p50(us)  batch "
+      "  dir   layout       size  batch      op  batches       MB/s  transfers/s  batch p50(us)  "
+      "batch "
       "p99(us)  "
       "cpu ns/B 0 | 1" +
           std::string(p.reference
@@ -45,15 +48,16 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
 void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) {
   char line[512];
   const std::string dir(bulk::kDirectionNames.name(row.direction));
+  const char* layout = row.layout == XferLayout::scattered ? "scatt" : "contig";
   if (!row.unsupported.empty()) {
-    std::snprintf(line, sizeof line, "  %-5s %10s %6zu  not run: %s\n", dir.c_str(),
+    std::snprintf(line, sizeof line, "  %-5s %-6s %10s %6zu  not run: %s\n", dir.c_str(), layout,
                   report::size_text(row.size).c_str(), row.batch, row.unsupported.c_str());
     out << line << std::flush;
     return;
   }
   std::snprintf(line, sizeof line,
-                "  %-5s %10s %6zu %7s %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f", dir.c_str(),
-                report::size_text(row.size).c_str(), row.batch,
+                "  %-5s %-6s %10s %6zu %7s %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f",
+                dir.c_str(), layout, report::size_text(row.size).c_str(), row.batch,
                 report::size_text(std::min(row.max_operation, row.size)).c_str(),
                 static_cast<unsigned long long>(row.batches), row.mb_s, row.transfers_per_s,
                 row.batch_ns.p50 / 1e3, row.batch_ns.p99 / 1e3, row.cpu_ns_per_byte_initiator,
@@ -85,6 +89,7 @@ void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) 
 void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row) {
   nlohmann::json j = report::base_row(r.env, "xfer");
   j["direction"] = std::string(bulk::kDirectionNames.name(row.direction));
+  j["layout"] = std::string(kXferLayoutNames.name(row.layout));
   j["size"] = row.size;
   j["batch"] = row.batch;
   j["max_outstanding"] = r.params.max_outstanding;
