@@ -127,20 +127,17 @@ Engine::~Engine() {
 }
 
 void Engine::set_max_operation(std::size_t bytes) {
-  // The transports' largest operation bounds any choice; 0 asks for the preferred size, the
-  // smallest among the endpoints that state one.
-  std::size_t most = std::size_t{1} << 30, preferred = 0;
+  // rma_operation_size on every endpoint (the rule the bulk channel follows too): the smallest
+  // size asked or preferred among them, within the smallest largest operation; with neither,
+  // that largest.
+  std::size_t most = std::size_t{1} << 30, chosen = 0;
   for (const Endpoint& ep : eps_) {
     const Capabilities& caps = ep.t->caps();
-    const std::size_t largest =
-        std::min(caps.max_msg_size, caps.max_rma_size ? caps.max_rma_size : caps.max_msg_size);
-    if (largest > 0) most = std::min(most, largest);
-    if (caps.rma_preferred_size > 0)
-      preferred =
-          preferred ? std::min(preferred, caps.rma_preferred_size) : caps.rma_preferred_size;
+    most = std::min(most, largest_rma_operation(caps));
+    if (const std::size_t n = rma_operation_size(caps, bytes); n > 0)
+      chosen = chosen ? std::min(chosen, n) : n;
   }
-  const std::size_t asked = bytes > 0 ? bytes : preferred;
-  max_op_ = asked > 0 ? std::min(asked, most) : most;
+  max_op_ = chosen > 0 ? std::min(chosen, most) : most;
   o_.max_operation = bytes;
 }
 

@@ -121,7 +121,8 @@ struct EngineOptions {
   // The largest operation posted; a larger transfer is split into operations of this size
   // (within the transports' largest operation). 0: the transports' preferred size
   // (Capabilities::rma_preferred_size, the smallest of the endpoints' that have one: tcp's
-  // 1 MiB), else their largest, at most 1 GiB.
+  // 1 MiB), else their largest, at most 1 GiB: rma_operation_size() in fabflow/transport.h,
+  // the rule the bulk channel's RMA follows too.
   std::size_t max_operation = 0;
   // Consecutive transfers of a batch that are contiguous on both sides (local and remote
   // ranges adjacent, the same local memory, the same registration of the peer's, the same
