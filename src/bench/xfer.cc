@@ -149,14 +149,14 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
     const std::size_t footprint = std::min(size * largest_batch, std::max(size, kFootprint));
     const TwoSided two_sided = params.reference ? two_sided_best(params, boot, size) : TwoSided{};
     for (std::size_t batch : params.batches) {
-      // The memory batches walk through, on both ranks, described to the other: windows of one
-      // batch each, `size x batch` bytes wide contiguous and twice that scattered (a gap of one
-      // transfer after each), as many as fit the footprint (at least one).
+      // The memory batches walk through, on both ranks, described to the other: `windows`
+      // windows of one batch each, `size x batch` bytes wide contiguous and twice that
+      // scattered (a gap of one transfer after each). Both layouts take as many windows, so
+      // they touch the same bytes (a scattered point does not rewrite a cache-hot half).
       const bool scattered = std::find(params.layouts.begin(), params.layouts.end(),
                                        XferLayout::scattered) != params.layouts.end();
-      const std::size_t contiguous_windows = std::max<std::size_t>(1, footprint / (size * batch));
-      const std::size_t span =
-          std::max(size * batch * contiguous_windows, scattered ? 2 * size * batch : 0);
+      const std::size_t windows = std::max<std::size_t>(1, footprint / (size * batch));
+      const std::size_t span = size * batch * windows * (scattered ? 2 : 1);
       auto mine = engine.allocate(span);
       auto all = boot.allgather(engine.describe(*mine, peer));
       const bulk::RemoteRegion theirs = engine.import(peer, all[static_cast<std::size_t>(peer)]);
@@ -170,7 +170,6 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
           for (XferLayout layout : params.layouts) {
             engine.set_max_operation(op_size);
             const std::size_t stride = layout == XferLayout::scattered ? 2 * size : size;
-            const std::size_t windows = std::max<std::size_t>(1, span / (stride * batch));
             std::vector<std::vector<bulk::TransferRequest>> requests(windows);
             for (std::size_t w = 0; w < windows; ++w)
               for (std::size_t i = 0; i < batch; ++i) {
