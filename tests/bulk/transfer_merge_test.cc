@@ -2,8 +2,9 @@
 // entries merge; a gap on either side, another memory, another registration of the peer's or
 // another direction keeps them apart; entries out of order stay apart; every entry in one run,
 // in order), then the engine on local, shm and tcp posting contiguous blocks in fewer
-// operations (within max_operation) and scattered ones one each, every byte landing, and two
-// forked ranks on local and tcp moving 16 contiguous and 16 scattered 64 KiB blocks.
+// operations (within max_operation) and scattered ones one each, every byte landing, a merged
+// run striped over two endpoints like one transfer, and two forked ranks on local and tcp
+// moving 16 contiguous and 16 scattered 64 KiB blocks.
 #include <gtest/gtest.h>
 
 #include <fabflow/bootstrap.h>
@@ -342,6 +343,59 @@ TEST_P(TransferMerge, WithMergeOffEveryTransferIsAnOperation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, TransferMerge, ::testing::Values("local", "shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// Two endpoints per rank: 16 contiguous 64 KiB WRITEs merge into one 1 MiB run, which (at least
+// stripe_min) is cut into one 512 KiB part per endpoint; 16 scattered ones go to the endpoints in
+// turn, 8 each. Every byte is in place when the notification arrives (the second endpoint's
+// writes fenced before it).
+class TransferMergeStripe : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TransferMergeStripe, AMergedRunIsStripedLikeOneTransfer) {
+  const std::string err =
+      testing::run_ranks(2, options(GetParam()), [&](int rank, Transport& t, Bootstrap& boot) {
+        auto second = open_transport(options(GetParam()));
+        second->connect(boot);
+        Engine e({&t, second.get()}, boot);
+        constexpr std::uint64_t kSpan = 2 << 20;
+        auto mine = e.allocate(kSpan);
+        const int peer = 1 - rank;
+        auto all = boot.allgather(e.describe(*mine, peer));
+        const RemoteRegion theirs = e.import(peer, all[static_cast<std::size_t>(peer)]);
+        for (std::uint64_t k = 0; k < 2; ++k) {
+          const Round r{Direction::write, 16, k64K, k == 0 ? k64K : 2 * k64K, 0, 0};
+          const std::uint64_t seed = 40 + k;
+          for (std::uint64_t i = 0; i < kSpan; ++i)
+            mine->data()[i] = rank == 0 ? byte_at(seed, i) : std::byte{0};
+          boot.barrier([&] { e.progress(); });
+          if (rank == 0) {
+            std::vector<TransferRequest> batch;
+            for (std::uint64_t i = 0; i < r.blocks; ++i)
+              batch.push_back({mine, i * r.stride, &theirs, i * r.stride, r.len, r.direction});
+            const std::vector<std::uint64_t> before = e.endpoint_operations();
+            const Handle h = e.submit(batch, k);
+            if (e.wait(h) != Status::ok) throw Error(e.error(h));
+            e.release(h);
+            const std::uint64_t want = k == 0 ? 1 : 8;
+            for (std::size_t ep = 0; ep < 2; ++ep)
+              if (const std::uint64_t n = e.endpoint_operations()[ep] - before[ep]; n != want)
+                throw Error("round " + std::to_string(k) + ": endpoint " + std::to_string(ep) +
+                            " posted " + std::to_string(n) + " operations, expected " +
+                            std::to_string(want));
+          } else {
+            const Notification n = e.wait_notification();
+            if (n.peer != 0 || n.tag != k) throw Error("wrong notification");
+            if (std::string bad = check_blocks(*mine, r, seed, kSpan); !bad.empty())
+              throw Error("round " + std::to_string(k) + ": " + bad);
+          }
+          boot.barrier([&] { e.progress(); });
+        }
+      });
+  EXPECT_EQ(err, "");
+}
+
+// Not local: its memory reaches only the first endpoint (nothing to stripe).
+INSTANTIATE_TEST_SUITE_P(Providers, TransferMergeStripe, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Two forked ranks (each its own process, bootstrap over loopback TCP): 16 contiguous 64 KiB
