@@ -13,6 +13,16 @@
 
 namespace fabflow {
 
+namespace {
+
+// The longest run of a point's batch that the engine cuts into operations: a contiguous batch
+// is merged into one (docs/transfer-engine.md, "Contiguous transfers"), a scattered one is not.
+std::size_t largest_run(const XferRow& row) {
+  return row.layout == XferLayout::contiguous ? row.size * row.batch : row.size;
+}
+
+}  // namespace
+
 void print_xfer_header(std::ostream& out, const XferResult& r) {
   const auto& p = r.params;
   report::print_table_header(
@@ -26,8 +36,8 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
                             : " endpoint"),
        "layout: contig(uous), each transfer right after the one before on both ranks, or "
        "scatt(ered), a transfer-sized gap after each; MB/s = 10^6 bytes/s of transfers; op: the "
-       "largest operation a transfer was posted in "
-       "(the engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
+       "largest operation posted (a contiguous batch is merged into one run first; the "
+       "engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
        "completion at rank 0; CPU: ns per byte on rank 0 | rank 1" +
            std::string(p.reference
                            ? "; memcpy: the batch's bytes copied in memory; 2-sided: the fastest "
@@ -58,7 +68,7 @@ void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) 
   std::snprintf(line, sizeof line,
                 "  %-5s %-6s %10s %6zu %7s %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f",
                 dir.c_str(), layout, report::size_text(row.size).c_str(), row.batch,
-                report::size_text(std::min(row.max_operation, row.size)).c_str(),
+                report::size_text(std::min(row.max_operation, largest_run(row))).c_str(),
                 static_cast<unsigned long long>(row.batches), row.mb_s, row.transfers_per_s,
                 row.batch_ns.p50 / 1e3, row.batch_ns.p99 / 1e3, row.cpu_ns_per_byte_initiator,
                 row.cpu_ns_per_byte_target);
