@@ -155,6 +155,9 @@ struct Counters {
   std::uint64_t cma_bytes = 0;         // moved by cross-memory attach (local)
   std::uint64_t mapped_bytes = 0;      // copied through the peer's mapping (local, Memory)
   std::uint64_t unexpected = 0;        // messages that arrived before their receive
+  // RMA writes and reads this rank posted (rendezvous and pipeline fragments, in operations of
+  // at most the transport's preferred size: rma_operation_size in fabflow/transport.h).
+  std::uint64_t rma_operations = 0;
 };
 static_assert(std::is_trivially_copyable_v<Counters>);
 

@@ -145,6 +145,16 @@ struct MissingOp {
 };
 std::optional<MissingOp> missing_op(const Capabilities& caps, std::span<const Op> ops);
 
+// The largest RMA operation `caps` takes: the smaller of max_msg_size and max_rma_size, at most
+// 1 GiB (1 GiB where the transport states none).
+std::size_t largest_rma_operation(const Capabilities& caps) noexcept;
+// The one operation-size rule of every path that cuts a large buffer into RMA operations (the
+// transfer engine, the bulk channel's rendezvous and pipeline fragments): `asked` where it is
+// given, else the transport's preferred size (rma_preferred_size), within its largest
+// operation; 0 where neither is given, and the caller keeps its own size (the engine: the
+// largest operation; the channel: one operation per buffer, up to 64 MiB).
+std::size_t rma_operation_size(const Capabilities& caps, std::size_t asked = 0) noexcept;
+
 // What to ask the fabric for.
 struct TransportOptions {
   std::string provider = "auto";  // "local", a libfabric provider name, or "auto"

@@ -24,7 +24,8 @@ nlohmann::json stats_json(const bulk::Stats& s) {
           {"cache_invalidations", s.cache_invalidations},
           {"control_messages", s.control_messages},
           {"cma_bytes", s.cma_bytes},
-          {"mapped_bytes", s.mapped_bytes}};
+          {"mapped_bytes", s.mapped_bytes},
+          {"rma_operations", s.rma_operations}};
 }
 
 }  // namespace

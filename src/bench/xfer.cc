@@ -45,12 +45,13 @@ struct Verify {
   Direction dir = Direction::write;
   std::span<std::byte> memory;  // this rank's
   std::size_t size = 0, batch = 0, windows = 1;
+  std::size_t stride = 0;  // from one transfer's start to the next (size, or more: scattered)
   std::uint64_t first_batch = 0;
   std::string what;  // the point, for errors: "write of 8 x 65536 bytes"
 };
 
 std::span<std::byte> transfer_bytes(const Verify& v, std::size_t w, std::size_t t) {
-  return v.memory.subspan((w * v.batch + t) * v.size, v.size);
+  return v.memory.subspan((w * v.batch + t) * v.stride, v.size);
 }
 
 void check_transfer(const Verify& v, std::span<const std::byte> got, std::uint64_t seq,
@@ -188,8 +189,9 @@ TwoSided two_sided_best(const XferParams& p, Bootstrap& boot, std::size_t size) 
 XferResult run_xfer(const XferParams& params, Bootstrap& boot,
                     const std::function<void(const XferResult&, const XferRow&)>& on_row) {
   if (boot.size() != 2) throw UsageError("bench xfer runs on 2 ranks");
-  if (params.sizes.empty() || params.batches.empty() || params.directions.empty())
-    throw UsageError("bench xfer: no size, batch or direction given");
+  if (params.sizes.empty() || params.batches.empty() || params.directions.empty() ||
+      params.layouts.empty())
+    throw UsageError("bench xfer: no size, batch, direction or layout given");
   for (std::size_t s : params.sizes)
     for (std::size_t b : params.batches)
       if (s == 0 || b == 0 || b > 65536 || s > (std::size_t{1} << 30) / b)
@@ -231,9 +233,14 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
     const TwoSided two_sided = params.reference ? two_sided_best(params, boot, size) : TwoSided{};
     for (std::size_t batch : params.batches) {
       // The memory batches walk through, on both ranks, described to the other: `windows`
-      // windows of one batch each.
+      // windows of one batch each, `size x batch` bytes wide contiguous and twice that
+      // scattered (a gap of one transfer after each). Both layouts take as many windows, so
+      // they touch the same bytes (a scattered point does not rewrite a cache-hot half).
+      const bool scattered = std::find(params.layouts.begin(), params.layouts.end(),
+                                       XferLayout::scattered) != params.layouts.end();
       const std::size_t windows = std::max<std::size_t>(1, footprint / (size * batch));
-      auto mine = engine.allocate(size * batch * windows);
+      const std::size_t span = size * batch * windows * (scattered ? 2 : 1);
+      auto mine = engine.allocate(span);
       auto all = boot.allgather(engine.describe(*mine, peer));
       const bulk::RemoteRegion theirs = engine.import(peer, all[static_cast<std::size_t>(peer)]);
       std::optional<double> memcpy_mb_s;
@@ -242,67 +249,72 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
       const std::uint64_t n = std::clamp<std::uint64_t>(params.bytes_per_point / (size * batch),
                                                         params.min_batches, params.max_batches);
       for (std::size_t op_size : params.operation_sizes)
-        for (Direction dir : params.directions) {
-          engine.set_max_operation(op_size);
-          std::vector<std::vector<bulk::TransferRequest>> requests(windows);
-          for (std::size_t w = 0; w < windows; ++w)
-            for (std::size_t i = 0; i < batch; ++i) {
-              const std::size_t at = (w * batch + i) * size;
-              requests[w].push_back({mine, at, &theirs, at, size, dir});
+        for (Direction dir : params.directions)
+          for (XferLayout layout : params.layouts) {
+            engine.set_max_operation(op_size);
+            const std::size_t stride = layout == XferLayout::scattered ? 2 * size : size;
+            std::vector<std::vector<bulk::TransferRequest>> requests(windows);
+            for (std::size_t w = 0; w < windows; ++w)
+              for (std::size_t i = 0; i < batch; ++i) {
+                const std::size_t at = (w * batch + i) * stride;
+                requests[w].push_back({mine, at, &theirs, at, size, dir});
+              }
+            std::vector<double> batch_ns;
+            Tally tally;
+            const std::uint64_t warm = std::max<std::uint64_t>(1, n / 10);
+            Verify v;
+            v.on = params.verify;
+            v.dir = dir;
+            v.memory = {mine->data(), stride * batch * windows};
+            v.size = size;
+            v.stride = stride;
+            v.batch = batch;
+            v.windows = windows;
+            v.first_batch = next_batch;
+            v.what = std::string(bulk::kDirectionNames.name(dir)) + " of " + std::to_string(batch) +
+                     " x " + std::to_string(size) + " bytes (" + std::string(to_string(layout)) +
+                     ")";
+            next_batch += warm + n + windows;
+            const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
+            const std::vector<std::uint64_t> ops_before = engine.endpoint_operations();
+            const double seconds = run_point(engine, boot, requests, warm, n, v, &batch_ns, &tally);
+            const auto tallies = allgather_value(boot, tally, "bench xfer: tally");
+            if (tallies[1].notifications != n + std::max<std::uint64_t>(1, n / 10))
+              throw PeerError(1, "bench xfer: rank 1 took " +
+                                     std::to_string(tallies[1].notifications) + " notifications");
+            XferRow row;
+            row.size = size;
+            row.batch = batch;
+            row.direction = dir;
+            row.layout = layout;
+            row.operation_size = op_size;
+            row.max_operation = engine.max_operation();
+            row.batches = n;
+            row.footprint_bytes = stride * batch * windows;
+            row.seconds = seconds;
+            row.memcpy_mb_s = memcpy_mb_s;
+            if (params.reference && boot.rank() == 0) {
+              row.two_sided_mb_s = two_sided.mb_s;
+              row.two_sided_protocol = two_sided.protocol;
+              row.two_sided_phase = two_sided.phase;
+              row.raw_write_mb_s = two_sided.raw_write_mb_s;
             }
-          std::vector<double> batch_ns;
-          Tally tally;
-          const std::uint64_t warm = std::max<std::uint64_t>(1, n / 10);
-          Verify v;
-          v.on = params.verify;
-          v.dir = dir;
-          v.memory = {mine->data(), size * batch * windows};
-          v.size = size;
-          v.batch = batch;
-          v.windows = windows;
-          v.first_batch = next_batch;
-          v.what = std::string(bulk::kDirectionNames.name(dir)) + " of " + std::to_string(batch) +
-                   " x " + std::to_string(size) + " bytes";
-          next_batch += warm + n + windows;
-          const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
-          const std::vector<std::uint64_t> ops_before = engine.endpoint_operations();
-          const double seconds = run_point(engine, boot, requests, warm, n, v, &batch_ns, &tally);
-          const auto tallies = allgather_value(boot, tally, "bench xfer: tally");
-          if (tallies[1].notifications != n + std::max<std::uint64_t>(1, n / 10))
-            throw PeerError(1, "bench xfer: rank 1 took " +
-                                   std::to_string(tallies[1].notifications) + " notifications");
-          XferRow row;
-          row.size = size;
-          row.batch = batch;
-          row.direction = dir;
-          row.operation_size = op_size;
-          row.max_operation = engine.max_operation();
-          row.batches = n;
-          row.footprint_bytes = size * batch * windows;
-          row.seconds = seconds;
-          row.memcpy_mb_s = memcpy_mb_s;
-          if (params.reference && boot.rank() == 0) {
-            row.two_sided_mb_s = two_sided.mb_s;
-            row.two_sided_protocol = two_sided.protocol;
-            row.two_sided_phase = two_sided.phase;
-            row.raw_write_mb_s = two_sided.raw_write_mb_s;
-          }
-          if (boot.rank() == 0) {
-            const double bytes =
-                static_cast<double>(size) * static_cast<double>(batch) * static_cast<double>(n);
-            row.mb_s = seconds > 0 ? bytes / seconds / 1e6 : 0;
-            row.transfers_per_s =
-                seconds > 0 ? static_cast<double>(batch) * static_cast<double>(n) / seconds : 0;
-            row.batch_ns = summarize(batch_ns);
-            row.cpu_ns_per_byte_initiator = tallies[0].cpu_s * 1e9 / bytes;
-            row.cpu_ns_per_byte_target = tallies[1].cpu_s * 1e9 / bytes;
-            for (std::size_t e = 0; e < engine.endpoints(); ++e) {
-              row.endpoint_bytes.push_back(engine.endpoint_bytes()[e] - bytes_before[e]);
-              row.endpoint_operations.push_back(engine.endpoint_operations()[e] - ops_before[e]);
+            if (boot.rank() == 0) {
+              const double bytes =
+                  static_cast<double>(size) * static_cast<double>(batch) * static_cast<double>(n);
+              row.mb_s = seconds > 0 ? bytes / seconds / 1e6 : 0;
+              row.transfers_per_s =
+                  seconds > 0 ? static_cast<double>(batch) * static_cast<double>(n) / seconds : 0;
+              row.batch_ns = summarize(batch_ns);
+              row.cpu_ns_per_byte_initiator = tallies[0].cpu_s * 1e9 / bytes;
+              row.cpu_ns_per_byte_target = tallies[1].cpu_s * 1e9 / bytes;
+              for (std::size_t e = 0; e < engine.endpoints(); ++e) {
+                row.endpoint_bytes.push_back(engine.endpoint_bytes()[e] - bytes_before[e]);
+                row.endpoint_operations.push_back(engine.endpoint_operations()[e] - ops_before[e]);
+              }
             }
+            bench::publish_row(boot, result, std::move(row), on_row);
           }
-          bench::publish_row(boot, result, std::move(row), on_row);
-        }
       boot.barrier([&] { engine.progress(); });  // neither frees its memory while in use
     }
   }

@@ -13,6 +13,16 @@
 
 namespace fabflow {
 
+namespace {
+
+// The longest run of a point's batch that the engine cuts into operations: a contiguous batch
+// is merged into one (docs/transfer-engine.md, "Contiguous transfers"), a scattered one is not.
+std::size_t largest_run(const XferRow& row) {
+  return row.layout == XferLayout::contiguous ? row.size * row.batch : row.size;
+}
+
+}  // namespace
+
 void print_xfer_header(std::ostream& out, const XferResult& r) {
   const auto& p = r.params;
   report::print_table_header(
@@ -29,8 +39,10 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
                 ? "checked where it landed, outside the timed sections (every byte of a "
                   "transfer up to 4 KiB; of a larger one one page in 16, at most 16, and the last)"
                 : "not checked (--no-verify)"),
-       "MB/s = 10^6 bytes/s of transfers; op: the largest operation a transfer was posted in "
-       "(the engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
+       "layout: contig(uous), each transfer right after the one before on both ranks, or "
+       "scatt(ered), a transfer-sized gap after each; MB/s = 10^6 bytes/s of transfers; op: the "
+       "largest operation posted (a contiguous batch is merged into one run first; the "
+       "engine's max_operation, 0 asked: the transport's preferred size); batch: submit to "
        "completion at rank 0; CPU: ns per byte on rank 0 | rank 1" +
            std::string(p.reference
                            ? "; memcpy: the batch's bytes copied in memory; 2-sided: the fastest "
@@ -38,7 +50,8 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
                              "stream), same run; raw: the provider's streaming RMA write of the "
                              "transfer size (bench bulk's raw write), same run"
                            : "")},
-      "  dir        size  batch      op  batches       MB/s  transfers/s  batch p50(us)  batch "
+      "  dir   layout       size  batch      op  batches       MB/s  transfers/s  batch p50(us)  "
+      "batch "
       "p99(us)  "
       "cpu ns/B 0 | 1" +
           std::string(p.reference
@@ -50,16 +63,17 @@ void print_xfer_header(std::ostream& out, const XferResult& r) {
 void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) {
   char line[512];
   const std::string dir(bulk::kDirectionNames.name(row.direction));
+  const char* layout = row.layout == XferLayout::scattered ? "scatt" : "contig";
   if (!row.unsupported.empty()) {
-    std::snprintf(line, sizeof line, "  %-5s %10s %6zu  not run: %s\n", dir.c_str(),
+    std::snprintf(line, sizeof line, "  %-5s %-6s %10s %6zu  not run: %s\n", dir.c_str(), layout,
                   report::size_text(row.size).c_str(), row.batch, row.unsupported.c_str());
     out << line << std::flush;
     return;
   }
   std::snprintf(line, sizeof line,
-                "  %-5s %10s %6zu %7s %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f", dir.c_str(),
-                report::size_text(row.size).c_str(), row.batch,
-                report::size_text(std::min(row.max_operation, row.size)).c_str(),
+                "  %-5s %-6s %10s %6zu %7s %8llu %10.1f %12.0f %14.2f %14.2f %7.3f | %.3f",
+                dir.c_str(), layout, report::size_text(row.size).c_str(), row.batch,
+                report::size_text(std::min(row.max_operation, largest_run(row))).c_str(),
                 static_cast<unsigned long long>(row.batches), row.mb_s, row.transfers_per_s,
                 row.batch_ns.p50 / 1e3, row.batch_ns.p99 / 1e3, row.cpu_ns_per_byte_initiator,
                 row.cpu_ns_per_byte_target);
@@ -90,6 +104,7 @@ void print_xfer_row(std::ostream& out, const XferResult& r, const XferRow& row) 
 void print_xfer_json(std::ostream& out, const XferResult& r, const XferRow& row) {
   nlohmann::json j = report::base_row(r.env, "xfer");
   j["direction"] = std::string(bulk::kDirectionNames.name(row.direction));
+  j["layout"] = std::string(kXferLayoutNames.name(row.layout));
   j["size"] = row.size;
   j["batch"] = row.batch;
   j["max_outstanding"] = r.params.max_outstanding;

@@ -1,5 +1,6 @@
 // The bulk channel's public calls: sending and receiving, testing and waiting with the peer
 // timeout, progress, statistics, and failing the whole channel. docs/bulk.md.
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -18,6 +19,7 @@ ChannelImpl::ChannelImpl(Transport& t, Bootstrap& boot, const ChannelOptions& o)
       ranks_(boot.size()),
       registrar_(t, o_) {
   cma_capable_ = t.caps().cross_memory_attach;
+  if (const std::size_t n = rma_operation_size(t.caps()); n > 0) rma_op_ = std::min(n, kMaxOp);
   exchange();
   slot_ = kHeader + o_.bounce_size;
   tx_mr_ = t_.allocate(slot_ * kTxBuffers, kLocalRead | kLocalWrite);

@@ -258,7 +258,7 @@ class ChannelImpl final : public Channel {
   // rndv-read receiver: read the whole message, then FIN.
   void start_read(Request& r, const Header& h, std::span<const std::byte> key);
 
-  // Queues reads or writes of [buf, buf+len) in pieces of at most kMaxOp, counted as in
+  // Queues reads or writes of [buf, buf+len) in pieces of at most rma_op_, counted as in
   // flight from now on, and posts what the transmit queue takes.
   void post_rma(Request& r, std::size_t frag, bool write, std::byte* buf, const MemoryRegion& mr,
                 const RemoteMemory& rm, std::uint64_t roff, std::uint64_t len);
@@ -310,6 +310,9 @@ class ChannelImpl final : public Channel {
   int rank_, ranks_;
   Registrations registrar_;
   bool cma_capable_ = false;  // the transport copies to and from peers' memory (local)
+  // The largest RMA operation posted: the transport's preferred size where it states one
+  // (rma_operation_size, the transfer engine's rule: tcp's 1 MiB), else kMaxOp.
+  std::size_t rma_op_ = kMaxOp;
   bool cma_ok_ = false;
   std::string path_;
   std::uint64_t probe_ = kProbe;

@@ -105,13 +105,13 @@ RemoteMemory ChannelImpl::import_rendezvous_key(const Request& r, std::span<cons
   return rm;
 }
 
-// Queues reads or writes of [buf, buf+len) in pieces of at most kMaxOp, counted as in
+// Queues reads or writes of [buf, buf+len) in pieces of at most rma_op_, counted as in
 // flight from now on, and posts what the transmit queue takes.
 void ChannelImpl::post_rma(Request& r, std::size_t frag, bool write, std::byte* buf,
                            const MemoryRegion& mr, const RemoteMemory& rm, std::uint64_t roff,
                            std::uint64_t len) {
   for (std::uint64_t done = 0; done < len;) {
-    const std::uint64_t n = std::min<std::uint64_t>(kMaxOp, len - done);
+    const std::uint64_t n = std::min<std::uint64_t>(rma_op_, len - done);
     rmaq_.push_back(
         PendingRma{RmaOp{r.id, frag}, write, buf + done, mr.desc(), rm, roff + done, n});
     if (frag == SIZE_MAX)
@@ -140,6 +140,7 @@ void ChannelImpl::drain_rma() {
       throw Error("bulk: RMA " + std::string(p.write ? "write" : "read") + " with " +
                   rank_str(peer) + ": " + t_.last_error());
     ++next_op_;
+    ++stats_.rma_operations;
     rma_[op] = p.op;
     rmaq_.pop_front();
   }

@@ -1,4 +1,5 @@
-// The transfer engine (fabflow/bulk/transfer.h): batches split into operations, spread over
+// The transfer engine (fabflow/bulk/transfer.h): batches merged where their transfers are
+// contiguous on both sides (transfer_merge.h), split into operations, spread over
 // the endpoints that reach both memories, queued per endpoint and posted up to max_outstanding
 // at a time on each; a batch's notification goes out on the first endpoint once every one of
 // its operations has completed at this rank (and, for WRITEs that went on other endpoints, a
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "bulk/descriptor.h"
+#include "bulk/transfer_merge.h"
 #include "common/bounded_wait.h"
 
 namespace fabflow::bulk {
@@ -125,20 +127,17 @@ Engine::~Engine() {
 }
 
 void Engine::set_max_operation(std::size_t bytes) {
-  // The transports' largest operation bounds any choice; 0 asks for the preferred size, the
-  // smallest among the endpoints that state one.
-  std::size_t most = std::size_t{1} << 30, preferred = 0;
+  // rma_operation_size on every endpoint (the rule the bulk channel follows too): the smallest
+  // size asked or preferred among them, within the smallest largest operation; with neither,
+  // that largest.
+  std::size_t most = std::size_t{1} << 30, chosen = 0;
   for (const Endpoint& ep : eps_) {
     const Capabilities& caps = ep.t->caps();
-    const std::size_t largest =
-        std::min(caps.max_msg_size, caps.max_rma_size ? caps.max_rma_size : caps.max_msg_size);
-    if (largest > 0) most = std::min(most, largest);
-    if (caps.rma_preferred_size > 0)
-      preferred =
-          preferred ? std::min(preferred, caps.rma_preferred_size) : caps.rma_preferred_size;
+    most = std::min(most, largest_rma_operation(caps));
+    if (const std::size_t n = rma_operation_size(caps, bytes); n > 0)
+      chosen = chosen ? std::min(chosen, n) : n;
   }
-  const std::size_t asked = bytes > 0 ? bytes : preferred;
-  max_op_ = asked > 0 ? std::min(asked, most) : most;
+  max_op_ = chosen > 0 ? std::min(chosen, most) : most;
   o_.max_operation = bytes;
 }
 
@@ -232,6 +231,7 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
   // Counted and dealt here, kept only once the whole batch is taken.
   std::vector<std::uint64_t> bytes(eps_.size(), 0), operations(eps_.size(), 0);
   std::size_t turn = next_ep_;
+  // Every entry checked before anything is planned: a refused batch posts nothing.
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const TransferRequest& r = batch[i];
     auto bad = [&](const std::string& why) {
@@ -257,23 +257,30 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
       throw bad("reaches memory " + std::to_string(r.remote->id) + " of rank " +
                 std::to_string(r.remote->peer) + ", which rank " + std::to_string(r.remote->peer) +
                 " released");
-    const std::vector<std::size_t> eps = reaching(*r.local, *r.remote);
-    if (eps.empty()) throw bad("names memories that no endpoint of this engine reaches both of");
+    if (reaching(*r.local, *r.remote).empty())
+      throw bad("names memories that no endpoint of this engine reaches both of");
     b.notify_peer = r.remote->peer;
     if (std::find(b.keep.begin(), b.keep.end(), r.local) == b.keep.end()) b.keep.push_back(r.local);
+  }
+  // Consecutive entries contiguous on both sides (the same memories, the same direction) go as
+  // one transfer (transfer_merge.h), which is then cut like any other.
+  for (const detail::Run& run : detail::contiguous_runs(batch, o_.merge_contiguous)) {
+    const TransferRequest& r = batch[run.first];
+    const std::vector<std::size_t> eps = reaching(*r.local, *r.remote);
     // One part per endpoint that reaches both memories (page-aligned cuts), or the whole
     // transfer on the next of them in turn; each part in operations of at most max_op_.
-    const std::size_t parts = r.length >= o_.stripe_min ? eps.size() : 1;
-    const std::uint64_t per = ((r.length + parts - 1) / parts + 4095) / 4096 * 4096;
-    for (std::uint64_t at = 0, k = 0; at < r.length; ++k) {
+    const std::size_t parts = run.length >= o_.stripe_min ? eps.size() : 1;
+    const std::uint64_t per = ((run.length + parts - 1) / parts + 4095) / 4096 * 4096;
+    for (std::uint64_t at = 0, k = 0; at < run.length; ++k) {
       const std::size_t e = parts > 1 ? eps[k] : eps[turn++ % eps.size()];
-      const std::uint64_t part = std::min<std::uint64_t>(per, r.length - at);
+      const std::uint64_t part = std::min<std::uint64_t>(per, run.length - at);
       for (std::uint64_t done = 0; done < part;) {
         const std::size_t n =
             static_cast<std::size_t>(std::min<std::uint64_t>(max_op_, part - done));
         ops.push_back({h, r.remote->peer, r.remote->id, e,
-                       r.local->data() + r.local_offset + at + done, r.local->region_on(e)->desc(),
-                       r.remote->endpoints[e], r.remote_offset + at + done, n, r.direction});
+                       r.local->data() + run.local_offset + at + done,
+                       r.local->region_on(e)->desc(), r.remote->endpoints[e],
+                       run.remote_offset + at + done, n, r.direction});
         done += n;
         ++operations[e];
       }
@@ -282,8 +289,8 @@ Handle Engine::submit(std::span<const TransferRequest> batch,
                                       [e](const Posting& f) { return f.ep == e; });
       if (notify_tag && r.direction == Direction::write && e != 0 && !fenced)
         b.fences.push_back({h, r.remote->peer, r.remote->id, e, eps_[e].fence->data(),
-                            eps_[e].fence->desc(), r.remote->endpoints[e], r.remote_offset + at, 1,
-                            Direction::read});
+                            eps_[e].fence->desc(), r.remote->endpoints[e], run.remote_offset + at,
+                            1, Direction::read});
       at += part;
     }
   }

@@ -16,6 +16,7 @@ namespace {
 struct XferFlags : CommonFlags {
   std::string batches = "1";
   std::string directions = "write";
+  std::string layouts = "contiguous";
   std::string bytes = "256M";
   std::uint64_t max_batches = 100000;
   std::size_t max_outstanding = 64;
@@ -38,6 +39,7 @@ XferValidated validate(const XferFlags& f) {
                      std::string(e.what()));
   }
   p.directions = parse_choice_list<bulk::Direction>(f.directions);
+  p.layouts = parse_choice_list<XferLayout>(f.layouts);
   for (std::size_t s : p.sizes)
     for (std::size_t b : p.batches)
       if (s == 0 || b == 0 || b > 65536 || s > (std::size_t{1} << 30) / b)
@@ -93,6 +95,10 @@ Runner add_bench_xfer(CLI::App* app, const Invocation& self) {
   app->add_option("--batch", f->batches, "transfers per batch: 16 | 1,16,256 | 1:256 (default 1)");
   add_choice_list<bulk::Direction>(*app, "--direction", f->directions,
                                    "write (default), read, or both comma-separated");
+  add_choice_list<XferLayout>(*app, "--layout", f->layouts,
+                              "contiguous (default: each transfer right after the one before, on "
+                              "both ranks), scattered (a transfer-sized gap after each), or both "
+                              "comma-separated");
   app->add_option("--bytes", f->bytes,
                   "bytes moved per point, which sets the batch count (default 256M; at least 8 "
                   "batches)");

@@ -148,4 +148,16 @@ std::optional<MissingOp> missing_op(const Capabilities& caps, std::span<const Op
   return std::nullopt;
 }
 
+std::size_t largest_rma_operation(const Capabilities& caps) noexcept {
+  constexpr std::size_t kCap = std::size_t{1} << 30;
+  const std::size_t largest =
+      std::min(caps.max_msg_size, caps.max_rma_size ? caps.max_rma_size : caps.max_msg_size);
+  return largest > 0 ? std::min(largest, kCap) : kCap;
+}
+
+std::size_t rma_operation_size(const Capabilities& caps, std::size_t asked) noexcept {
+  const std::size_t wanted = asked > 0 ? asked : caps.rma_preferred_size;
+  return wanted > 0 ? std::min(wanted, largest_rma_operation(caps)) : 0;
+}
+
 }  // namespace fabflow

@@ -95,6 +95,29 @@ TEST(XferCliOperationSize, EachSizeIsAPointPostedInItsOperations) {
   }
 }
 
+// --layout contiguous,scattered on tcp: one point per layout, in that order, over the same
+// memory; 16 transfers of 64 KiB a batch, merged into one 1 MiB operation (tcp's preferred
+// size) when contiguous, each an operation of its own when scattered.
+TEST(XferCliLayout, EachLayoutIsAPoint) {
+  CliResult r = run_cli({"fabflow", "bench", "xfer", "-p", "tcp", "-S", "64K", "--batch", "16",
+                         "--layout", "contiguous,scattered", "--bytes", "8M", "--json"},
+                        60s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto j = nlohmann::json::parse(rows[i]);
+    EXPECT_EQ(j["layout"], i == 0 ? "contiguous" : "scattered") << rows[i];
+    const std::uint64_t n = j["batches"];
+    const std::uint64_t batches = n + std::max<std::uint64_t>(1, n / 10);
+    const auto ops = j["endpoint_operations"].get<std::vector<std::uint64_t>>();
+    ASSERT_EQ(ops.size(), 1u) << rows[i];
+    EXPECT_EQ(ops[0], batches * (i == 0 ? 1 : 16)) << rows[i];
+    EXPECT_EQ(j["footprint_bytes"].get<std::uint64_t>() % ((i == 0 ? 1 : 2) * 16 * 65536), 0u)
+        << rows[i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, XferCli, ::testing::Values("local", "shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
 
@@ -104,6 +127,7 @@ TEST(XferCliBadInput, IsOneLine) {
       {{"--batch", "70000"}, "outside 1 B .. 1 GiB"},
       {{"-S", "512M", "--batch", "4"}, "outside 1 B .. 1 GiB"},
       {{"--direction", "sideways"}, "sideways"},
+      {{"--layout", "diagonal"}, "diagonal"},
       {{"-p", "nosuch"}, "nosuch"},
       {{"--endpoints", "0"}, "--endpoints"},
       {{"--endpoints", "17"}, "--endpoints"},

@@ -80,6 +80,30 @@ TEST(NamesCapabilities, NoRemoteCqDataRefusesWritedataOnly) {
 
 // missing_op: the first unsupported operation of a list, in the list's order, with why_not's
 // line; none when every one is supported (or the list is empty).
+// The operation-size rule of the engine and the bulk channel: the size asked, else the preferred
+// one, within the largest operation (the smaller of max_msg_size and max_rma_size, at most 1 GiB);
+// 0 where neither is given.
+TEST(NamesCapabilities, RmaOperationSizeIsAskedElsePreferredWithinTheLargest) {
+  Capabilities tcp;
+  tcp.max_msg_size = tcp.max_rma_size = std::size_t{1} << 40;
+  tcp.rma_preferred_size = 1 << 20;
+  EXPECT_EQ(largest_rma_operation(tcp), std::size_t{1} << 30);
+  EXPECT_EQ(rma_operation_size(tcp), 1u << 20);
+  EXPECT_EQ(rma_operation_size(tcp, 256 << 10), 256u << 10);
+  EXPECT_EQ(rma_operation_size(tcp, 8 << 20), 8u << 20);
+  EXPECT_EQ(rma_operation_size(tcp, std::size_t{4} << 30), std::size_t{1} << 30);
+  Capabilities small;
+  small.max_msg_size = 1 << 20;
+  small.max_rma_size = 64 << 10;
+  small.rma_preferred_size = 1 << 20;
+  EXPECT_EQ(largest_rma_operation(small), 64u << 10);
+  EXPECT_EQ(rma_operation_size(small), 64u << 10);
+  Capabilities none;  // no preference, no stated largest
+  EXPECT_EQ(largest_rma_operation(none), std::size_t{1} << 30);
+  EXPECT_EQ(rma_operation_size(none), 0u);
+  EXPECT_EQ(rma_operation_size(none, 4096), 4096u);
+}
+
 TEST(NamesCapabilities, MissingOpIsTheFirstUnsupportedWithItsReason) {
   const Capabilities no_rma = caps(false, 8, true);
   const std::vector<Op> ops{Op::send, Op::fadd, Op::read, Op::write};

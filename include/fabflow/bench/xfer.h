@@ -7,11 +7,13 @@
 // (bench bulk's protocols over a transport of their own, ping-pong and streaming: the fastest)
 // and the raw RMA write of that size over the same transport (the provider's streaming rate).
 // With several endpoints the engine stripes each batch over them; with several operation sizes
-// each batch size runs once per size the engine splits transfers into.
+// each batch size runs once per size the engine splits transfers into; with both layouts, once
+// with the batch's transfers contiguous (which the engine merges) and once scattered.
 #pragma once
 
 #include <fabflow/bench/common.h>
 #include <fabflow/bulk/transfer.h>
+#include <fabflow/names.h>
 
 #include <cstdint>
 #include <functional>
@@ -24,11 +26,20 @@ namespace fabflow {
 
 class Bootstrap;
 
+// Where a batch's transfers lie, the same on both ranks: contiguous, each right after the one
+// before it (the engine merges such runs into fewer operations); scattered, a gap of one
+// transfer's size after each (no two of them adjacent).
+enum class XferLayout : std::uint8_t { contiguous, scattered };
+inline constexpr NameTable<XferLayout, 2> kXferLayoutNames{
+    {{{"contiguous", XferLayout::contiguous}, {"scattered", XferLayout::scattered}}}};
+constexpr const auto& name_table(XferLayout) noexcept { return kXferLayoutNames; }
+
 struct XferParams {
   bench::Target target;                   // provider, endpoint, CPUs, timeout
   std::vector<std::size_t> sizes{65536};  // bytes per transfer
   std::vector<std::size_t> batches{1};    // transfers per batch
   std::vector<bulk::Direction> directions{bulk::Direction::write};
+  std::vector<XferLayout> layouts{XferLayout::contiguous};   // one point each
   std::uint64_t bytes_per_point = std::uint64_t{256} << 20;  // sets the batch count per point
   std::uint64_t min_batches = 8, max_batches = 100000;
   std::size_t max_outstanding = 64;  // the engine's operations in flight, per endpoint
@@ -48,6 +59,7 @@ struct XferParams {
 struct XferRow {
   std::size_t size = 0, batch = 0;
   bulk::Direction direction = bulk::Direction::write;
+  XferLayout layout = XferLayout::contiguous;
   std::size_t operation_size = 0;  // as asked (0: the engine's default)
   std::size_t max_operation = 0;   // the engine's largest operation at this point
   std::string unsupported;         // non-empty: not run, with the reason

@@ -121,8 +121,14 @@ struct EngineOptions {
   // The largest operation posted; a larger transfer is split into operations of this size
   // (within the transports' largest operation). 0: the transports' preferred size
   // (Capabilities::rma_preferred_size, the smallest of the endpoints' that have one: tcp's
-  // 1 MiB), else their largest, at most 1 GiB.
+  // 1 MiB), else their largest, at most 1 GiB: rma_operation_size() in fabflow/transport.h,
+  // the rule the bulk channel's RMA follows too.
   std::size_t max_operation = 0;
+  // Consecutive transfers of a batch that are contiguous on both sides (local and remote
+  // ranges adjacent, the same local memory, the same registration of the peer's, the same
+  // direction) go as one transfer, cut into operations of at most max_operation like any
+  // other: fewer operations for the same bytes. false: every transfer is posted on its own.
+  bool merge_contiguous = true;
   // Notifications from one peer that may arrive before this rank polls for them (receives
   // kept posted per peer: open the transport with rx_depth of at least this, times the peers
   // on endpoints with one receive queue).
@@ -160,8 +166,9 @@ class Engine {
   // Starts a batch. With `notify_tag`, every transfer must go to one peer, which receives
   // {this rank, tag} after all of them have completed. Throws UsageError, naming the entry,
   // for an empty batch, one of more than max_batch transfers, or an entry with no memory, a
-  // length of 0 or a range outside either memory: then nothing of the batch is posted. Transfers
-  // larger than the transport's largest operation are split.
+  // length of 0 or a range outside either memory: then nothing of the batch is posted.
+  // Consecutive entries contiguous on both sides are merged (EngineOptions::merge_contiguous);
+  // transfers (and merged runs) larger than max_operation() are split.
   Handle submit(std::span<const TransferRequest> batch,
                 std::optional<std::uint64_t> notify_tag = std::nullopt);
   // ok: every transfer (and the notification) completed; again: still running; failed: see
