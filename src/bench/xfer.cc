@@ -272,8 +272,8 @@ XferResult run_xfer(const XferParams& params, Bootstrap& boot,
             v.windows = windows;
             v.first_batch = next_batch;
             v.what = std::string(bulk::kDirectionNames.name(dir)) + " of " + std::to_string(batch) +
-                     " x " + std::to_string(size) + " bytes (" + std::string(to_string(layout)) +
-                     ")";
+                     " x " + std::to_string(size) + " bytes (" +
+                     std::string(kXferLayoutNames.name(layout)) + ")";
             next_batch += warm + n + windows;
             const std::vector<std::uint64_t> bytes_before = engine.endpoint_bytes();
             const std::vector<std::uint64_t> ops_before = engine.endpoint_operations();
