@@ -98,6 +98,7 @@ struct Side {
   TransportOptions to;
   Listening at;
   std::unique_ptr<Node> node;
+  Capabilities caps;  // of the first transport opened (client)
 };
 
 ConnectRow connect_times(Side& s, bool client) {
@@ -121,7 +122,10 @@ ConnectRow connect_times(Side& s, bool client) {
     const auto done = std::chrono::steady_clock::now();
     if (i >= s.p.warmup)
       samples.push_back(std::chrono::duration<double, std::nano>(done - start).count());
-    if (row.transport.empty()) row.transport = r.provider;
+    if (row.transport.empty()) {
+      row.transport = r.provider;
+      s.caps = r.transport->caps();
+    }
     close_requester(r);
   }
   row.connections = s.p.connections;
@@ -169,11 +173,14 @@ ConnectRow idle_peers(Side& s, Bootstrap& boot, std::size_t count) {
   } mine{before, with, {}};
   std::snprintf(mine.failed, sizeof mine.failed, "%s", failed.c_str());
   const auto all = allgather_value(boot, mine, "connect bench: holdings");
-  requesters.clear();  // the client goes first; each session then ends on both sides
-  boot.barrier();
+  // The client goes first; each session then ends on both sides. Closing a thousand takes
+  // seconds, so these barriers wait as long as the other side lives (no timeout).
+  const auto alive = [] {};
+  requesters.clear();
+  boot.barrier(alive);
   responders.clear();
   peers.clear();
-  boot.barrier();
+  boot.barrier(alive);
   if (client) {
     row.client_before = all[0].before;
     row.client_with = all[0].with;
@@ -238,7 +245,9 @@ ConnectResult run_connect(
     result.rows.push_back(std::move(row));
     if (on_row) on_row(result, result.rows.back());
   };
-  report(connect_times(s, client));
+  ConnectRow first = connect_times(s, client);
+  bench::note_caps(result.env, s.caps);
+  report(std::move(first));
   for (std::size_t count : s.p.peers) report(idle_peers(s, boot, count));
   return result;
 }
