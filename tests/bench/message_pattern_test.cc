@@ -212,7 +212,8 @@ TEST_P(VerifiedBench, XferNamesTheCorruptedTransfer) {
       }
       EXPECT_TRUE(std::regex_search(
           err, std::regex("bench xfer: " + d +
-                          " of 1 x 4096 bytes \\(contiguous\\): batch [0-9]+, transfer 0 arrived wrong at offset "
+                          " of 1 x 4096 bytes \\(contiguous\\): batch [0-9]+, transfer 0 arrived "
+                          "wrong at offset "
                           "[0-9]+ \\(0x[0-9a-f]{2} where 0x[0-9a-f]{2} was sent\\)")))
           << d << ": " << err;
     }
